@@ -1,0 +1,3 @@
+from lvsearch.cli import main
+
+raise SystemExit(main())

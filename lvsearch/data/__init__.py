@@ -1,0 +1,1 @@
+"""Data pipeline: corpus sources -> WordPiece tokenizer -> token shards -> masked batches."""

@@ -1,0 +1,87 @@
+"""Atomic file writes and safe reads shared by every job.
+
+All state that lvsearch writes (manifests, checkpoints, search state) goes through
+:func:`atomic_write_bytes`: data is written to a temporary file in the same folder, flushed
+and fsynced, then renamed over the target, so a crash never leaves a half-written file and
+never destroys the previous version. Reads of JSON state raise :class:`LvsearchError` naming
+the file when it is missing or not valid JSON. Nothing is ever loaded with pickle.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from lvsearch.errors import LvsearchError
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically (temp file in the same folder + fsync + rename)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def dumps_json(obj: Any) -> str:
+    """Canonical JSON text used for every file lvsearch writes (sorted keys, 2-space indent)."""
+    return json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
+    """Serialise ``obj`` with :func:`dumps_json` and write it atomically to ``path``."""
+    atomic_write_bytes(path, dumps_json(obj).encode("utf-8"))
+
+
+def read_json(path: str | os.PathLike, *, what: str = "JSON file") -> Any:
+    """Read a JSON file.
+
+    Raises:
+        LvsearchError: the file is missing, unreadable, or not valid UTF-8 JSON; the message
+            names the file and ``what`` it was supposed to be.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise LvsearchError(f"{what} not found: {path}", fix="check the path") from None
+    except IsADirectoryError:
+        raise LvsearchError(f"{what} expected, but {path} is a folder", fix="pass the file") from None
+    except UnicodeDecodeError:
+        raise LvsearchError(f"{what} {path} is not UTF-8 text", fix="pass the right file") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise LvsearchError(
+            f"{what} {path} is not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})",
+            fix="repair or regenerate the file",
+        ) from None
+
+
+def sha256_file(path: str | os.PathLike, chunk_bytes: int = 1 << 20) -> str:
+    """Hex SHA-256 of a file's bytes, read in ``chunk_bytes`` chunks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(chunk_bytes):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def sha256_bytes(data: bytes) -> str:
+    """Hex SHA-256 of ``data``."""
+    return hashlib.sha256(data).hexdigest()
