@@ -1,0 +1,44 @@
+"""Helpers shared by the benchmark scripts: locating ../shared/data, machine facts, JSON output."""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "benchmarks" / "results"
+sys.path.insert(0, str(REPO))
+
+
+def shared_data_dir() -> Path:
+    """``$LVSEARCH_SHARED_DATA`` or ``<repo>/../shared/data``; exits with a reason when absent."""
+    env = os.environ.get("LVSEARCH_SHARED_DATA")
+    path = Path(env) if env else REPO.parent / "shared" / "data"
+    if not path.is_dir():
+        raise SystemExit(f"benchmark needs the real data folder: {path} is absent (set LVSEARCH_SHARED_DATA)")
+    return path
+
+
+def machine() -> dict:
+    """Facts that make a timing interpretable."""
+    import torch
+
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+    }
+
+
+def write_result(name: str, result: dict) -> Path:
+    """Write ``benchmarks/results/<name>.json`` atomically and return its path."""
+    from lvsearch.io import atomic_write_json
+
+    path = RESULTS / f"{name}.json"
+    atomic_write_json(path, result)
+    return path

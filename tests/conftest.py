@@ -1,0 +1,56 @@
+"""Shared fixtures: the real data in ../shared/data (skipped with a reason when absent)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def shared_data_dir() -> Path | None:
+    """``$LVSEARCH_SHARED_DATA`` or ``<repo>/../shared/data``, if it exists."""
+    env = os.environ.get("LVSEARCH_SHARED_DATA")
+    path = Path(env) if env else REPO.parent / "shared" / "data"
+    return path if path.is_dir() else None
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    path = shared_data_dir()
+    if path is None:
+        pytest.skip("real data folder ../shared/data (or $LVSEARCH_SHARED_DATA) is absent")
+    return path
+
+
+@pytest.fixture(scope="session")
+def corpora(shared_data: Path) -> Path:
+    path = shared_data / "corpora"
+    if not (path / "train").is_dir():
+        pytest.skip(f"{path} has no BabyLM-style train/ folder")
+    return path
+
+
+@pytest.fixture(scope="session")
+def prepared_corpus(corpora: Path, tmp_path_factory) -> Path:
+    """The whole shared corpus prepared once per test session (about 15 s on 2 cores)."""
+    from lvsearch.data.prepare import prepare
+
+    out = tmp_path_factory.mktemp("prepared") / "corpus"
+    prepare([str(corpora)], out, show_progress=False)
+    return out
+
+
+@pytest.fixture(scope="session")
+def real_lines(corpora: Path) -> list[str]:
+    """Real English lines from the shared corpus (brown train, first 3000 non-blank lines)."""
+    lines = []
+    with open(corpora / "train" / "brown.train", encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                lines.append(line.strip())
+            if len(lines) >= 3000:
+                break
+    return lines
