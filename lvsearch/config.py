@@ -1,0 +1,303 @@
+"""Typed job configurations read from ``recipes/*.yaml`` with ``--set key=value`` overrides.
+
+A recipe is a YAML mapping whose sections mirror nested dataclasses (e.g.
+:class:`SupernetConfig` has ``train``, ``masking``, ``sampling``, ``eval`` and ``model``).
+:func:`load_config` reads the file, applies overrides with dotted keys
+(``--set train.lr=3e-4 --set model.hidden=128``; values are parsed as YAML scalars), and
+builds the dataclasses. Unknown keys are errors that name the file, the key and the nearest
+valid key. The resolved configuration is written into the run folder as ``config.json``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from lvsearch.data.masking import MaskingConfig
+from lvsearch.errors import LvsearchError
+
+REPO = Path(__file__).resolve().parents[1]
+RECIPES = REPO / "recipes"
+
+
+@dataclass
+class TrainConfig:
+    """The training loop's settings (shared by supernet training and retraining).
+
+    Attributes:
+        steps: optimizer steps.
+        batch_size: sequences per optimizer step, summed over data-parallel ranks and
+            gradient-accumulation micro-batches (the *global* batch).
+        seq_len: packed sequence length in tokens (``[CLS]`` and ``[SEP]`` included).
+        lr: peak learning rate of AdamW.
+        warmup_steps: linear warm-up steps from 0 to ``lr``; then linear decay to 0 at ``steps``.
+        weight_decay: AdamW decoupled weight decay (not applied to biases, LayerNorm weights
+            and α logits).
+        adam_betas, adam_eps: AdamW moments and epsilon.
+        grad_clip: max global gradient L2 norm (0 = no clipping).
+        grad_accum: micro-batches per optimizer step (per rank).
+        precision: ``auto`` (bf16 autocast on CUDA, fp32 on CPU), ``fp32`` or ``bf16``.
+        seed: seed of initialisation, data order, masks, architecture sampling and dropout.
+        log_every: steps between metric lines.
+        eval_every: steps between dev evaluations (0 = only at the end).
+        checkpoint_every: steps between checkpoints (0 = only at the end).
+        keep_checkpoints: how many recent checkpoints to keep.
+    """
+
+    steps: int = 1000
+    batch_size: int = 128
+    seq_len: int = 128
+    lr: float = 2e-4
+    warmup_steps: int = 100
+    weight_decay: float = 0.01
+    adam_betas: tuple[float, float] = (0.9, 0.999)
+    adam_eps: float = 1e-6
+    grad_clip: float = 1.0
+    grad_accum: int = 1
+    precision: str = "auto"
+    seed: int = 0
+    log_every: int = 10
+    eval_every: int = 100
+    checkpoint_every: int = 100
+    keep_checkpoints: int = 2
+
+    def check(self, source: str) -> None:
+        positive = ("steps", "batch_size", "seq_len", "grad_accum", "log_every", "keep_checkpoints")
+        for name in positive:
+            if getattr(self, name) < 1:
+                raise LvsearchError(f"{source}: train.{name} must be ≥ 1, got {getattr(self, name)}")
+        for name in ("warmup_steps", "eval_every", "checkpoint_every"):
+            if getattr(self, name) < 0:
+                raise LvsearchError(f"{source}: train.{name} must be ≥ 0")
+        if self.lr <= 0:
+            raise LvsearchError(f"{source}: train.lr must be > 0")
+        if self.precision not in ("auto", "fp32", "bf16"):
+            raise LvsearchError(f"{source}: train.precision {self.precision!r} unknown", fix="use auto, fp32 or bf16")
+
+
+@dataclass
+class SamplingConfig:
+    """How the supernet samples one architecture per optimizer step.
+
+    Attributes:
+        strategy: ``uniform`` — each slot's op uniform over the allowed ops (LV-BERT eq. 6–7,
+            single-path one-shot, Guo et al. 2020); ``fair`` — strict fairness (FairNAS, Chu et
+            al. 2021): in each block of ``|ops|`` consecutive steps every op of every slot is
+            trained exactly once.
+        keep_input_prob: in spaces with searchable connectivity, probability that each optional
+            earlier output is mixed (the previous output always is).
+        dense_prob: probability of sampling the dense connectivity (every earlier output).
+    """
+
+    strategy: str = "uniform"
+    keep_input_prob: float = 0.5
+    dense_prob: float = 0.1
+
+    def check(self, source: str) -> None:
+        if self.strategy not in ("uniform", "fair"):
+            raise LvsearchError(f"{source}: sampling.strategy {self.strategy!r} unknown", fix="use uniform or fair")
+        for name in ("keep_input_prob", "dense_prob"):
+            if not 0 <= getattr(self, name) <= 1:
+                raise LvsearchError(f"{source}: sampling.{name} must be in [0, 1]")
+
+
+@dataclass
+class EvalConfig:
+    """Periodic dev evaluation: MLM loss/accuracy of a fixed panel on the fixed masked dev set.
+
+    Attributes:
+        dev_sequences: dev sequences in the fixed masked dev set.
+        batch_size: sequences per evaluation forward pass.
+        seed: seed of the dev sample and its masks (same in every process and run).
+        panel: reference architectures evaluated (names accepted by ``resolve_arch``).
+            ``lvbert-paper`` is skipped with a note when the space does not have 24 slots.
+    """
+
+    dev_sequences: int = 256
+    batch_size: int = 64
+    seed: int = 1234
+    panel: list[str] = field(default_factory=lambda: ["bert", "lvbert-paper", "random:1", "random:2", "random:3"])
+
+
+@dataclass
+class SupernetConfig:
+    """``lvsearch train-supernet`` recipe.
+
+    Attributes:
+        space: search-space name (``search_spaces/NAME.yaml``) or YAML path.
+        num_slots: override of the space's slot count (None keeps it).
+        model: :class:`lvsearch.model.ModelDims` fields except ``vocab_size`` and ``pad_id``,
+            which come from the prepared data.
+    """
+
+    space: str = "lvbert"
+    num_slots: int | None = None
+    model: dict = field(default_factory=dict)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    masking: MaskingConfig = field(default_factory=MaskingConfig)
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+
+    def check(self, source: str) -> None:
+        from lvsearch.model import ModelDims
+
+        allowed = [f.name for f in dataclasses.fields(ModelDims) if f.name not in ("vocab_size", "pad_id")]
+        for key in self.model:
+            if key not in allowed:
+                raise _unknown_key(source, f"model.{key}", key, allowed)
+        self.train.check(source)
+        self.masking.check()
+        self.sampling.check(source)
+
+
+# ---------------------------------------------------------------------------------------
+# Loading
+# ---------------------------------------------------------------------------------------
+
+
+def _unknown_key(source: str, dotted: str, key: str, valid: list[str]) -> LvsearchError:
+    close = difflib.get_close_matches(key, valid, n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    return LvsearchError(f"{source}: unknown config key {dotted!r}", fix=f"{hint}valid keys here: {', '.join(valid)}")
+
+
+def _coerce(value: Any, tp: Any, dotted: str, source: str) -> Any:
+    origin = typing.get_origin(tp)
+    if dataclasses.is_dataclass(tp):
+        return build_dataclass(tp, value, source, prefix=dotted + ".")
+    if origin is typing.Union or (origin is not None and str(origin) == "<class 'types.UnionType'>"):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if value is None:
+            return None
+        return _coerce(value, args[0], dotted, source)
+    if tp is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if tp is int and isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if tp is bool and isinstance(value, bool):
+        return value
+    if tp is str and isinstance(value, str):
+        return value
+    if origin is tuple and isinstance(value, (list, tuple)):
+        args = typing.get_args(tp)
+        if len(value) != len(args):
+            raise LvsearchError(f"{source}: {dotted} needs {len(args)} values, got {len(value)}")
+        return tuple(_coerce(v, a, dotted, source) for v, a in zip(value, args))
+    if origin is list and isinstance(value, list):
+        (arg,) = typing.get_args(tp) or (Any,)
+        return [v if arg is Any else _coerce(v, arg, dotted, source) for v in value]
+    if tp is dict and isinstance(value, dict):
+        return dict(value)
+    if tp is Any:
+        return value
+    want = getattr(tp, "__name__", str(tp))
+    raise LvsearchError(f"{source}: {dotted} must be {want}, got {value!r}", fix=f"set {dotted} to a {want} value")
+
+
+def build_dataclass(cls: type, data: Any, source: str, prefix: str = "") -> Any:
+    """Build dataclass ``cls`` from a mapping, recursively, rejecting unknown keys.
+
+    Raises:
+        LvsearchError: ``data`` is not a mapping, a key is unknown (with the nearest valid
+            key), or a value has the wrong type; the message names ``source``.
+    """
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise LvsearchError(f"{source}: {prefix.rstrip('.') or 'the recipe'} must be a mapping, got {data!r}")
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    kwargs = {}
+    for key, value in data.items():
+        if key not in names:
+            raise _unknown_key(source, prefix + str(key), str(key), names)
+        kwargs[key] = _coerce(value, hints[key], prefix + key, source)
+    return cls(**kwargs)
+
+
+def parse_overrides(pairs: list[str]) -> dict:
+    """``["train.lr=3e-4", "model.hidden=128"]`` → nested dict; values parsed as YAML scalars.
+
+    Raises:
+        LvsearchError: an item is not ``key=value``.
+    """
+    out: dict = {}
+    for pair in pairs:
+        key, sep, text = pair.partition("=")
+        if not sep or not key:
+            raise LvsearchError(f"--set {pair!r} is not key=value", fix="e.g. --set train.lr=3e-4")
+        try:
+            value = yaml.safe_load(text) if text else ""
+        except yaml.YAMLError:
+            value = text
+        node = out
+        parts = key.split(".")
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise LvsearchError(f"--set {pair!r} conflicts with another --set of {part}")
+        node[parts[-1]] = value
+    return out
+
+
+def _merge(base: dict, over: dict) -> dict:
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def resolve_recipe(name_or_path: str) -> Path:
+    """A recipe path, or ``recipes/NAME.yaml`` for a bare name.
+
+    Raises:
+        LvsearchError: no such file (the message lists the bundled recipes).
+    """
+    path = Path(name_or_path)
+    if path.is_file():
+        return path
+    bundled = RECIPES / f"{name_or_path}.yaml"
+    if "/" not in name_or_path and bundled.is_file():
+        return bundled
+    names = sorted(p.stem for p in RECIPES.glob("*.yaml"))
+    raise LvsearchError(f"recipe not found: {name_or_path}", fix=f"pass a YAML path or one of: {', '.join(names)}")
+
+
+def load_config(cls: type, recipe: str | None, overrides: list[str] = ()) -> tuple[Any, dict]:  # type: ignore[assignment]
+    """Read a recipe (optional) + ``--set`` overrides into dataclass ``cls``.
+
+    Returns:
+        ``(config, raw)`` where ``raw`` is the merged mapping (for the record).
+
+    Raises:
+        LvsearchError: missing recipe, invalid YAML, unknown keys, wrong types, bad values.
+    """
+    raw: dict = {}
+    source = "defaults"
+    if recipe:
+        path = resolve_recipe(recipe)
+        source = str(path)
+        try:
+            raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        except yaml.YAMLError as e:
+            raise LvsearchError(f"recipe {path} is not valid YAML: {e}", fix="repair the file") from None
+        if not isinstance(raw, dict):
+            raise LvsearchError(f"recipe {path} must be a YAML mapping of sections", fix="see recipes/quickstart.yaml")
+    over = parse_overrides(list(overrides))
+    merged = _merge(raw, over)
+    where = source + (" with --set overrides" if overrides else "")
+    config = build_dataclass(cls, merged, where)
+    if hasattr(config, "check"):
+        config.check(where)
+    return config, merged
+
+
+def to_jsonable(config: Any) -> Any:
+    """A dataclass config as plain JSON-able data (tuples become lists)."""
+    return dataclasses.asdict(config)
