@@ -357,7 +357,8 @@ class M4(Estimator):
         eps0: random-guess loss ``eps_0`` in loss units (e.g. ``log(vocab)`` for MLM loss in
             nats, ``1.0`` for an error rate). ``None``: start at ``max(y)`` plus 10% of the
             loss range and fit it. Must exceed ``max(y)``.
-        fit_eps0: optimise ``eps_0`` (starting from ``eps0``) or keep it fixed.
+        fit_eps0: optimise ``eps_0`` (starting from ``eps0``, within
+            ``(max(y), eps0 + max(y) - min(y)]``) or keep it fixed.
         alpha: ``None`` fits ``alpha``; a number fixes it (``0.0`` gives M2).
         select: which local minimum of the loss in ``eps_inf`` to keep. ``"nearest"`` (default):
             the first one met when scanning down from ``min(y)``, which is where the paper's own
@@ -431,6 +432,9 @@ class M4(Estimator):
         else:
             e0_start = math.inf
         e0_lo = ymax + margin if fit0 else e0_start
+        # eps_0 and alpha trade off (large eps_0 with large alpha fits almost as well), so a
+        # fitted eps_0 may rise at most one loss range above its start value.
+        e0_hi = e0_start + (ymax - ymin) if fit0 else e0_start
         logx = np.log(xn)
 
         def linear_block(ei, e0):
@@ -478,7 +482,7 @@ class M4(Estimator):
                     loss, grad = profiled(np.array([g, t[0]]))
                     return loss, grad[1:]
 
-                r1 = minimize(f1, [e0], jac=True, method="L-BFGS-B", bounds=[(e0_lo, None)],
+                r1 = minimize(f1, [e0], jac=True, method="L-BFGS-B", bounds=[(e0_lo, e0_hi)],
                               options={"maxiter": 50})
                 e0 = float(r1.x[0])
                 phi[i], e0_at[i] = float(r1.fun), e0
@@ -490,7 +494,7 @@ class M4(Estimator):
         lo = grid[min(k + 1, grid.size - 1)]
         hi = grid[max(k - 1, 0)]
         v0 = np.array([grid[k]] + ([e0_at[k]] if fit0 else []))
-        bounds = [(float(lo), float(hi))] + ([(e0_lo, None)] if fit0 else [])
+        bounds = [(float(lo), float(hi))] + ([(e0_lo, e0_hi)] if fit0 else [])
         res = minimize(profiled, v0, jac=True, method="L-BFGS-B", bounds=bounds,
                        options={"maxiter": self.max_iter, "ftol": self.tol, "gtol": 1e-12})
         v = np.asarray(res.x, dtype=float) if res.fun <= phi[k] else v0
