@@ -1,0 +1,821 @@
+"""Learning-curve estimators M1-M4 and extrapolation-based finalist pruning.
+
+The four estimators of Alabdulmohsin, Neyshabur & Zhai, "Revisiting Neural Scaling Laws in
+Language and Vision" (NeurIPS 2022), Section 2, all written with an exponent ``c < 0``:
+
+=====  ==========================================================  =================
+name   law                                                         paper
+=====  ==========================================================  =================
+M1     ``eps(x) = beta * x**c``                                    Eq. (1)
+M2     ``eps(x) - eps_inf = beta * x**c``                          Eq. (2)
+M3     ``eps(x) = beta * (1/x + gamma)**(-c)``                     Eq. (3)
+M4     ``(eps(x) - eps_inf) / (eps_0 - eps(x))**alpha = beta*x**c``  Eq. (4)
+=====  ==========================================================  =================
+
+``x`` is the amount of training (seen examples or tokens; any positive unit) and ``eps`` the
+loss or error in the units of the curve (nats, error rate, ...). ``eps_inf`` is the loss with
+infinite training (``0 <= eps_inf < min(y)``), ``eps_0`` the loss of random guessing
+(``eps_0 > max(y)``), ``alpha >= 0`` (``alpha = 0`` turns M4 into M2), ``beta > 0``, ``gamma >= 0``.
+
+Fitting follows the paper: every model is written as ``g(eps) = f(x)`` and fitted by minimising
+the square-log loss ``L = 1/2 * mean((log g(y) - log f(x))**2)`` over two blocks:
+
+* ``(log beta, c, alpha)`` enter ``log g - log f`` linearly, so for fixed ``(eps_inf, eps_0)``
+  they are solved in closed form by bounded linear least squares (:func:`scipy.optimize.lsq_linear`,
+  ``c <= 0``, ``alpha >= 0``);
+* ``(eps_inf, eps_0)`` move by projected quasi-Newton steps (L-BFGS-B with box bounds and the
+  analytic gradient). The linear block is re-solved inside every evaluation (variable
+  projection: block coordinate descent with the first block solved exactly), which converges in
+  tens of steps where plain alternation zig-zags for thousands.
+
+The loss is not convex in ``eps_inf``: it often has a local minimum just below ``min(y)`` and
+a lower one at ``eps_inf = 0``. ``M2``/``M4`` scan ``eps_inf`` and by default keep the local
+minimum nearest below ``min(y)`` (``select="nearest"``, what the paper's iterations started at
+``min(y) - 1e-3`` find; it extrapolated better on the benchmark), or the lowest one
+(``select="global"``). ``x`` is divided by its first value before fitting (fitted numbers are
+reported back in the caller's units), so multiplying ``x`` by a constant changes ``beta`` /
+``gamma`` but not the predictions.
+
+Known pitfall: ``eps_inf`` is bounded by the *lowest* observed loss, so one noisy low point pins
+it (and with it the whole extrapolation). Pass ``smooth="moving-average"`` (centred window) to
+fit on a smoothed curve, or ``smooth="running-min"`` to make a noisy curve monotone.
+
+Also here: :func:`extrapolation_rmse` (the paper's metric), :func:`prediction_interval` (a
+bootstrap) and :func:`halving_step` / :func:`successive_halving`, the pure core of finalist
+pruning on in-memory learning curves.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+from scipy.optimize import brentq, lsq_linear, minimize, minimize_scalar
+
+from lvsearch.errors import LvsearchError
+
+__all__ = [
+    "ESTIMATORS",
+    "Estimator",
+    "M1",
+    "M2",
+    "M3",
+    "M4",
+    "make_estimator",
+    "validate_curve",
+    "smooth_curve",
+    "extrapolation_rmse",
+    "prediction_interval",
+    "halving_step",
+    "successive_halving",
+]
+
+#: Relative distance kept between eps_inf and min(y), and between eps_0 and max(y), as a
+#: fraction of the loss range of the curve (log(y - eps_inf) is -inf at eps_inf = min(y)).
+_MARGIN_FRAC = 1e-3
+
+
+def validate_curve(x: Any, y: Any, *, source: str = "learning curve", min_points: int = 1):
+    """Check a learning curve and return it as two float arrays.
+
+    Args:
+        x: training amounts, shape ``(n,)``, finite, > 0, strictly increasing.
+        y: losses, shape ``(n,)``, finite, > 0 (the laws are fitted in log space).
+        source: how the curve is named in error messages (a file name, a candidate name).
+        min_points: fewest points accepted.
+
+    Returns:
+        ``(x, y)`` as float64 arrays of shape ``(n,)``.
+
+    Raises:
+        LvsearchError: shapes differ, too few points, non-finite or non-positive values, or
+            ``x`` not strictly increasing.
+    """
+    try:
+        xa = np.asarray(x, dtype=float).reshape(-1)
+        ya = np.asarray(y, dtype=float).reshape(-1)
+    except (TypeError, ValueError):
+        raise LvsearchError(
+            f"{source}: x and y must be numbers", fix="pass numeric arrays of the same length"
+        ) from None
+    if xa.shape != ya.shape:
+        raise LvsearchError(
+            f"{source}: x has {xa.size} values but y has {ya.size}",
+            fix="pass one loss per training amount",
+        )
+    if xa.size < min_points:
+        raise LvsearchError(
+            f"{source}: {xa.size} point(s), but at least {min_points} are needed",
+            fix="log more points of the learning curve, or choose a simpler estimator (M1 needs 2)",
+        )
+    if not (np.all(np.isfinite(xa)) and np.all(np.isfinite(ya))):
+        raise LvsearchError(f"{source}: x and y must be finite (found NaN or inf)",
+                            fix="drop the rows with missing or diverged values")
+    if np.any(xa <= 0):
+        raise LvsearchError(f"{source}: x must be > 0 (found {xa.min():g})",
+                            fix="count training from 1, not 0 (drop the x = 0 point)")
+    if np.any(ya <= 0):
+        raise LvsearchError(f"{source}: losses must be > 0 (found {ya.min():g})",
+                            fix="fit a positive loss or error (scaling laws are fitted in log space)")
+    if xa.size > 1 and np.any(np.diff(xa) <= 0):
+        i = int(np.argmax(np.diff(xa) <= 0))
+        raise LvsearchError(
+            f"{source}: x must be strictly increasing (x[{i}] = {xa[i]:g}, x[{i + 1}] = {xa[i + 1]:g})",
+            fix="sort the curve by x and merge duplicate x values",
+        )
+    return xa, ya
+
+
+def smooth_curve(y: np.ndarray, method: str | None, window: int = 5) -> np.ndarray:
+    """Smooth losses ``y`` (shape ``(n,)``) before fitting; returns a new array.
+
+    ``method``: ``None``/``"none"`` (copy), ``"running-min"`` (``min(y[:i+1])``: monotone, but
+    still pinned by a noisy low point), ``"moving-average"`` (centred window of ``window``
+    points, shrinking at the ends; damps single noisy points).
+
+    Raises:
+        LvsearchError: unknown method or ``window < 1``.
+    """
+    y = np.asarray(y, dtype=float)
+    if method in (None, "none"):
+        return y.copy()
+    if method == "running-min":
+        return np.minimum.accumulate(y)
+    if method == "moving-average":
+        if window < 1:
+            raise LvsearchError(f"smoothing window must be >= 1, got {window}", fix="pass --window 5")
+        h = window // 2
+        c = np.concatenate([[0.0], np.cumsum(y)])
+        idx = np.arange(y.size)
+        lo = np.maximum(idx - h, 0)
+        hi = np.minimum(idx + h + 1, y.size)
+        return (c[hi] - c[lo]) / (hi - lo)
+    raise LvsearchError(f"unknown smoothing {method!r}",
+                        fix="use one of: none, running-min, moving-average")
+
+
+@dataclass
+class Estimator:
+    """Common interface of the scaling-law estimators.
+
+    ``fit(x, y)`` returns the fitted parameters (a dict, in the caller's units of ``x`` and
+    ``y``); ``predict(x)`` returns predicted losses. After fitting, ``params_`` holds the same
+    dict, ``loss_`` the square-log training loss and ``info_`` diagnostics (iterations, start
+    values tried, smoothing used, notes).
+
+    Args:
+        smooth: ``None``, ``"running-min"`` or ``"moving-average"``: fit on a smoothed copy of
+            ``y`` (see :func:`smooth_curve`); the original ``y`` is never modified.
+        window: window of ``"moving-average"``.
+        max_iter: most block-coordinate-descent rounds per start.
+        tol: stop when one round lowers the loss by less than ``tol * (1 + loss)``.
+    """
+
+    smooth: str | None = None
+    window: int = 5
+    max_iter: int = 200
+    tol: float = 1e-10
+
+    name = "M?"
+    equation = ""
+    n_params = 0
+
+    params_: dict | None = field(default=None, init=False, repr=False)
+    loss_: float = field(default=math.nan, init=False, repr=False)
+    info_: dict = field(default_factory=dict, init=False, repr=False)
+    _x_scale: float = field(default=1.0, init=False, repr=False)
+    _p: dict = field(default_factory=dict, init=False, repr=False)
+
+    # -- public API -------------------------------------------------------------------------
+    def fit(self, x: Any, y: Any) -> dict:
+        """Fit the law to a learning curve.
+
+        Args:
+            x: training amounts, shape ``(n,)``, > 0, strictly increasing (any unit).
+            y: losses, shape ``(n,)``, > 0, finite (any unit); ``n >= n_params``.
+
+        Returns:
+            The fitted parameters in the units of ``x`` and ``y`` (``beta`` multiplies ``x**c``
+            with ``x`` in the caller's units), plus ``"model"`` and ``"loss"`` (the square-log
+            training loss).
+
+        Raises:
+            LvsearchError: invalid curve (see :func:`validate_curve`) or fewer points than
+                parameters.
+        """
+        x, y = validate_curve(x, y, source=f"{self.name} fit", min_points=self.n_params)
+        ys = smooth_curve(y, self.smooth, self.window)
+        self._x_scale = float(x[0])
+        xn = x / self._x_scale
+        self.info_ = {"smoothing": self.smooth or "none", "n_points": int(x.size), "notes": []}
+        self._p, self.loss_ = self._fit(xn, ys)
+        self.params_ = {"model": self.name, **self._public_params(), "loss": float(self.loss_)}
+        return dict(self.params_)
+
+    def predict(self, x: Any) -> np.ndarray:
+        """Predicted loss at training amounts ``x`` (scalar or array, same unit as in ``fit``).
+
+        Returns an array of the shape of ``x`` (0-d for a scalar), in the unit of ``y``.
+
+        Raises:
+            LvsearchError: called before :meth:`fit`, or ``x`` not finite and > 0.
+        """
+        if self.params_ is None:
+            raise LvsearchError(f"{self.name}: predict() called before fit()", fix="call fit(x, y) first")
+        xa = np.asarray(x, dtype=float)
+        if not np.all(np.isfinite(xa)) or np.any(xa <= 0):
+            raise LvsearchError(f"{self.name}: prediction points must be finite and > 0",
+                                fix="pass positive training amounts")
+        return self._predict(xa / self._x_scale)
+
+    # -- to implement ------------------------------------------------------------------------
+    def _fit(self, xn: np.ndarray, y: np.ndarray) -> tuple[dict, float]:
+        raise NotImplementedError
+
+    def _predict(self, xn: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def _public_params(self) -> dict:
+        raise NotImplementedError
+
+    # -- helpers -----------------------------------------------------------------------------
+    def _beta_public(self) -> float:
+        # beta * (x / s)**c = (beta * s**-c) * x**c
+        return float(math.exp(self._p["log_beta"] - self._p["c"] * math.log(self._x_scale)))
+
+
+def _power_law_ls(logx: np.ndarray, target: np.ndarray, extra: np.ndarray | None = None):
+    """Solve ``target ~ log_beta + c*logx (+ alpha*extra)`` with ``c <= 0``, ``alpha >= 0``.
+
+    Returns ``(log_beta, c, alpha, residual)``, residual = target - fit, shape ``(n,)``.
+    """
+    cols = [np.ones_like(logx), logx]
+    lb, ub = [-np.inf, -np.inf], [np.inf, 0.0]
+    if extra is not None:
+        cols.append(extra)
+        lb.append(0.0)
+        ub.append(np.inf)
+    a = np.stack(cols, axis=1)
+    sol = lsq_linear(a, target, bounds=(lb, ub), method="bvls")
+    coef = sol.x
+    resid = target - a @ coef
+    alpha = float(coef[2]) if extra is not None else 0.0
+    return float(coef[0]), float(coef[1]), alpha, resid
+
+
+@dataclass
+class M1(Estimator):
+    """M1, Eq. (1): ``eps(x) = beta * x**c`` (pure power law, ``c <= 0``, ``beta > 0``).
+
+    Fitted in closed form: ``log y = log beta + c log x`` by bounded least squares.
+    Parameters: ``beta`` (loss unit / x unit**c), ``c``.
+    """
+
+    name = "M1"
+    equation = "eps = beta * x^c"
+    n_params = 2
+
+    def _fit(self, xn, y):
+        lb, c, _, r = _power_law_ls(np.log(xn), np.log(y))
+        self.info_["iterations"] = 1
+        return {"log_beta": lb, "c": c}, 0.5 * float(np.mean(r**2))
+
+    def _predict(self, xn):
+        return np.exp(self._p["log_beta"] + self._p["c"] * np.log(xn))
+
+    def _public_params(self):
+        return {"beta": self._beta_public(), "c": self._p["c"]}
+
+
+@dataclass
+class M3(Estimator):
+    """M3, Eq. (3): ``eps(x) = beta * (1/x + gamma)**(-c)`` (``c <= 0``, ``gamma >= 0``).
+
+    For fixed ``gamma``, ``log y = log beta - c log(1/x + gamma)`` is linear and solved by
+    bounded least squares; ``gamma`` (1-D, profiled) is found by a log-spaced grid followed by
+    bounded Brent refinement (:func:`scipy.optimize.minimize_scalar`). ``gamma = 0`` is M1.
+    Parameters: ``beta``, ``c``, ``gamma`` (unit 1 / x unit); the limit ``x -> inf`` is
+    ``beta * gamma**(-c)``.
+    """
+
+    name = "M3"
+    equation = "eps = beta * (1/x + gamma)^(-c)"
+    n_params = 3
+
+    def _profile(self, gamma: float, xn, logy):
+        lb, c, _, r = _power_law_ls(-np.log(1.0 / xn + gamma), logy)
+        return 0.5 * float(np.mean(r**2)), lb, c
+
+    def _fit(self, xn, y):
+        logy = np.log(y)
+        # gamma is compared with 1/x, which after normalisation lies in [1/x_max, 1].
+        grid = np.concatenate([[0.0], np.logspace(math.log10(1.0 / xn[-1]) - 4, 2, 49)])
+        losses = [self._profile(g, xn, logy)[0] for g in grid]
+        k = int(np.argmin(losses))
+        best_g, best_loss = float(grid[k]), float(losses[k])
+        if k > 0:  # refine in log(gamma) between the neighbours of the best grid point
+            lo = math.log(grid[k - 1]) if k > 1 else math.log(grid[1]) - 2.0
+            hi = math.log(grid[min(k + 1, grid.size - 1)])
+            res = minimize_scalar(lambda t: self._profile(math.exp(t), xn, logy)[0],
+                                  bounds=(lo, hi), method="bounded", options={"xatol": 1e-6})
+            if res.fun < best_loss:
+                best_g, best_loss = float(math.exp(res.x)), float(res.fun)
+        loss, lb, c = self._profile(best_g, xn, logy)
+        self.info_["iterations"] = int(grid.size)
+        return {"log_beta": lb, "c": c, "gamma": best_g}, loss
+
+    def _predict(self, xn):
+        p = self._p
+        return np.exp(p["log_beta"] - p["c"] * np.log(1.0 / xn + p["gamma"]))
+
+    def _public_params(self):
+        # beta (s/x + gamma)^-c = beta s^-c (1/x + gamma/s)^-c
+        return {"beta": self._beta_public(), "c": self._p["c"], "gamma": self._p["gamma"] / self._x_scale}
+
+
+@dataclass
+class M4(Estimator):
+    """M4, Eq. (4): ``(eps(x) - eps_inf) / (eps_0 - eps(x))**alpha = beta * x**c``.
+
+    Constraints: ``alpha >= 0``, ``beta > 0``, ``c <= 0``, ``0 <= eps_inf < min(y)``,
+    ``eps_0 > max(y)``. ``alpha = 0`` is M2. Fitted by block coordinate descent (module
+    docstring): ``(log beta, c, alpha)`` by bounded least squares on
+    ``log(y - eps_inf) = log beta + c log x + alpha log(eps_0 - y)`` (the ``log(eps_0 - y)``
+    column is rebuilt whenever ``eps_0`` moves), then ``(eps_inf, eps_0)`` by projected
+    L-BFGS-B steps. The linear block is solved exactly inside every evaluation (variable
+    projection, the limit of alternating the two blocks), so the outer steps see the profiled
+    loss and its exact gradient. The loss is not convex in ``eps_inf``: a scan over ``eps_inf``
+    (see ``select``) picks the basin, and the L-BFGS-B polish is bounded to that basin.
+
+    Prediction solves ``w = beta x**c (eps_0 - eps_inf - w)**alpha`` for
+    ``w in (0, eps_0 - eps_inf)`` (left side minus right side is increasing in ``w``) with
+    Brent's method, and returns ``eps_inf + w``.
+
+    Args:
+        eps0: random-guess loss ``eps_0`` in loss units (e.g. ``log(vocab)`` for MLM loss in
+            nats, ``1.0`` for an error rate). ``None``: start at ``max(y)`` plus 10% of the
+            loss range and fit it. Must exceed ``max(y)``.
+        fit_eps0: optimise ``eps_0`` (starting from ``eps0``, within
+            ``(max(y), eps0 + max(y) - min(y)]``) or keep it fixed.
+        alpha: ``None`` fits ``alpha``; a number fixes it (``0.0`` gives M2).
+        select: which local minimum of the loss in ``eps_inf`` to keep. ``"nearest"`` (default):
+            the first one met when scanning down from ``min(y)``, which is where the paper's own
+            iterations (started at ``eps_inf = min(y) - 1e-3``) settle and which extrapolated
+            better on the paper's benchmark (docs/results.md); ``"global"``: the lowest loss.
+        n_grid: points of the ``eps_inf`` scan (log-spaced in ``min(y) - eps_inf``).
+        scan_eps0: when ``eps_0`` is fitted, also optimise it at every scan point (slower,
+            ~0.1-0.3 s per fit; better basins on the benchmark), else scan at its start value.
+
+    Raises (from ``fit``):
+        LvsearchError: ``eps0 <= max(y)``, ``fit_eps0=False`` without ``eps0``, too few points
+            (4, or 5 with a fitted ``eps_0``; 3 for M2), or an invalid curve.
+    """
+
+    eps0: float | None = None
+    fit_eps0: bool = True
+    alpha: float | None = None
+    select: str = "nearest"
+    n_grid: int = 48
+    scan_eps0: bool = True
+
+    def _select(self, phi: np.ndarray) -> int:
+        """Index of the grid point (ordered from eps_inf ~ min(y) down to 0) to polish."""
+        if self.select == "global":
+            return int(np.argmin(phi))
+        if self.select != "nearest":
+            raise LvsearchError(f"{self.name}: unknown select={self.select!r}",
+                                fix="use 'nearest' or 'global'")
+        for i in range(phi.size - 1):
+            if phi[i] <= phi[i + 1] and (i == 0 or phi[i] <= phi[i - 1]):
+                return i
+        return phi.size - 1
+
+    name = "M4"
+    equation = "(eps - eps_inf) / (eps_0 - eps)^alpha = beta * x^c"
+
+    @property
+    def n_params(self) -> int:  # type: ignore[override]
+        n = 3  # log beta, c, eps_inf
+        if self.alpha is None:
+            n += 1
+        if self.alpha != 0.0 and self.fit_eps0:
+            n += 1
+        return n
+
+    def _uses_eps0(self) -> bool:
+        return self.alpha != 0.0
+
+    def _fit(self, xn, y):
+        ymin, ymax = float(y.min()), float(y.max())
+        margin = _MARGIN_FRAC * max(ymax - ymin, 1e-9 * ymax)
+        inf_hi = ymin - margin
+        uses0 = self._uses_eps0()
+        fit0 = uses0 and self.fit_eps0
+        if uses0:
+            if self.eps0 is None:
+                if not self.fit_eps0:
+                    raise LvsearchError(f"{self.name}: fit_eps0=False needs a value for eps0",
+                                        fix="pass eps0 (the random-guess loss), or let it be fitted")
+                e0_start = ymax + 0.1 * (ymax - ymin) + margin
+            else:
+                if not math.isfinite(self.eps0) or self.eps0 <= ymax:
+                    raise LvsearchError(
+                        f"{self.name}: eps0 = {self.eps0:g} must be larger than every observed loss "
+                        f"(max {ymax:g})",
+                        fix="pass the random-guess loss (e.g. log(vocab size) in nats, 1.0 for an error rate)",
+                    )
+                e0_start = float(self.eps0)
+                if self.fit_eps0:
+                    e0_start = max(e0_start, ymax + margin)
+        else:
+            e0_start = math.inf
+        e0_lo = ymax + margin if fit0 else e0_start
+        # eps_0 and alpha trade off (large eps_0 with large alpha fits almost as well), so a
+        # fitted eps_0 may rise at most one loss range above its start value.
+        e0_hi = e0_start + (ymax - ymin) if fit0 else e0_start
+        logx = np.log(xn)
+
+        def linear_block(ei, e0):
+            target = np.log(y - ei)
+            if self.alpha is None:
+                return _power_law_ls(logx, target, np.log(e0 - y))
+            fixed = self.alpha * np.log(e0 - y) if uses0 else 0.0
+            lb, c, _, r = _power_law_ls(logx, target - fixed)
+            return lb, c, float(self.alpha), r
+
+        def objective(v, lb, c, a):
+            ei, e0 = v[0], (v[1] if fit0 else e0_start)
+            d_inf = y - ei
+            r = np.log(d_inf) - lb - c * logx
+            if uses0:
+                d0 = e0 - y
+                r = r - a * np.log(d0)
+            loss = 0.5 * float(np.mean(r**2))
+            g_inf = -float(np.mean(r / d_inf))
+            if fit0:
+                g0 = -a * float(np.mean(r / d0))
+                return loss, np.array([g_inf, g0])
+            return loss, np.array([g_inf])
+
+        def profiled(v):
+            # Variable projection: the linear block is solved exactly for these (eps_inf, eps_0);
+            # by the envelope theorem the gradient is the partial gradient at that solution.
+            e0 = v[1] if fit0 else e0_start
+            lb, c, a, _ = linear_block(v[0], e0)
+            return objective(v, lb, c, a)
+
+        # Scan eps_inf on a grid that is log-spaced in the gap min(y) - eps_inf (from the margin
+        # up to min(y), i.e. eps_inf = 0), with eps_0 at its start value.
+        gaps = np.geomspace(margin, ymin, self.n_grid) if ymin > margin else np.array([ymin])
+        grid = np.clip(ymin - gaps, 0.0, inf_hi)
+        grid[-1] = 0.0
+        e0_at = np.full(grid.size, e0_start)
+        if fit0 and self.scan_eps0:
+            # profile eps_0 out at every grid point too (bounded L-BFGS-B, warm-started)
+            phi = np.empty(grid.size)
+            e0 = e0_start
+            for i, g in enumerate(grid):
+
+                def f1(t, g=g):
+                    loss, grad = profiled(np.array([g, t[0]]))
+                    return loss, grad[1:]
+
+                r1 = minimize(f1, [e0], jac=True, method="L-BFGS-B", bounds=[(e0_lo, e0_hi)],
+                              options={"maxiter": 50})
+                e0 = float(r1.x[0])
+                phi[i], e0_at[i] = float(r1.fun), e0
+        else:
+            phi = np.array([profiled(np.array([g] + ([e0_start] if fit0 else [])))[0] for g in grid])
+        k = self._select(phi)
+        # Polish (eps_inf, eps_0) with L-BFGS-B; eps_inf stays inside the basin of grid[k]
+        # (between its neighbours) so the step cannot jump to another local minimum.
+        lo = grid[min(k + 1, grid.size - 1)]
+        hi = grid[max(k - 1, 0)]
+        v0 = np.array([grid[k]] + ([e0_at[k]] if fit0 else []))
+        bounds = [(float(lo), float(hi))] + ([(e0_lo, e0_hi)] if fit0 else [])
+        res = minimize(profiled, v0, jac=True, method="L-BFGS-B", bounds=bounds,
+                       options={"maxiter": self.max_iter, "ftol": self.tol, "gtol": 1e-12})
+        v = np.asarray(res.x, dtype=float) if res.fun <= phi[k] else v0
+        e0 = v[1] if fit0 else e0_start
+        lb, c, a, r = linear_block(v[0], e0)
+        loss = 0.5 * float(np.mean(r**2))
+        best = (loss, {"log_beta": lb, "c": c, "alpha": a, "eps_inf": float(v[0]), "eps0": float(e0)})
+        self.info_["iterations"] = int(grid.size + res.nit)
+        self.info_["eps_inf_select"] = self.select
+        self.info_["eps0_fitted"] = fit0
+        return best[1], best[0]
+
+    def _predict(self, xn):
+        p = self._p
+        logf = p["log_beta"] + p["c"] * np.log(xn)
+        f = np.exp(logf)
+        a = p["alpha"]
+        if a < 1e-12:
+            return p["eps_inf"] + f
+        b = p["eps0"] - p["eps_inf"]
+        out = np.empty_like(f, dtype=float)
+        lo, hi = 1e-300, 1.0 - 1e-16
+        for i, lf in np.ndenumerate(logf):
+            # With t = w / b, solve log t - alpha log(1 - t) = log f + (alpha - 1) log b: the left
+            # side increases from -inf to +inf on (0, 1), so Brent's method on a bracket is safe
+            # (and, in log form, free of overflow for large alpha or eps_0).
+            k = float(lf) + (a - 1.0) * math.log(b)
+            h = lambda t, k=k: math.log(t) - a * math.log1p(-t) - k  # noqa: E731
+            if h(lo) >= 0:
+                t = lo
+            elif h(hi) <= 0:
+                t = hi
+            else:
+                t = brentq(h, lo, hi, xtol=1e-300, rtol=1e-14, maxiter=500)
+            out[i] = t * b
+        return p["eps_inf"] + out
+
+    def _public_params(self):
+        p = self._p
+        d = {"beta": self._beta_public(), "c": p["c"], "eps_inf": p["eps_inf"]}
+        if self._uses_eps0():
+            d.update(alpha=p["alpha"], eps0=p["eps0"])
+        return d
+
+
+@dataclass
+class M2(M4):
+    """M2, Eq. (2): ``eps(x) - eps_inf = beta * x**c`` (M4 with ``alpha = 0``).
+
+    Fitted by the same block coordinate descent as :class:`M4` (``eps_0`` plays no role).
+    Parameters: ``beta``, ``c``, ``eps_inf`` (loss units).
+    """
+
+    alpha: float | None = 0.0
+    name = "M2"
+    equation = "eps - eps_inf = beta * x^c"
+
+    def __post_init__(self):
+        if self.alpha != 0.0:
+            raise LvsearchError("M2 has alpha = 0 by definition", fix="use M4 to fit alpha")
+
+
+#: name -> estimator class
+ESTIMATORS: dict[str, type[Estimator]] = {"M1": M1, "M2": M2, "M3": M3, "M4": M4}
+
+
+def make_estimator(name: str, **kwargs) -> Estimator:
+    """A new estimator by name (``"M1"`` ... ``"M4"``, case-insensitive).
+
+    ``kwargs`` go to the constructor; ``eps0`` / ``fit_eps0`` are dropped for M1-M3 (which do
+    not use them), so one option set can configure all four.
+
+    Raises:
+        LvsearchError: unknown name.
+    """
+    key = name.strip().upper()
+    if key not in ESTIMATORS:
+        raise LvsearchError(f"unknown scaling-law estimator {name!r}",
+                            fix=f"use one of {', '.join(ESTIMATORS)}")
+    if key != "M4":
+        kwargs = {k: v for k, v in kwargs.items() if k not in ("eps0", "fit_eps0")}
+    return ESTIMATORS[key](**kwargs)
+
+
+def extrapolation_rmse(model: Estimator, x_test: Any, y_test: Any) -> float:
+    """The paper's extrapolation error: ``sqrt(mean((log yhat - log y)**2))``.
+
+    Args:
+        model: a fitted estimator.
+        x_test: held-out training amounts, shape ``(m,)``, > 0.
+        y_test: held-out losses, shape ``(m,)``, > 0.
+
+    Returns:
+        RMSE of natural-log losses (dimensionless; 0.01 ~ 1% relative error).
+
+    Raises:
+        LvsearchError: empty or invalid test points, or an unfitted model.
+    """
+    xt = np.asarray(x_test, dtype=float).reshape(-1)
+    yt = np.asarray(y_test, dtype=float).reshape(-1)
+    if xt.size == 0 or xt.shape != yt.shape:
+        raise LvsearchError("extrapolation_rmse: need the same number (>= 1) of x and y test points",
+                            fix="hold out at least one point")
+    if np.any(~np.isfinite(yt)) or np.any(yt <= 0):
+        raise LvsearchError("extrapolation_rmse: test losses must be finite and > 0",
+                            fix="drop non-positive or missing losses")
+    pred = model.predict(xt)
+    return float(np.sqrt(np.mean((np.log(pred) - np.log(yt)) ** 2)))
+
+
+def prediction_interval(
+    model_factory: Callable[[], Estimator],
+    x: Any,
+    y: Any,
+    x_new: Any,
+    n_boot: int = 100,
+    seed: int = 0,
+    *,
+    level: float = 0.9,
+    method: str = "residuals",
+) -> dict:
+    """Bootstrap interval for predicted losses at ``x_new``.
+
+    ``method="residuals"``: fit once, resample the log-space residuals
+    ``log y - log yhat`` with replacement, refit on ``yhat * exp(r*)``. ``method="points"``:
+    refit on the distinct points of a bootstrap draw of indices (kept sorted; the first and
+    last points are always kept so the fitted range does not shrink). Refits that fail (too
+    few distinct points, degenerate curve) are skipped and counted.
+
+    Args:
+        model_factory: returns a fresh, unfitted estimator (e.g. ``lambda: M4(eps0=1.0)``).
+        x, y: the curve, shape ``(n,)`` (see :func:`validate_curve`).
+        x_new: where to predict, shape ``(m,)`` or scalar, in the unit of ``x``.
+        n_boot: bootstrap refits.
+        seed: seed of the resampling (numpy ``default_rng``).
+        level: central coverage of the interval (0.9 -> 5th and 95th percentiles).
+        method: ``"residuals"`` or ``"points"``.
+
+    Returns:
+        dict with ``"x"`` (shape ``(m,)``), ``"pred"`` (point prediction of the fit on all
+        data), ``"lo"``, ``"hi"`` (interval bounds, loss units), ``"n_ok"`` (successful
+        refits), ``"n_failed"``, ``"level"``, ``"method"``.
+
+    Raises:
+        LvsearchError: invalid curve, unknown method, ``level`` outside (0, 1), or the fit on
+            all data fails.
+    """
+    if method not in ("residuals", "points"):
+        raise LvsearchError(f"unknown bootstrap method {method!r}", fix="use 'residuals' or 'points'")
+    if not 0.0 < level < 1.0:
+        raise LvsearchError(f"level must be in (0, 1), got {level}", fix="pass e.g. level=0.9")
+    base = model_factory()
+    xa, ya = validate_curve(x, y, source="prediction_interval", min_points=base.n_params)
+    xn = np.atleast_1d(np.asarray(x_new, dtype=float))
+    base.fit(xa, ya)
+    pred = np.atleast_1d(base.predict(xn))
+    yhat = base.predict(xa)
+    resid = np.log(ya) - np.log(yhat)
+    rng = np.random.default_rng(seed)
+    samples, failed = [], 0
+    for _ in range(int(n_boot)):
+        m = model_factory()
+        try:
+            if method == "residuals":
+                yb = yhat * np.exp(rng.choice(resid, size=resid.size, replace=True))
+                m.fit(xa, yb)
+            else:
+                idx = np.unique(np.concatenate([[0, xa.size - 1], rng.integers(0, xa.size, xa.size)]))
+                m.fit(xa[idx], ya[idx])
+            samples.append(np.atleast_1d(m.predict(xn)))
+        except (LvsearchError, ValueError, FloatingPointError):
+            failed += 1
+    if samples:
+        s = np.stack(samples)
+        q = (1.0 - level) / 2.0
+        lo, hi = np.quantile(s, q, axis=0), np.quantile(s, 1.0 - q, axis=0)
+        lo, hi = np.minimum(lo, pred), np.maximum(hi, pred)
+    else:
+        lo, hi = pred.copy(), pred.copy()
+    return {"x": xn, "pred": pred, "lo": lo, "hi": hi, "n_ok": len(samples), "n_failed": failed,
+            "level": level, "method": method}
+
+
+def _default_factory() -> Estimator:
+    return M4()
+
+
+def halving_step(
+    curves: Mapping[str, tuple[Any, Any]],
+    *,
+    full_budget: float,
+    eta: float = 2.0,
+    rule: str = "m4",
+    model_factory: Callable[[], Estimator] | None = None,
+    n_boot: int = 50,
+    level: float = 0.9,
+    seed: int = 0,
+    method: str = "residuals",
+) -> dict:
+    """One successive-halving decision on in-memory learning curves.
+
+    Candidates are ranked by a score (lower is better) and the best ``ceil(n / eta)`` kept.
+
+    * ``rule="current"``: score = last observed loss.
+    * ``rule="m4"``: score = loss predicted at ``full_budget`` by the estimator of
+      ``model_factory`` (default :class:`M4` with fitted ``eps_0``), with a bootstrap interval
+      (:func:`prediction_interval`). The cut-off is the score of the last candidate kept by
+      rank; a lower-ranked candidate is also kept when its interval's lower end is at or below
+      that cut-off (its interval overlaps it), so pruning only drops candidates that are
+      confidently worse. A curve the estimator cannot fit (too few points, ...) falls back to
+      its last observed loss as score and interval; the reason is logged.
+
+    Args:
+        curves: name -> ``(x, y)``, each of shape ``(n_i,)``, x strictly increasing, y > 0.
+        full_budget: the training amount the candidates would be trained to (unit of x).
+        eta: halving rate (> 1); ``ceil(n / eta)`` candidates are kept by rank.
+        rule: ``"current"`` or ``"m4"``.
+        model_factory, n_boot, level, seed, method: see :func:`prediction_interval`.
+
+    Returns:
+        decision log: ``{"rule", "full_budget", "eta", "n_keep_by_rank", "cutoff",
+        "ranking": [names, best first], "kept": [...], "cut": [...],
+        "candidates": {name: {"last_x", "last_loss", "score", "lo", "hi", "scored_by",
+        "decision", "reason"}}}``.
+
+    Raises:
+        LvsearchError: no candidates, unknown rule, ``eta <= 1``, or an invalid curve.
+    """
+    if not curves:
+        raise LvsearchError("successive halving: no candidates", fix="pass at least one learning curve")
+    if rule not in ("current", "m4"):
+        raise LvsearchError(f"unknown ranking rule {rule!r}", fix="use 'current' or 'm4'")
+    if not eta > 1:
+        raise LvsearchError(f"eta must be > 1, got {eta}", fix="use eta = 2 or 3")
+    factory = model_factory or _default_factory
+    cand: dict[str, dict] = {}
+    for i, (name, (x, y)) in enumerate(curves.items()):
+        xa, ya = validate_curve(x, y, source=f"candidate {name!r}")
+        entry = {"last_x": float(xa[-1]), "last_loss": float(ya[-1])}
+        if rule == "current":
+            entry.update(score=float(ya[-1]), lo=float(ya[-1]), hi=float(ya[-1]), scored_by="current")
+        else:
+            try:
+                pi = prediction_interval(factory, xa, ya, [full_budget], n_boot=n_boot,
+                                         seed=seed + i, level=level, method=method)
+                entry.update(score=float(pi["pred"][0]), lo=float(pi["lo"][0]), hi=float(pi["hi"][0]),
+                             scored_by=factory().name, n_boot_ok=pi["n_ok"])
+            except LvsearchError as e:
+                entry.update(score=float(ya[-1]), lo=float(ya[-1]), hi=float(ya[-1]),
+                             scored_by=f"current (fallback: {str(e).splitlines()[0]})")
+        cand[name] = entry
+    ranking = sorted(cand, key=lambda n: (cand[n]["score"], n))
+    k = max(1, math.ceil(len(ranking) / eta))
+    cutoff = cand[ranking[k - 1]]["score"]
+    kept, cut = [], []
+    for pos, name in enumerate(ranking):
+        e = cand[name]
+        if pos < k:
+            e["decision"], e["reason"] = "kept", f"rank {pos + 1} of {len(ranking)} (top {k})"
+            kept.append(name)
+        elif rule == "m4" and e["lo"] <= cutoff:
+            e["decision"] = "kept"
+            e["reason"] = (f"rank {pos + 1} but interval lower end {e['lo']:.4g} <= cut-off {cutoff:.4g}")
+            kept.append(name)
+        else:
+            e["decision"] = "cut"
+            what = "last loss" if rule == "current" else "predicted loss"
+            extra = "" if rule == "current" else f", interval lower end {e['lo']:.4g}"
+            e["reason"] = f"rank {pos + 1}: {what} {e['score']:.4g} > cut-off {cutoff:.4g}{extra}"
+            cut.append(name)
+    return {"rule": rule, "full_budget": float(full_budget), "eta": float(eta), "n_keep_by_rank": k,
+            "cutoff": float(cutoff), "ranking": ranking, "kept": kept, "cut": cut, "candidates": cand}
+
+
+def successive_halving(
+    curves: Mapping[str, tuple[Any, Any]],
+    *,
+    rungs: Sequence[float],
+    full_budget: float | None = None,
+    eta: float = 2.0,
+    rule: str = "m4",
+    **step_kwargs,
+) -> dict:
+    """Simulate successive halving on complete, in-memory learning curves.
+
+    At rung ``r`` (training amount ``rungs[r]``), every surviving curve is cut to its points
+    with ``x <= rungs[r]`` (what would have been observed by then) and :func:`halving_step`
+    decides who continues. Pure: no training, no files.
+
+    Args:
+        curves: name -> ``(x, y)``, each shape ``(n_i,)``.
+        rungs: increasing training amounts at which to prune (unit of x).
+        full_budget: training amount of the final models (default: largest x of any curve).
+        eta, rule, step_kwargs: see :func:`halving_step`.
+
+    Returns:
+        ``{"rule", "rungs": [halving_step log + "budget"], "survivors": [...],
+        "full_budget"}``.
+
+    Raises:
+        LvsearchError: rungs not increasing, or see :func:`halving_step`.
+    """
+    r = [float(v) for v in rungs]
+    if not r or any(b <= a for a, b in zip(r, r[1:])):
+        raise LvsearchError("successive halving: rungs must be a non-empty increasing list",
+                            fix="pass e.g. rungs=[1e6, 4e6, 1.6e7]")
+    arrays = {n: (np.asarray(x, float), np.asarray(y, float)) for n, (x, y) in curves.items()}
+    if full_budget is None:
+        full_budget = max(float(x.max()) for x, _ in arrays.values())
+    alive = list(arrays)
+    log = []
+    for budget in r:
+        if len(alive) <= 1:
+            break
+        sub = {}
+        for n in alive:
+            x, y = arrays[n]
+            m = x <= budget
+            sub[n] = (x[m], y[m])
+        step = halving_step(sub, full_budget=full_budget, eta=eta, rule=rule, **step_kwargs)
+        step["budget"] = budget
+        log.append(step)
+        alive = [n for n in alive if n in step["kept"]]
+    return {"rule": rule, "full_budget": float(full_budget), "rungs": log, "survivors": alive}

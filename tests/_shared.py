@@ -1,0 +1,54 @@
+"""Locating the shared research data (never copied into the repository) for tests.
+
+Looks in ``<repo>/../shared/data`` first, then ``$LVSEARCH_SHARED_DATA``; tests that need the
+data call :func:`shared_data_dir` and ``pytest.skip`` when it returns None.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+from collections import defaultdict
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def shared_data_dir() -> Path | None:
+    """The shared ``data`` folder, or None when it is absent."""
+    candidates = [(REPO / ".." / "shared" / "data").resolve()]
+    env = os.environ.get("LVSEARCH_SHARED_DATA")
+    if env:
+        candidates.append(Path(env))
+    for c in candidates:
+        if c.is_dir():
+            return c
+    return None
+
+
+def load_scaling_curve(domain: str, task: str, model: str):
+    """One benchmark curve as sorted, de-duplicated ``(x_train, y_train, x_test, y_test)`` lists,
+    or None when the data is absent."""
+    base = shared_data_dir()
+    if base is None:
+        return None
+    name = "benchmark.vision.csv" if domain == "IC" else "benchmark.lang.csv"
+    path = base / "scaling" / name
+    if not path.is_file():
+        return None
+    pts = {1: defaultdict(list), 0: defaultdict(list)}
+    seen = set()
+    with open(path, newline="", encoding="utf-8") as f:
+        for r in csv.DictReader(f):
+            if (r["Domain"], r["Task"], r["Model"]) != (domain, task, model):
+                continue
+            key = (r["Seen Examples"], r["Loss"], r["Training"])
+            if key in seen:  # the LM rows appear 4 times
+                continue
+            seen.add(key)
+            pts[int(float(r["Training"]))][float(r["Seen Examples"])].append(float(r["Loss"]))
+    out = []
+    for flag in (1, 0):
+        xs = sorted(pts[flag])
+        out += [xs, [sum(pts[flag][x]) / len(pts[flag][x]) for x in xs]]
+    return tuple(out)
