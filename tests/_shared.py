@@ -1,7 +1,8 @@
 """Locating the shared research data (never copied into the repository) for tests.
 
-Looks in ``<repo>/../shared/data`` first, then ``$LVSEARCH_SHARED_DATA``; tests that need the
-data call :func:`shared_data_dir` and ``pytest.skip`` when it returns None.
+Looks in ``$LVSEARCH_SHARED_DATA`` first, then ``<repo>/../shared/data``; tests that need the
+data call :func:`shared_data_dir` (or use the fixtures in ``conftest.py``) and
+``pytest.skip`` when it returns None.
 """
 
 from __future__ import annotations
@@ -16,10 +17,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 def shared_data_dir() -> Path | None:
     """The shared ``data`` folder, or None when it is absent."""
-    candidates = [(REPO / ".." / "shared" / "data").resolve()]
     env = os.environ.get("LVSEARCH_SHARED_DATA")
-    if env:
-        candidates.append(Path(env))
+    candidates = [Path(env)] if env else []
+    candidates.append((REPO / ".." / "shared" / "data").resolve())
     for c in candidates:
         if c.is_dir():
             return c

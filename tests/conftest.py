@@ -2,19 +2,10 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parents[1]
-
-
-def shared_data_dir() -> Path | None:
-    """``$LVSEARCH_SHARED_DATA`` or ``<repo>/../shared/data``, if it exists."""
-    env = os.environ.get("LVSEARCH_SHARED_DATA")
-    path = Path(env) if env else REPO.parent / "shared" / "data"
-    return path if path.is_dir() else None
+from _shared import shared_data_dir
 
 
 @pytest.fixture(scope="session")

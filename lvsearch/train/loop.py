@@ -1,0 +1,269 @@
+"""The one training loop: AdamW, warm-up + linear decay, clipping, accumulation, AMP, DDP,
+checkpoint/resume, JSON-lines metrics and a progress bar.
+
+What is trained is described by an :class:`Objective`: the module to optimise, the micro-batches
+of each step and the evaluation. Everything random in a step is a pure function of
+``(seed, step, rank)``: the data (``BatchStream.batch(step)``), the masks and the sampled
+architecture come from the objective keyed by step, and the dropout RNG is re-seeded from
+``(seed, step, rank)`` at the start of every step. A resumed run therefore needs only the
+weights, the AdamW moments and the step number to continue *exactly* as an uninterrupted run
+(tested: identical weights on CPU).
+
+Gradient normalisation: the objective returns summed losses and the global number of
+prediction targets of the step (over micro-batches and ranks); each micro-batch's loss is
+``loss_sum · world_size / N``, so after DDP's averaging the gradient is that of the mean loss
+over the global batch, whatever the split into ranks and micro-batches.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import math
+import time
+from pathlib import Path
+from typing import Protocol
+
+import torch
+from torch import nn
+
+from lvsearch.config import TrainConfig
+from lvsearch.errors import LvsearchError
+from lvsearch.io import atomic_write_bytes
+from lvsearch.train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from lvsearch.train.distributed import DistInfo, all_reduce_sum
+
+METRICS = "metrics.jsonl"
+
+
+class Objective(Protocol):
+    """What the loop trains.
+
+    ``module.forward(**micro_batch)`` must return a dict with ``loss_sum`` (differentiable,
+    summed over prediction targets) and detached scalar tensors ``count`` (targets) and,
+    optionally, ``correct``.
+    """
+
+    module: nn.Module
+
+    def micro_batches(self, step: int) -> tuple[list[dict], float]:
+        """This rank's micro-batches (keyword arguments of ``module.forward``) of ``step`` and
+        the global normaliser N (prediction targets over all micro-batches and ranks)."""
+        ...
+
+    def step_info(self, step: int) -> dict:
+        """JSON-able facts about ``step`` for the metrics line (e.g. the sampled arch)."""
+        ...
+
+    def evaluate(self, module: nn.Module, step: int) -> dict:
+        """Dev metrics (rank 0 only, module in eval mode, no grad)."""
+        ...
+
+
+def step_seed(seed: int, step: int, rank: int, stream: str) -> int:
+    """A 63-bit seed derived from ``(seed, step, rank, stream)`` (stable across processes)."""
+    digest = hashlib.blake2b(f"{seed}\0{step}\0{rank}\0{stream}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") >> 1
+
+
+def lr_at(step: int, cfg: TrainConfig) -> float:
+    """Learning rate for optimizer step ``step`` (0-based): linear warm-up to ``cfg.lr`` over
+    ``warmup_steps``, then linear decay to 0 at ``cfg.steps`` (BERT / LV-BERT schedule)."""
+    if cfg.warmup_steps and step < cfg.warmup_steps:
+        return cfg.lr * (step + 1) / cfg.warmup_steps
+    remaining = cfg.steps - step
+    span = max(1, cfg.steps - cfg.warmup_steps)
+    return cfg.lr * max(0.0, remaining / span)
+
+
+def make_optimizer(module: nn.Module, cfg: TrainConfig) -> torch.optim.AdamW:
+    """AdamW with weight decay on matrices only (not on biases, LayerNorm weights, α logits).
+
+    Parameters that get no gradient in a step (supernet ops off the sampled path) are skipped
+    by AdamW: neither their moments nor weight decay change.
+    """
+    decay, no_decay = [], []
+    for name, p in module.named_parameters():
+        if not p.requires_grad:
+            continue
+        (decay if p.ndim >= 2 and "mixing" not in name else no_decay).append(p)
+    groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.adam_betas, eps=cfg.adam_eps)
+
+
+def autocast_context(cfg: TrainConfig, device: torch.device):
+    """bf16 autocast on CUDA (``precision`` auto/bf16); fp32 elsewhere unless bf16 is forced."""
+    use_bf16 = cfg.precision == "bf16" or (cfg.precision == "auto" and device.type == "cuda")
+    if not use_bf16:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+
+
+def _truncate_metrics(path: Path, step: int) -> None:
+    """Drop metric lines logged after ``step`` (from the part of a run that is being redone)."""
+    if not path.is_file():
+        return
+    kept = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            if json.loads(line).get("step", 0) <= step:
+                kept.append(line)
+        except json.JSONDecodeError:
+            continue  # a line cut by a crash
+    atomic_write_bytes(path, ("\n".join(kept) + "\n" if kept else "").encode("utf-8"))
+
+
+class MetricsWriter:
+    """Appends JSON lines to ``run_dir/metrics.jsonl`` (main process only)."""
+
+    def __init__(self, path: Path, enabled: bool):
+        self.path, self.enabled = path, enabled
+
+    def write(self, record: dict) -> None:
+        if self.enabled:
+            with open(self.path, "a", encoding="utf-8") as f:
+                f.write(json.dumps(record, sort_keys=True) + "\n")
+
+
+def train(
+    objective: Objective,
+    cfg: TrainConfig,
+    run_dir: str | Path,
+    info: DistInfo,
+    *,
+    tokens_per_step: int,
+    resume: bool,
+    checkpoint_extra: dict,
+    label: str = "training",
+    show_progress: bool = True,
+) -> dict:
+    """Run (or resume) training to ``cfg.steps`` optimizer steps.
+
+    Args:
+        objective: module + micro-batches + evaluation.
+        cfg: loop settings.
+        run_dir: run folder (``checkpoints/``, ``metrics.jsonl``).
+        info: distributed placement; the module is moved to ``info.device``.
+        tokens_per_step: tokens in one global batch (for the x axis of learning curves).
+        resume: continue from ``checkpoints/latest.json``.
+        checkpoint_extra: JSON-able facts stored in every checkpoint (config, tokenizer hash…).
+
+    Returns:
+        Summary: steps, tokens, seconds, tokens/s, final evaluation.
+
+    Raises:
+        LvsearchError: resume without a valid checkpoint (missing, truncated, modified).
+    """
+    from lvsearch import ui
+
+    run_dir = Path(run_dir)
+    module = objective.module.to(info.device)
+    optimizer = make_optimizer(module, cfg)
+    start = 0
+    if resume:
+        path = latest_checkpoint(run_dir)
+        if path is None:
+            raise LvsearchError(f"--resume: {run_dir} has no checkpoint", fix="start the run without --resume")
+        ckpt = load_checkpoint(path)
+        module.load_state_dict(ckpt.model, strict=True)
+        optimizer.load_state_dict(ckpt.optimizer)
+        start = ckpt.step
+        if info.is_main:
+            _truncate_metrics(run_dir / METRICS, start)
+    metrics = MetricsWriter(run_dir / METRICS, info.is_main)
+
+    model: nn.Module = module
+    if info.enabled:
+        model = nn.parallel.DistributedDataParallel(
+            module,
+            device_ids=[info.device.index] if info.device.type == "cuda" else None,
+            find_unused_parameters=True,  # a supernet step uses one path of ops
+        )
+    params = [p for p in module.parameters() if p.requires_grad]
+    final_eval: dict = {}
+    t0 = time.perf_counter()
+    tokens_done_here = 0
+    with ui.progress(enabled=show_progress and info.is_main) as bar:
+        task = bar.add_task(label, total=cfg.steps, completed=start, info="")
+        module.train()
+        for step in range(start, cfg.steps):
+            torch.manual_seed(step_seed(cfg.seed, step, info.rank, "dropout"))
+            lr = lr_at(step, cfg)
+            for g in optimizer.param_groups:
+                g["lr"] = lr
+            micro, norm = objective.micro_batches(step)
+            loss_sum = torch.zeros((), device=info.device)
+            count = torch.zeros((), device=info.device)
+            correct = torch.zeros((), device=info.device)
+            for i, kwargs in enumerate(micro):
+                last = i == len(micro) - 1
+                sync = model.no_sync() if info.enabled and not last else contextlib.nullcontext()
+                with sync:
+                    with autocast_context(cfg, info.device):
+                        out = model(**{k: _to(v, info.device) for k, v in kwargs.items()})
+                    (out["loss_sum"].float() * info.world_size / norm).backward()
+                loss_sum += out["loss_sum"].detach().float()
+                count += out["count"].float()
+                correct += out.get("correct", torch.zeros(())).to(info.device).float()
+            grad_norm = (
+                torch.nn.utils.clip_grad_norm_([p for p in params if p.grad is not None], cfg.grad_clip)
+                if cfg.grad_clip > 0
+                else torch.zeros(())
+            )
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            done = step + 1
+            tokens_done_here += tokens_per_step
+            if done % cfg.log_every == 0 or done == cfg.steps:
+                stats = all_reduce_sum(torch.stack([loss_sum, count, correct]), info).tolist()
+                elapsed = time.perf_counter() - t0
+                record = {
+                    "step": done,
+                    "tokens": done * tokens_per_step,
+                    "lr": lr,
+                    "loss": stats[0] / max(stats[1], 1.0),
+                    "accuracy": stats[2] / max(stats[1], 1.0),
+                    "grad_norm": float(grad_norm),
+                    "tokens_per_s": tokens_done_here / elapsed,
+                    "elapsed_s": elapsed,
+                    **objective.step_info(step),
+                }
+                if not math.isfinite(record["loss"]):
+                    raise LvsearchError(
+                        f"training diverged at step {done} (loss {record['loss']})",
+                        fix="lower train.lr or raise train.warmup_steps; resume from the last checkpoint",
+                    )
+                metrics.write(record)
+                bar.update(task, info=f"loss {record['loss']:.3f} {record['tokens_per_s']:,.0f} tok/s")
+            is_eval = (cfg.eval_every and done % cfg.eval_every == 0) or done == cfg.steps
+            if is_eval and info.is_main:
+                module.eval()
+                with torch.no_grad():
+                    final_eval = objective.evaluate(module, done)
+                module.train()
+                metrics.write({"step": done, "tokens": done * tokens_per_step, "eval": final_eval})
+            is_ckpt = (cfg.checkpoint_every and done % cfg.checkpoint_every == 0) or done == cfg.steps
+            if is_ckpt and info.is_main:
+                save_checkpoint(
+                    run_dir,
+                    done,
+                    module,
+                    optimizer,
+                    {**checkpoint_extra, "tokens": done * tokens_per_step},
+                    keep=cfg.keep_checkpoints,
+                )
+            bar.update(task, completed=done)
+    elapsed = time.perf_counter() - t0
+    return {
+        "steps": cfg.steps,
+        "resumed_from": start,
+        "tokens": cfg.steps * tokens_per_step,
+        "seconds_this_process": elapsed,
+        "tokens_per_s": tokens_done_here / elapsed if elapsed > 0 else None,
+        "final_eval": final_eval,
+    }
+
+
+def _to(value, device: torch.device):
+    return value.to(device, non_blocking=True) if torch.is_tensor(value) else value
