@@ -32,6 +32,8 @@ class Supernet(_Backbone):
     def _check(self, arch: Arch) -> None:
         if arch not in self._valid:
             self.space.validate(arch)
+            if len(self._valid) >= 100_000:  # bounded memo: training samples a new arch per step
+                self._valid.clear()
             self._valid.add(arch)
 
     def run_slot(self, n: int, arch: Arch, states: Sequence[torch.Tensor],
