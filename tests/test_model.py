@@ -309,3 +309,22 @@ def test_lvbert_small_param_count():
 
     enc = Encoder(reference_arch("lvbert-paper", sp), ModelDims(vocab_size=30522))
     assert 10e6 < enc.num_params() < 20e6
+
+
+def test_slot_by_slot_prefix_reuse(elc6):
+    """States of a shared slot prefix can be cached and reused (the search's prefix cache)."""
+    sn = Supernet(elc6, dims(weighted_output=True))
+    randomise(sn, 6)
+    sn.eval()
+    a = Arch("csfsfc", [[0], [0, 1], [2], [3], [4], [5]])
+    b = Arch("csfcsf", [[0], [0, 1], [2], [0, 3], [4], [2, 5]])
+    assert a.prefix(3).key == b.prefix(3).key
+    ids, mask = batch()
+    with torch.no_grad():
+        states = [sn.embed(ids)]
+        for n in range(1, 4):
+            states.append(sn.run_slot(n, a, states, mask))
+        cached = list(states)
+        for n in range(4, 7):
+            cached.append(sn.run_slot(n, b, cached, mask))
+        assert torch.equal(sn.finish(cached), sn(ids, b, mask))
