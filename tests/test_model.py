@@ -328,3 +328,14 @@ def test_slot_by_slot_prefix_reuse(elc6):
         for n in range(4, 7):
             cached.append(sn.run_slot(n, b, cached, mask))
         assert torch.equal(sn.finish(cached), sn(ids, b, mask))
+
+
+def test_fully_padded_sequence_stays_finite():
+    enc = Encoder(Arch.sequential("scf"), dims()).eval()
+    ids = torch.zeros(2, 5, dtype=torch.long)
+    ids[0, :3] = torch.tensor([4, 5, 6])
+    mask = enc.padding_mask(ids)
+    assert mask.tolist() == [[True] * 3 + [False] * 2, [False] * 5]
+    h = enc(ids, mask)
+    assert torch.isfinite(h).all()
+    torch.testing.assert_close(h[0, :3], enc(ids[:1, :3])[0], rtol=1e-5, atol=1e-5)

@@ -29,7 +29,8 @@ class ModelDims:
         mixing_init: ELC α̂ init, ``"biased"`` or ``"zero"``.
         mixing_normalized: layer-normalise slot outputs before mixing.
         weighted_output: MLM head reads a learned mixture of all slot outputs.
-        pad_id: padding token id (used to build a mask when none is given).
+        pad_id: padding token id; ``model.padding_mask(input_ids)`` builds a mask from it
+            (models never guess a mask: ``attention_mask=None`` means no padding).
     """
 
     vocab_size: int

@@ -99,6 +99,10 @@ class _Backbone(nn.Module):
         """``input_ids (B, L)`` long -> ``h_0 (B, L, H)``."""
         return self.embeddings(input_ids)
 
+    def padding_mask(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """``input_ids (B, L)`` -> bool ``(B, L)``, True where the token is not ``dims.pad_id``."""
+        return input_ids != self.dims.pad_id
+
     def _run_slot(self, n: int, arch: Arch, states: Sequence[torch.Tensor],
                   attention_mask: torch.Tensor | None) -> torch.Tensor:
         if len(states) < n:

@@ -60,7 +60,11 @@ class SelfAttention(SlotLayer):
     def transform(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
         b, l, h = x.shape
         q, k, v = self.qkv(x).view(b, l, 3, self.heads, h // self.heads).permute(2, 0, 3, 1, 4)
-        attn_mask = None if mask is None else mask[:, None, None, :]
+        attn_mask = None
+        if mask is not None:
+            # A sequence with no real token would give a softmax over nothing (NaN); let such
+            # rows attend everywhere instead (their outputs are padding anyway).
+            attn_mask = (mask | ~mask.any(dim=1, keepdim=True))[:, None, None, :]
         y = F.scaled_dot_product_attention(
             q, k, v, attn_mask=attn_mask, dropout_p=self.attn_dropout if self.training else 0.0
         )
