@@ -1,0 +1,189 @@
+"""``Encoder``: one architecture as a standalone model, and the shared backbone code.
+
+Execution is slot by slot so the search can cache hidden states of shared slot prefixes:
+
+    states = [model.embed(input_ids)]                      # h_0
+    for n in 1..N: states.append(model.run_slot(n, ..., states, mask))   # h_n
+    hidden = model.finish(states)                          # final LN / weighted output
+    logits = model.mlm_logits(hidden[labels != -100])
+
+``forward`` is exactly that loop. Parameter names (also the safetensors keys):
+``embeddings.{word,position,norm,project}.*``, ``slots.{n}.{OP}.*`` (n 1-based, OP in
+SA/FF/DC), ``mixing.logits`` (N, N), ``output_mixing.logits`` (N+1,), ``final_norm.*``
+(pre-LN only), ``mlm_head.{dense,norm,bias}``. An Encoder's keys are a subset of the
+Supernet's, which is how weights are inherited.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+from torch import nn
+
+from lvsearch.arch import Arch
+from lvsearch.model.dims import ModelDims
+from lvsearch.model.embeddings import Embeddings
+from lvsearch.model.heads import MLMHead
+from lvsearch.model.layers import LN_EPS, make_layer
+from lvsearch.model.mixing import LayerMixing, OutputMixing, alpha_matrix, mix_inputs
+
+INIT_STD = 0.02
+
+
+def flops_per_token(arch: Arch, dims: ModelDims, seq_len: int, include_head: bool = False) -> float:
+    """Forward FLOPs per token of ``arch`` (1 multiply-add = 2 FLOPs), matmuls only.
+
+    Per slot with H = hidden, L = seq_len, I = ff_inner, K = conv_kernel, h = heads:
+
+    - SA: ``8 H^2`` (QKV + output projections) ``+ 4 L H`` (scores and weighted values)
+    - FF: ``4 H I`` (gelu) or ``6 H I`` (geglu)
+    - DC: ``8 H^2`` (GLU input 4H^2, pointwise 2H^2, output 2H^2) ``+ 2 H h K`` (kernel
+      generator) ``+ 4 K H`` (depthwise + dynamic convolution)
+    - mixing: ``2 H |inputs|`` for slots mixing more than one input; weighted output
+      ``2 H (N+1)``.
+
+    Plus the embedding projection ``2 E H`` when E != H and, with ``include_head``, the MLM
+    head ``2 H E + 2 E V``. LayerNorm, softmax, activations and biases are ignored.
+    """
+    H, L, I, K, h, E = dims.hidden, seq_len, dims.ff_inner, dims.conv_kernel, dims.heads, dims.embedding
+    total = 2.0 * E * H if E != H else 0.0
+    for op, inputs in zip(arch.ops, arch.inputs):
+        if op == "SA":
+            total += 8 * H * H + 4 * L * H
+        elif op == "FF":
+            total += (6 if dims.ff_activation == "geglu" else 4) * H * I
+        elif op == "DC":
+            total += 8 * H * H + 2 * H * h * K + 4 * K * H
+        if len(inputs) > 1:
+            total += 2 * H * len(inputs)
+    if dims.weighted_output:
+        total += 2 * H * (arch.num_slots + 1)
+    if include_head:
+        total += 2 * H * E + 2 * E * dims.vocab_size
+    return float(total)
+
+
+def _init_weights(module: nn.Module) -> None:
+    """BERT initialisation: normal(0, 0.02) weights, zero biases, unit LayerNorm."""
+    if isinstance(module, (nn.Linear, nn.Conv1d)):
+        nn.init.normal_(module.weight, std=INIT_STD)
+        if module.bias is not None:
+            nn.init.zeros_(module.bias)
+    elif isinstance(module, nn.Embedding):
+        nn.init.normal_(module.weight, std=INIT_STD)
+    elif isinstance(module, nn.LayerNorm):
+        nn.init.ones_(module.weight)
+        nn.init.zeros_(module.bias)
+
+
+class _Backbone(nn.Module):
+    """Embeddings, slot storage, output stage and MLM head shared by Encoder and Supernet."""
+
+    def __init__(self, dims: ModelDims, num_slots: int, slot_ops: Sequence[Sequence[str]], with_mixing: bool):
+        super().__init__()
+        self.dims = dims
+        self.num_slots = num_slots
+        self.embeddings = Embeddings(dims.vocab_size, dims.embedding, dims.hidden, dims.max_len, dims.dropout)
+        self.slots = nn.ModuleDict(
+            {str(n): nn.ModuleDict({op: make_layer(op, dims) for op in ops}) for n, ops in enumerate(slot_ops, start=1)}
+        )
+        self.mixing = LayerMixing(num_slots, dims.mixing_init, dims.mixing_normalized) if with_mixing else None
+        self.output_mixing = OutputMixing(num_slots, dims.mixing_init) if dims.weighted_output else None
+        self.final_norm = nn.LayerNorm(dims.hidden, eps=LN_EPS) if dims.pre_ln else None
+        self.mlm_head = MLMHead(dims.hidden, dims.embedding, dims.vocab_size)
+        self.apply(_init_weights)
+
+    # ---------------------------------------------------------------- slot-by-slot API
+    def embed(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """``input_ids (B, L)`` long -> ``h_0 (B, L, H)``."""
+        return self.embeddings(input_ids)
+
+    def padding_mask(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """``input_ids (B, L)`` -> bool ``(B, L)``, True where the token is not ``dims.pad_id``."""
+        return input_ids != self.dims.pad_id
+
+    def _run_slot(self, n: int, arch: Arch, states: Sequence[torch.Tensor],
+                  attention_mask: torch.Tensor | None) -> torch.Tensor:
+        if len(states) < n:
+            raise ValueError(f"slot {n} needs states h_0..h_{n - 1}, got {len(states)}")
+        x = mix_inputs(self.mixing, n, arch.inputs[n - 1], states)
+        return self.slots[str(n)][arch.ops[n - 1]](x, _bool_mask(attention_mask))
+
+    def finish(self, states: Sequence[torch.Tensor]) -> torch.Tensor:
+        """``h_0..h_N`` -> the hidden states the MLM head reads ``(B, L, H)``: ``h_N`` or the
+        weighted output mixture, then the final LayerNorm under pre-LN."""
+        if len(states) != self.num_slots + 1:
+            raise ValueError(f"expected {self.num_slots + 1} states h_0..h_N, got {len(states)}")
+        x = self.output_mixing(states) if self.output_mixing is not None else states[-1]
+        return self.final_norm(x) if self.final_norm is not None else x
+
+    def mlm_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """``hidden (..., H)`` (any leading shape, e.g. only masked positions) -> ``(..., V)``."""
+        return self.mlm_head(hidden, self.embeddings.word.weight)
+
+    # ---------------------------------------------------------------- accounting
+    def _shared_params(self) -> int:
+        n = sum(p.numel() for p in self.embeddings.parameters())
+        n += sum(p.numel() for p in self.mlm_head.parameters())  # decoder weight is tied: not counted again
+        for m in (self.output_mixing, self.final_norm):
+            if m is not None:
+                n += sum(p.numel() for p in m.parameters())
+        return n
+
+    def _num_params(self, arch: Arch) -> int:
+        n = self._shared_params()
+        for slot, (op, inputs) in enumerate(zip(arch.ops, arch.inputs), start=1):
+            n += sum(p.numel() for p in self.slots[str(slot)][op].parameters())
+            if len(inputs) > 1:
+                n += len(inputs)  # the α̂ logits this slot uses
+        return n
+
+
+def _bool_mask(mask: torch.Tensor | None) -> torch.Tensor | None:
+    if mask is None or mask.dtype == torch.bool:
+        return mask
+    return mask != 0
+
+
+class Encoder(_Backbone):
+    """One architecture as a standalone BERT-style encoder (LV-BERT; ELC-BERT mixing).
+
+    Args:
+        arch: the architecture (ops and inputs per slot).
+        dims: sizes (:class:`ModelDims`).
+
+    ``mixing.logits`` exists only when some slot of ``arch`` mixes several inputs.
+    """
+
+    def __init__(self, arch: Arch, dims: ModelDims):
+        super().__init__(dims, arch.num_slots, [[op] for op in arch.ops],
+                         with_mixing=any(len(i) > 1 for i in arch.inputs))
+        self.arch = arch
+
+    def run_slot(self, n: int, states: Sequence[torch.Tensor],
+                 attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Output ``h_n (B, L, H)`` of slot ``n`` (1-based) from ``states = [h_0, .., h_{n-1}]``
+        (longer lists are fine); ``attention_mask (B, L)`` bool, True = real token."""
+        return self._run_slot(n, self.arch, states, attention_mask)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """``input_ids (B, L)`` long, ``attention_mask (B, L)`` bool (True = real token) or
+        None -> hidden ``(B, L, H)`` (see :meth:`finish`)."""
+        states = [self.embed(input_ids)]
+        for n in range(1, self.num_slots + 1):
+            states.append(self.run_slot(n, states, attention_mask))
+        return self.finish(states)
+
+    def alpha_matrix(self) -> torch.Tensor:
+        """α as ``(N, N)``: rows = slot, columns = input index (see :func:`mixing.alpha_matrix`)."""
+        return alpha_matrix(self.arch, self.mixing)
+
+    def num_params(self) -> int:
+        """Parameters of this model: embeddings and head once (decoder tied), every slot, and
+        the α̂ logits actually used (one per input of each multi-input slot)."""
+        return self._num_params(self.arch)
+
+    def flops_per_token(self, seq_len: int, include_head: bool = False) -> float:
+        """See :func:`flops_per_token`."""
+        return flops_per_token(self.arch, self.dims, seq_len, include_head)

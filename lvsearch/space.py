@@ -1,0 +1,317 @@
+"""Search spaces: which ops each slot may hold and which inputs it may mix.
+
+A search space is a YAML file in the top-level ``search_spaces/`` folder::
+
+    name: lvbert-elc
+    description: LV-BERT ops with ELC-BERT connectivity
+    num_slots: 24
+    ops: [SA, FF, DC]
+    connectivity: elc        # sequential | elc
+
+``connectivity: sequential`` fixes ``inputs[n] = {n-1}`` (LV-BERT, Yu et al. 2021).
+``connectivity: elc`` makes connectivity searchable: slot ``n`` always mixes the previous
+output ``n-1`` and may mix any earlier output ``0..n-2`` (ELC-BERT, Charpentier & Samuel
+2023, restricted to a searchable subset of predecessors).
+
+:class:`SearchSpace` also holds the random primitives the searches build on: uniform
+sampling (single-path sampling of the supernet, LV-BERT eq. 6-7), mutation and crossover
+(LV-BERT section 3.3 evolution). All randomness comes from a ``random.Random`` passed in, so
+a seeded run is reproducible.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import random
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import lvsearch
+from lvsearch.arch import OPS, Arch
+from lvsearch.errors import LvsearchError
+
+#: Allowed values of ``connectivity``.
+CONNECTIVITIES: tuple[str, ...] = ("sequential", "elc")
+_SPACE_KEYS: tuple[str, ...] = ("name", "description", "num_slots", "ops", "connectivity")
+
+
+def search_spaces_dir() -> Path:
+    """The repository's ``search_spaces/`` folder (next to the ``lvsearch`` package)."""
+    return Path(lvsearch.__file__).resolve().parents[1] / "search_spaces"
+
+
+def available_spaces() -> list[str]:
+    """Names of the YAML files in :func:`search_spaces_dir`."""
+    d = search_spaces_dir()
+    return sorted(p.stem for p in d.glob("*.yaml")) if d.is_dir() else []
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    """Ops per slot and the connectivity rule.
+
+    Attributes:
+        name: short name (the YAML file's stem unless ``name:`` is given).
+        num_slots: number of slots (layers) of every architecture in the space.
+        ops: allowed op codes, a subset of ``("SA", "FF", "DC")``, in canonical order.
+        connectivity: ``"sequential"`` or ``"elc"`` (see module docstring).
+        description: free text.
+        source: the YAML file it was loaded from, or ``None``.
+    """
+
+    name: str
+    num_slots: int
+    ops: tuple[str, ...]
+    connectivity: str = "sequential"
+    description: str = ""
+    source: Path | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        where = f"search space {self.source or self.name!r}"
+        if not isinstance(self.num_slots, int) or isinstance(self.num_slots, bool) or self.num_slots < 1:
+            raise LvsearchError(f"{where}: num_slots must be a positive integer, got {self.num_slots!r}",
+                                fix="e.g. num_slots: 24")
+        ops = list(self.ops) if isinstance(self.ops, (list, tuple)) else None
+        if not ops:
+            raise LvsearchError(f"{where}: ops must be a non-empty list", fix="e.g. ops: [SA, FF, DC]")
+        for op in ops:
+            if not isinstance(op, str) or op.upper() not in OPS:
+                raise LvsearchError(f"{where}: unknown op {op!r}", fix=f"use ops from {', '.join(OPS)}")
+        norm = tuple(op for op in OPS if op in {o.upper() for o in ops})
+        object.__setattr__(self, "ops", norm)
+        if self.connectivity not in CONNECTIVITIES:
+            close = difflib.get_close_matches(str(self.connectivity), CONNECTIVITIES, n=1)
+            raise LvsearchError(
+                f"{where}: unknown connectivity {self.connectivity!r}",
+                fix=(f"did you mean {close[0]!r}? " if close else "") + f"use one of {', '.join(CONNECTIVITIES)}",
+            )
+
+    # ----------------------------------------------------------------- loading
+    @classmethod
+    def from_dict(cls, d: Any, source: str | os.PathLike | None = None, default_name: str = "custom") -> "SearchSpace":
+        """Build a space from a parsed YAML mapping.
+
+        Raises:
+            LvsearchError: not a mapping, unknown key (with the nearest valid key), missing
+                ``num_slots``/``ops``, bad values. The message names ``source``.
+        """
+        where = f"search space {source}" if source is not None else "search space"
+        if not isinstance(d, dict):
+            raise LvsearchError(f"{where} must be a YAML mapping", fix="see search_spaces/lvbert.yaml")
+        for k in d:
+            if k not in _SPACE_KEYS:
+                close = difflib.get_close_matches(str(k), _SPACE_KEYS, n=1)
+                raise LvsearchError(
+                    f"{where}: unknown key {k!r}",
+                    fix=(f"did you mean {close[0]!r}? " if close else "") + f"valid keys: {', '.join(_SPACE_KEYS)}",
+                )
+        for k in ("num_slots", "ops"):
+            if k not in d:
+                raise LvsearchError(f"{where}: missing key {k!r}", fix="see search_spaces/lvbert.yaml")
+        return cls(
+            name=str(d.get("name", default_name)),
+            num_slots=d["num_slots"],
+            ops=tuple(d["ops"]) if isinstance(d["ops"], list) else d["ops"],
+            connectivity=d.get("connectivity", "sequential"),
+            description=str(d.get("description", "")),
+            source=Path(source) if source is not None else None,
+        )
+
+    @classmethod
+    def load(cls, name_or_path: str | os.PathLike) -> "SearchSpace":
+        """Load a space by bare name (``search_spaces/NAME.yaml``) or by YAML path.
+
+        Raises:
+            LvsearchError: unknown name (with the nearest available one), missing file,
+                invalid YAML or an invalid space.
+        """
+        import yaml
+
+        text = os.fspath(name_or_path)
+        base, at, slots = text.rpartition("@")
+        if at and slots.isdigit() and base:
+            # "NAME@N" is how with_num_slots() names a shrunk space.
+            return cls.load(base).with_num_slots(int(slots))
+        is_path = text.endswith((".yaml", ".yml")) or os.sep in text or "/" in text
+        if is_path:
+            path = Path(text)
+        else:
+            path = search_spaces_dir() / f"{text}.yaml"
+            if not path.is_file():
+                names = available_spaces()
+                close = difflib.get_close_matches(text, names, n=1)
+                raise LvsearchError(
+                    f"unknown search space {text!r} (no {path})",
+                    fix=(f"did you mean {close[0]!r}? " if close else "")
+                    + f"available: {', '.join(names) or 'none'}; or pass a path to a YAML file",
+                )
+        if not path.is_file():
+            raise LvsearchError(f"search space file not found: {path}", fix="check the path")
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except yaml.YAMLError as e:
+            raise LvsearchError(f"search space {path} is not valid YAML: {e}", fix="repair the file") from None
+        return cls.from_dict(data, source=path, default_name=path.stem)
+
+    def to_dict(self) -> dict:
+        """The YAML mapping of this space (round-trips through :meth:`from_dict`)."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "num_slots": self.num_slots,
+            "ops": list(self.ops),
+            "connectivity": self.connectivity,
+        }
+
+    # ----------------------------------------------------------------- queries
+    @property
+    def searchable_inputs(self) -> bool:
+        """True when connectivity is searched (``elc``), False for the sequential stack."""
+        return self.connectivity == "elc"
+
+    def with_num_slots(self, n: int) -> "SearchSpace":
+        """The same space with ``n`` slots (recipes shrink spaces for CPU runs).
+
+        The result is named ``NAME@n`` (``load("NAME@n")`` rebuilds it) unless ``n`` is
+        unchanged.
+        """
+        base = self.name.rpartition("@")[0] if "@" in self.name else self.name
+        if n == self.num_slots:
+            return self
+        return replace(self, num_slots=n, name=f"{base}@{n}")
+
+    def optional_inputs(self, n: int) -> range:
+        """Inputs slot ``n`` (1-based) may add beyond ``n-1``: ``0..n-2`` for elc, none otherwise."""
+        return range(0, n - 1) if self.searchable_inputs else range(0)
+
+    def size(self) -> int:
+        """Number of distinct architectures in the space."""
+        conn = 2 ** sum(len(self.optional_inputs(n)) for n in range(1, self.num_slots + 1))
+        return len(self.ops) ** self.num_slots * conn
+
+    def validate(self, arch: Arch, source: str | os.PathLike | None = None) -> Arch:
+        """Check that ``arch`` belongs to this space; returns it unchanged.
+
+        Raises:
+            LvsearchError: wrong slot count, an op the space does not allow, or inputs the
+                connectivity rule forbids (sequential: exactly ``{n-1}``; elc: must contain
+                ``n-1``). The message names ``source`` and the space.
+        """
+        where = f"{source}" if source is not None else "architecture"
+        sp = f"search space {self.name!r}" + (f" ({self.source})" if self.source else "")
+        if arch.num_slots != self.num_slots:
+            raise LvsearchError(
+                f"{where} has {arch.num_slots} slots, but {sp} has {self.num_slots}",
+                fix="use an architecture made for this space, or a space with the same slot count",
+            )
+        for n, (op, inp) in enumerate(zip(arch.ops, arch.inputs), start=1):
+            if op not in self.ops:
+                raise LvsearchError(
+                    f"{where}: slot {n} uses op {op}, which {sp} does not allow",
+                    fix=f"allowed ops: {', '.join(self.ops)}",
+                )
+            if self.searchable_inputs:
+                if n - 1 not in inp:
+                    raise LvsearchError(
+                        f"{where}: slot {n} does not read the previous output {n - 1}, which {sp} requires",
+                        fix=f"add {n - 1} to the inputs of slot {n}",
+                    )
+            elif inp != (n - 1,):
+                raise LvsearchError(
+                    f"{where}: slot {n} has inputs {list(inp)}, but {sp} is sequential",
+                    fix=f"use inputs [{n - 1}] for slot {n}, or an elc search space",
+                )
+        return arch
+
+    # ----------------------------------------------------------------- sampling
+    def sample(self, rng: random.Random, keep_input_prob: float = 0.5, dense_prob: float = 0.0) -> Arch:
+        """Draw one architecture.
+
+        Each slot's op is uniform over :attr:`ops`, independently (uniform single-path
+        sampling, LV-BERT eq. 6-7). With searchable connectivity the previous output is
+        always kept; first, with probability ``dense_prob`` the whole architecture gets the
+        dense mask (every slot reads all earlier outputs, ELC-BERT); otherwise each earlier
+        output ``0..n-2`` is kept independently with probability ``keep_input_prob``.
+        In sequential spaces the connectivity arguments are ignored and no extra random
+        numbers are drawn.
+        """
+        ops = [rng.choice(self.ops) for _ in range(self.num_slots)]
+        if not self.searchable_inputs:
+            return Arch.sequential(ops)
+        dense = dense_prob > 0 and rng.random() < dense_prob
+        inputs = []
+        for n in range(1, self.num_slots + 1):
+            if dense:
+                inputs.append(tuple(range(n)))
+            else:
+                kept = [i for i in self.optional_inputs(n) if rng.random() < keep_input_prob]
+                inputs.append(tuple(kept) + (n - 1,))
+        return Arch(tuple(ops), tuple(inputs))
+
+    def mutate(self, arch: Arch, rng: random.Random, p: float = 0.1) -> Arch:
+        """Mutation (LV-BERT section 3.3, probability 0.1 in the paper).
+
+        Each slot's op is re-drawn uniformly from :attr:`ops` with probability ``p`` (the
+        re-draw may return the same op). In searchable spaces each optional input
+        (``0..n-2`` of slot ``n``) is then flipped with probability ``p``; the previous output
+        is never removed. Returns a new Arch (``arch`` is not validated against the space).
+        """
+        ops = list(arch.ops)
+        for i in range(len(ops)):
+            if rng.random() < p:
+                ops[i] = rng.choice(self.ops)
+        if not self.searchable_inputs:
+            return Arch(tuple(ops), arch.inputs)
+        inputs = []
+        for n, inp in enumerate(arch.inputs, start=1):
+            s = set(inp)
+            for i in self.optional_inputs(n):
+                if rng.random() < p:
+                    s ^= {i}
+            s.add(n - 1)
+            inputs.append(tuple(sorted(s)))
+        return Arch(tuple(ops), tuple(inputs))
+
+    def crossover_uniform(self, a: Arch, b: Arch, rng: random.Random, swap_prob: float = 0.5) -> tuple[Arch, Arch]:
+        """Uniform crossover: each slot (op and inputs together) is swapped between the two
+        parents with probability ``swap_prob``. Returns two children. Inputs stay valid
+        because slot ``n``'s inputs only refer to ``0..n-1`` in either parent.
+        """
+        self._check_pair(a, b)
+        ca, cb = [], []
+        for sa, sb in zip(zip(a.ops, a.inputs), zip(b.ops, b.inputs)):
+            if rng.random() < swap_prob:
+                sa, sb = sb, sa
+            ca.append(sa)
+            cb.append(sb)
+        return _from_slots(ca), _from_slots(cb)
+
+    def crossover_points(self, a: Arch, b: Arch, rng: random.Random, k: int = 1) -> tuple[Arch, Arch]:
+        """k-point crossover (``k`` = 1 or 2): cut points are drawn without replacement from
+        ``1..num_slots-1`` and the slots between alternate cut points are exchanged.
+        Returns two children.
+        """
+        self._check_pair(a, b)
+        n = a.num_slots
+        if k not in (1, 2):
+            raise ValueError(f"k must be 1 or 2, got {k}")
+        if n < k + 1:
+            return a, b
+        cuts = sorted(rng.sample(range(1, n), k)) + [n]
+        ca, cb = list(zip(a.ops, a.inputs)), list(zip(b.ops, b.inputs))
+        swap, start = False, 0
+        for cut in cuts:
+            if swap:
+                ca[start:cut], cb[start:cut] = cb[start:cut], ca[start:cut]
+            swap, start = not swap, cut
+        return _from_slots(ca), _from_slots(cb)
+
+    def _check_pair(self, a: Arch, b: Arch) -> None:
+        if a.num_slots != b.num_slots:
+            raise ValueError(f"crossover of archs with {a.num_slots} and {b.num_slots} slots")
+
+
+def _from_slots(slots: list[tuple[str, tuple[int, ...]]]) -> Arch:
+    return Arch(tuple(s[0] for s in slots), tuple(s[1] for s in slots))
