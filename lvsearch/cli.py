@@ -22,6 +22,7 @@ from lvsearch.errors import LvsearchError
 #: Modules that contribute sub-commands, in the order they appear in ``--help``.
 COMMAND_MODULES = [
     "lvsearch.data.cli",
+    "lvsearch.train.cli",
     "lvsearch.scaling_cli",
 ]
 

@@ -178,6 +178,11 @@ def _coerce(value: Any, tp: Any, dotted: str, source: str) -> Any:
         return _coerce(value, args[0], dotted, source)
     if tp is float and isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
+    if tp is float and isinstance(value, str):
+        try:  # PyYAML (YAML 1.1) reads "3e-4" as a string; accept it as the number it means
+            return float(value)
+        except ValueError:
+            pass
     if tp is int and isinstance(value, int) and not isinstance(value, bool):
         return value
     if tp is bool and isinstance(value, bool):

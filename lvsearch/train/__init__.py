@@ -1,0 +1,1 @@
+"""Training: one loop (loop.py), checkpoints, torchrun support, objectives and jobs."""

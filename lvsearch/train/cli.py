@@ -1,0 +1,53 @@
+"""``lvsearch train-supernet``."""
+
+from __future__ import annotations
+
+import argparse
+
+EPILOG = """\
+examples:
+  lvsearch train-supernet --config recipes/quickstart.yaml --data data/corpus --out runs/sn
+  lvsearch train-supernet --config quickstart --data data/corpus --out runs/sn --set train.steps=50
+  lvsearch train-supernet --data data/corpus --out runs/sn --resume
+  torchrun --nproc_per_node 2 -m lvsearch train-supernet --config quickstart --data data/corpus --out runs/sn
+
+The recipe's sections (space, num_slots, model, train, masking, sampling, eval) are documented
+in recipes/lvbert-small.yaml and docs/architecture.md.
+"""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "train-supernet",
+        help="train a weight-sharing supernet by single-path sampling",
+        description="Train a weight-sharing supernet over a search space: each step trains one architecture "
+        "sampled uniformly (LV-BERT) or with strict fairness (FairNAS), with MLM on the prepared data. "
+        "Runs on one process or under torchrun (DDP: NCCL on GPU, gloo on CPU).",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--config", metavar="RECIPE", help="recipe YAML path or bundled name (quickstart, lvbert-small)")
+    p.add_argument("--data", required=True, metavar="DIR", help="folder written by 'lvsearch data prepare'")
+    p.add_argument("--out", required=True, metavar="RUN", help="run folder (new, or an existing run with --resume)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="override a recipe value, e.g. train.lr=3e-4 (repeatable)")
+    p.add_argument("--resume", action="store_true", help="continue the run in --out from its latest checkpoint")
+    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="default: cuda when available")
+    p.set_defaults(func=_train_supernet)
+
+
+def _train_supernet(args: argparse.Namespace) -> int:
+    from lvsearch import ui
+    from lvsearch.errors import LvsearchError
+    from lvsearch.train.supernet import train_supernet
+
+    if not args.config and not args.resume:
+        raise LvsearchError("--config is required for a new run", fix="e.g. --config recipes/quickstart.yaml")
+    summary = train_supernet(args.config, args.data, args.out, overrides=args.overrides, resume=args.resume, device=args.device)
+    final = summary.get("final_eval") or {}
+    if final:
+        ui.console.print(f"unigram baseline accuracy {final['unigram_accuracy']:.3f}")
+        for name, r in final["panel"].items():
+            ui.console.print(f"  {name:<14} dev MLM loss {r['loss']:.3f}  accuracy {r['accuracy']:.3f}")
+    if summary.get("tokens_per_s"):
+        ui.console.print(f"{summary['tokens']:,} tokens, {summary['tokens_per_s']:,.0f} tokens/s")
+    return 0

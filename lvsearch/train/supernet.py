@@ -1,0 +1,336 @@
+"""``lvsearch train-supernet``: weight-sharing supernet training by single-path sampling.
+
+Each optimizer step trains one architecture of the search space, sampled uniformly (LV-BERT,
+Yu et al. 2021, §3.2 eq. 6–7; single-path one-shot, Guo et al. 2020) or with strict fairness
+(FairNAS, Chu et al. 2021). The architecture of step ``s`` is a pure function of
+``(seed, s)``, so every rank of a distributed run trains the same path at the same step and a
+resumed run samples the same sequence. Periodically, a fixed panel of reference
+architectures (bert, lvbert-paper, random:1..3 by default) is scored on the fixed masked dev
+set; the unigram baseline (always predicting the most frequent training token) is logged
+next to it.
+
+Run folder::
+
+    config.json      format tag, resolved recipe, search space, model dims, data facts
+    tokenizer.json   copy of the data's tokenizer (later stages need no data folder to decode)
+    metrics.jsonl    one line per log step (loss, lr, tokens/s, arch) and per evaluation
+    checkpoints/     see lvsearch.train.checkpoint
+    summary.json     written at the end: final panel evaluation, tokens, time
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from lvsearch import __version__
+from lvsearch.arch import Arch, resolve_arch
+from lvsearch.config import SamplingConfig, SupernetConfig, load_config, to_jsonable
+from lvsearch.data.loader import BatchStream, DevSet, fixed_dev_set
+from lvsearch.data.masking import IGNORE_INDEX, MLMMasker
+from lvsearch.data.shards import TOKENIZER, PreparedData
+from lvsearch.errors import LvsearchError
+from lvsearch.io import atomic_write_json, read_json
+from lvsearch.model import ModelDims, Supernet
+from lvsearch.space import SearchSpace
+from lvsearch.train.checkpoint import CHECKPOINTS, latest_checkpoint, load_checkpoint
+from lvsearch.train.distributed import DistInfo, barrier, init_distributed, shutdown
+from lvsearch.train.loop import step_seed, train
+from lvsearch.train.objectives import SupernetMLM, evaluate_mlm
+
+RUN_FORMAT = "lvsearch.supernet-run/v1"
+CONFIG = "config.json"
+
+
+class ArchSampler:
+    """The architecture trained at each step: a pure function of ``(seed, step)``.
+
+    ``uniform``: every slot's op uniform over the space's ops, connectivity per
+    :meth:`SearchSpace.sample`. ``fair`` (strict fairness, FairNAS): steps are grouped in blocks
+    of ``k = |ops|``; within a block each slot walks through a seeded permutation of the ops, so
+    every op of every slot is trained exactly once per block; connectivity as in ``uniform``.
+    """
+
+    def __init__(self, space: SearchSpace, cfg: SamplingConfig, seed: int):
+        self.space, self.cfg, self.seed = space, cfg, seed
+
+    def __call__(self, step: int) -> Arch:
+        rng = random.Random(step_seed(self.seed, step, 0, "arch"))
+        arch = self.space.sample(rng, keep_input_prob=self.cfg.keep_input_prob, dense_prob=self.cfg.dense_prob)
+        if self.cfg.strategy == "uniform":
+            return arch
+        k = len(self.space.ops)
+        block, pos = divmod(step, k)
+        ops = []
+        for n in range(self.space.num_slots):
+            perm = list(self.space.ops)
+            random.Random(step_seed(self.seed, block, n, "fair")).shuffle(perm)
+            ops.append(perm[pos])
+        return Arch(tuple(ops), arch.inputs)
+
+
+def unigram_accuracy(data: PreparedData, dev: DevSet) -> float:
+    """MLM accuracy of always predicting the most frequent non-special training token."""
+    counts = np.zeros(data.vocab_size, dtype=np.int64)
+    for shard in data.shards("train"):
+        counts += np.bincount(np.asarray(shard), minlength=data.vocab_size)
+    counts[list(data.special_ids.all())] = 0
+    top = int(counts.argmax())
+    gold = dev.labels[dev.labels != IGNORE_INDEX]
+    return float((gold == top).float().mean())
+
+
+def build_space(config: SupernetConfig, source: str = "recipe") -> SearchSpace:
+    """The search space of a recipe, shrunk to ``num_slots`` when set."""
+    space = SearchSpace.load(config.space)
+    if config.num_slots is not None and config.num_slots != space.num_slots:
+        if config.num_slots < 1:
+            raise LvsearchError(f"{source}: num_slots must be ≥ 1")
+        space = space.with_num_slots(config.num_slots)
+    return space
+
+
+def build_dims(config: SupernetConfig, data_vocab: int, pad_id: int, seq_len: int) -> ModelDims:
+    """Model dims from a recipe's ``model`` section plus the data's vocabulary and [PAD] id."""
+    d = {"max_len": max(512, seq_len), **config.model, "vocab_size": data_vocab, "pad_id": pad_id}
+    return ModelDims.from_dict(d, source="recipe model section")
+
+
+def resolve_panel(names: list[str], space: SearchSpace) -> tuple[dict[str, Arch], list[str]]:
+    """Panel architectures by name; ``lvbert-paper`` is skipped (with a note) off 24 slots."""
+    panel, notes = {}, []
+    for name in names:
+        if name == "lvbert-paper" and space.num_slots != 24:
+            notes.append(f"panel: skipped lvbert-paper (24 slots; this space has {space.num_slots})")
+            continue
+        panel[name] = resolve_arch(name, space)
+    return panel, notes
+
+
+class SupernetObjective:
+    """MLM on sampled paths: micro-batches, per-step architecture and panel evaluation."""
+
+    def __init__(self, supernet: Supernet, data: PreparedData, config: SupernetConfig, info: DistInfo):
+        self.config, self.info = config, info
+        t = config.train
+        per_rank, rem = divmod(t.batch_size, info.world_size * t.grad_accum)
+        if rem or per_rank == 0:
+            raise LvsearchError(
+                f"train.batch_size {t.batch_size} is not divisible by world size {info.world_size} × "
+                f"train.grad_accum {t.grad_accum}",
+                fix="choose a global batch that is a multiple of both",
+            )
+        self.micro = per_rank
+        self.module = SupernetMLM(supernet)
+        self.sampler = ArchSampler(supernet.space, config.sampling, t.seed)
+        # Every rank reads and masks the whole global batch, then takes its rows: the result is
+        # then identical to a single process with the same global batch (tested).
+        self.stream = BatchStream(data.sequences("train", t.seq_len), t.batch_size, t.seed)
+        self.masker = MLMMasker(config.masking, data.vocab_size, data.special_ids)
+        self.dev = fixed_dev_set(
+            data, num_sequences=config.eval.dev_sequences, seq_len=t.seq_len, seed=config.eval.seed, masking=config.masking
+        )
+        self.panel, self.notes = resolve_panel(config.eval.panel, supernet.space)
+        self.unigram = unigram_accuracy(data, self.dev)
+
+    def micro_batches(self, step: int) -> tuple[list[dict], float]:
+        ids = self.stream.batch(step)
+        gen = torch.Generator().manual_seed(step_seed(self.config.train.seed, step, 0, "mask"))
+        corrupted, labels = self.masker(ids, gen)
+        norm = float((labels != IGNORE_INDEX).sum())
+        arch = self.sampler(step)
+        rows = self.micro * self.config.train.grad_accum
+        start = self.info.rank * rows
+        out = []
+        for i in range(self.config.train.grad_accum):
+            sl = slice(start + i * self.micro, start + (i + 1) * self.micro)
+            out.append({"input_ids": corrupted[sl], "labels": labels[sl], "arch": arch})
+        return out, norm
+
+    def step_info(self, step: int) -> dict:
+        return {"arch": self.sampler(step).key}
+
+    def evaluate(self, module: SupernetMLM, step: int) -> dict:
+        net = module.net
+        results = {
+            name: evaluate_mlm(lambda ids, a=arch: net(ids, a), net, self.dev, self.config.eval.batch_size, self.info.device)
+            for name, arch in self.panel.items()
+        }
+        return {"panel": results, "unigram_accuracy": self.unigram}
+
+
+def _normalise(obj) -> object:
+    return json.loads(json.dumps(obj))
+
+
+def _check_new_run(out: Path) -> None:
+    if out.exists() and not out.is_dir():
+        raise LvsearchError(f"--out {out} is a file", fix="choose a folder path")
+    if out.is_dir() and ((out / CONFIG).exists() or (out / CHECKPOINTS).exists()):
+        raise LvsearchError(
+            f"--out {out} already holds a training run",
+            fix="pass --resume to continue it, or choose another --out",
+        )
+    if out.is_dir() and any(out.iterdir()):
+        raise LvsearchError(f"--out {out} is not empty and holds no lvsearch run", fix="choose a new or empty folder")
+
+
+def _resume_config(out: Path, recipe: str | None, overrides: list[str]) -> tuple[SupernetConfig, dict]:
+    """The recorded config of a run; a different recipe/--set on resume is an error."""
+    recorded = read_json(out / CONFIG, what="run config")
+    if not isinstance(recorded, dict) or recorded.get("format") != RUN_FORMAT:
+        raise LvsearchError(f"{out / CONFIG} is not an lvsearch supernet run", fix="check --out")
+    from lvsearch.config import build_dataclass
+
+    config = build_dataclass(SupernetConfig, recorded["config"], str(out / CONFIG))
+    if recipe or overrides:
+        new, _ = load_config(SupernetConfig, recipe, overrides)
+        if _normalise(to_jsonable(new)) != _normalise(recorded["config"]):
+            a, b = _normalise(to_jsonable(new)), recorded["config"]
+            diff = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+            raise LvsearchError(
+                f"--resume with a different configuration than {out / CONFIG} (sections differ: {', '.join(diff)})",
+                fix="resume without --config/--set (the recorded config is used), or start a new --out",
+            )
+    return config, recorded
+
+
+def train_supernet(
+    recipe: str | None,
+    data_dir: str | Path,
+    out: str | Path,
+    *,
+    overrides: list[str] = (),  # type: ignore[assignment]
+    resume: bool = False,
+    device: str = "auto",
+    show_progress: bool = True,
+) -> dict:
+    """Train (or resume) a supernet; returns the summary also written to ``summary.json``.
+
+    Raises:
+        LvsearchError: bad recipe / overrides, bad data folder, ``out`` already holding a run
+            (without ``resume``), resume without a valid checkpoint, or a data folder whose
+            tokenizer differs from the run's.
+    """
+    from lvsearch import ui
+
+    out = Path(out).expanduser().resolve()
+    info = init_distributed(device)
+    try:
+        data = PreparedData.open(data_dir)
+        if resume:
+            if not (out / CONFIG).is_file():
+                raise LvsearchError(f"--resume: {out} holds no run ({CONFIG} missing)", fix="start without --resume")
+            config, recorded = _resume_config(out, recipe, list(overrides))
+            if recorded["data"]["tokenizer_sha256"] != data.tokenizer_sha256:
+                raise LvsearchError(
+                    f"data folder {data.folder} was prepared with another tokenizer than the run in {out} "
+                    f"(sha256 {data.tokenizer_sha256[:12]}… vs {recorded['data']['tokenizer_sha256'][:12]}…)",
+                    fix=f"pass the --data folder the run was started with ({recorded['data']['folder']})",
+                )
+            if latest_checkpoint(out) is None:
+                raise LvsearchError(f"--resume: {out} has no checkpoint yet", fix="start the run again without --resume")
+        else:
+            config, _ = load_config(SupernetConfig, recipe, list(overrides))
+            if info.is_main:
+                _check_new_run(out)
+            barrier(info)
+        space = build_space(config)
+        dims = build_dims(config, data.vocab_size, data.special_ids.pad, config.train.seq_len)
+        torch.manual_seed(config.train.seed)
+        supernet = Supernet(space, dims)
+        objective = SupernetObjective(supernet, data, config, info)
+        if info.is_main:
+            for note in objective.notes:
+                ui.console.print(note)
+        run_config = {
+            "format": RUN_FORMAT,
+            "lvsearch_version": __version__,
+            "config": _normalise(to_jsonable(config)),
+            "space": space.to_dict(),
+            "dims": dims.to_dict(),
+            "data": {
+                "folder": str(data.folder.resolve()),
+                "tokenizer_sha256": data.tokenizer_sha256,
+                "vocab_size": data.vocab_size,
+                "train_tokens": data.num_tokens("train"),
+            },
+            "panel": {name: arch.key for name, arch in objective.panel.items()},
+            "world_size": info.world_size,
+        }
+        if info.is_main and not resume:
+            out.mkdir(parents=True, exist_ok=True)
+            atomic_write_json(out / CONFIG, run_config)
+            shutil.copyfile(data.folder / TOKENIZER, out / TOKENIZER)
+        barrier(info)
+        t = config.train
+        summary = train(
+            objective,
+            t,
+            out,
+            info,
+            tokens_per_step=t.batch_size * t.seq_len,
+            resume=resume,
+            checkpoint_extra={"tokenizer_sha256": data.tokenizer_sha256, "space": space.name},
+            label="supernet",
+            show_progress=show_progress,
+        )
+        summary["unigram_accuracy"] = objective.unigram
+        if info.is_main:
+            atomic_write_json(out / "summary.json", summary)
+        barrier(info)
+        return summary
+    finally:
+        shutdown(info)
+
+
+@dataclass
+class LoadedSupernet:
+    """A trained supernet with what is needed to use it."""
+
+    supernet: Supernet
+    space: SearchSpace
+    dims: ModelDims
+    config: SupernetConfig
+    run_config: dict
+    step: int
+    run_dir: Path
+
+
+def load_supernet(run_dir: str | Path, *, device: str | torch.device = "cpu") -> LoadedSupernet:
+    """Load the latest checkpoint of a ``train-supernet`` run folder (in eval mode).
+
+    Raises:
+        LvsearchError: not a run folder, no checkpoint, or a truncated/modified checkpoint.
+    """
+    from lvsearch.config import build_dataclass
+
+    run_dir = Path(run_dir)
+    if not (run_dir / CONFIG).is_file():
+        raise LvsearchError(f"{run_dir} is not a supernet run ({CONFIG} missing)", fix="pass the --out folder of 'lvsearch train-supernet'")
+    rc = read_json(run_dir / CONFIG, what="run config")
+    if not isinstance(rc, dict) or rc.get("format") != RUN_FORMAT:
+        raise LvsearchError(f"{run_dir / CONFIG} is not an lvsearch supernet run config", fix="check the path")
+    config = build_dataclass(SupernetConfig, rc["config"], str(run_dir / CONFIG))
+    space = SearchSpace.from_dict(rc["space"], source=run_dir / CONFIG)
+    dims = ModelDims.from_dict(rc["dims"], source=str(run_dir / CONFIG))
+    path = latest_checkpoint(run_dir)
+    if path is None:
+        raise LvsearchError(f"supernet run {run_dir} has no checkpoint", fix="train it first (or wait for its first checkpoint)")
+    ckpt = load_checkpoint(path, with_optimizer=False)
+    supernet = Supernet(space, dims)
+    state = {k.removeprefix("net."): v for k, v in ckpt.model.items()}
+    missing, unexpected = supernet.load_state_dict(state, strict=False)
+    if missing or unexpected:
+        raise LvsearchError(
+            f"checkpoint {path} does not match the run's supernet (missing {len(missing)}, unexpected {len(unexpected)} tensors)",
+            fix="the run folder was modified; retrain or restore it",
+        )
+    supernet.to(device).eval()
+    return LoadedSupernet(supernet, space, dims, config, rc, ckpt.step, run_dir)

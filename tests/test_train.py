@@ -1,0 +1,240 @@
+"""Supernet training on the real corpus: learning, exact resume, torchrun equality, bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from lvsearch.cli import main
+from lvsearch.config import SamplingConfig, SupernetConfig, load_config, parse_overrides
+from lvsearch.data.prepare import PrepareSettings, prepare
+from lvsearch.data.shards import PreparedData
+from lvsearch.errors import LvsearchError
+from lvsearch.model import Supernet
+from lvsearch.space import SearchSpace
+from lvsearch.train.loop import lr_at
+from lvsearch.train.objectives import evaluate_mlm
+from lvsearch.train.supernet import ArchSampler, SupernetObjective, build_dims, build_space, load_supernet, train_supernet
+from lvsearch.train.distributed import DistInfo
+
+TINY = [
+    "num_slots=6",
+    "model.hidden=64",
+    "model.embedding=32",
+    "model.ff_inner=128",
+    "model.heads=2",
+    "train.seq_len=32",
+    "train.batch_size=16",
+    "train.log_every=5",
+    "eval.dev_sequences=64",
+    "eval.batch_size=64",
+]
+
+
+def tiny(*extra: str) -> list[str]:
+    return TINY + list(extra)
+
+
+def run_cli(capsys, *argv: str) -> tuple[int, str]:
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err
+
+
+def weights(run: Path, step: int) -> dict[str, torch.Tensor]:
+    return load_file(str(run / "checkpoints" / f"step-{step:07d}" / "model.safetensors"))
+
+
+# ----------------------------------------------------------------------------------------
+# Config
+# ----------------------------------------------------------------------------------------
+
+
+def test_recipe_unknown_key_names_nearest(tmp_path: Path):
+    with pytest.raises(LvsearchError, match=r"(?s)unknown config key 'train.lrr'.*did you mean 'lr'"):
+        load_config(SupernetConfig, "quickstart", ["train.lrr=1e-3"])
+    with pytest.raises(LvsearchError, match=r"model.hiden"):
+        load_config(SupernetConfig, "quickstart", ["model.hiden=64"])
+    bad = tmp_path / "r.yaml"
+    bad.write_text("trian:\n  steps: 3\n")
+    with pytest.raises(LvsearchError, match=rf"(?s){bad}.*unknown config key 'trian'.*did you mean 'train'"):
+        load_config(SupernetConfig, str(bad))
+    with pytest.raises(LvsearchError, match="train.steps must be int"):
+        load_config(SupernetConfig, "quickstart", ["train.steps=many"])
+    with pytest.raises(LvsearchError, match="recipe not found"):
+        load_config(SupernetConfig, "no-such-recipe")
+    assert parse_overrides(["train.steps=7", "eval.panel=[bert]"]) == {"train": {"steps": 7}, "eval": {"panel": ["bert"]}}
+    cfg, _ = load_config(SupernetConfig, "quickstart", ["train.lr=3e-4"])  # YAML 1.1 reads 3e-4 as a string
+    assert cfg.train.lr == 3e-4
+
+
+def test_lvbert_small_recipe_is_the_paper_setting():
+    cfg, _ = load_config(SupernetConfig, "lvbert-small")
+    assert (cfg.model["hidden"], cfg.model["embedding"], cfg.model["ff_inner"], cfg.model["heads"]) == (256, 128, 1024, 4)
+    assert (cfg.train.lr, cfg.train.warmup_steps, cfg.train.batch_size, cfg.train.seq_len) == (2e-4, 10000, 128, 128)
+    assert build_space(cfg).num_slots == 24
+
+
+def test_lr_schedule_warmup_then_linear_decay():
+    cfg, _ = load_config(SupernetConfig, "quickstart", ["train.steps=100", "train.warmup_steps=10", "train.lr=1.0"])
+    lrs = [lr_at(s, cfg.train) for s in range(100)]
+    assert lrs[0] == pytest.approx(0.1) and lrs[9] == pytest.approx(1.0)
+    assert all(a >= b for a, b in zip(lrs[9:], lrs[10:])) and lrs[-1] == pytest.approx(1 / 90)
+
+
+# ----------------------------------------------------------------------------------------
+# Sampling
+# ----------------------------------------------------------------------------------------
+
+
+def test_fair_sampling_trains_every_op_once_per_block():
+    space = SearchSpace.load("lvbert").with_num_slots(8)
+    sampler = ArchSampler(space, SamplingConfig(strategy="fair"), seed=3)
+    for block in range(4):
+        archs = [sampler(block * 3 + i) for i in range(3)]
+        for slot in range(8):
+            assert sorted(a.ops[slot] for a in archs) == sorted(space.ops)
+    uniform = ArchSampler(space, SamplingConfig(), seed=3)
+    assert [uniform(s) for s in range(20)] == [uniform(s) for s in range(20)]
+    counts = Counter(op for s in range(300) for op in uniform(s).ops)
+    assert min(counts.values()) > 0.25 * sum(counts.values())
+
+
+def test_elc_sampling_keeps_previous_output():
+    space = SearchSpace.load("lvbert-elc").with_num_slots(6)
+    sampler = ArchSampler(space, SamplingConfig(keep_input_prob=0.5, dense_prob=0.2), seed=0)
+    archs = [sampler(s) for s in range(50)]
+    assert all(n - 1 in a.inputs[n - 1] for a in archs for n in range(1, 7))
+    assert any(not a.is_sequential for a in archs)
+
+
+# ----------------------------------------------------------------------------------------
+# Training on the shared corpus
+# ----------------------------------------------------------------------------------------
+
+
+def test_supernet_learns_and_resumes_exactly(prepared_corpus: Path, tmp_path: Path):
+    run = tmp_path / "run"
+    sets = tiny("train.steps=50", "train.warmup_steps=5", "train.eval_every=50", "train.checkpoint_every=25", "train.lr=2e-3")
+    summary = train_supernet("quickstart", prepared_corpus, run, overrides=sets, show_progress=False)
+
+    # dev MLM loss of the panel fell compared with the same supernet untrained
+    data = PreparedData.open(prepared_corpus)
+    cfg, _ = load_config(SupernetConfig, "quickstart", sets)
+    torch.manual_seed(cfg.train.seed)
+    untrained = Supernet(build_space(cfg), build_dims(cfg, data.vocab_size, data.special_ids.pad, cfg.train.seq_len)).eval()
+    objective = SupernetObjective(untrained, data, cfg, DistInfo(0, 1, 0, torch.device("cpu")))
+    before = objective.evaluate(objective.module, 0)["panel"]
+    after = summary["final_eval"]["panel"]
+    assert set(after) == {"bert", "random:1", "random:2", "random:3"}  # lvbert-paper needs 24 slots
+    for name in after:
+        assert after[name]["loss"] < before[name]["loss"] - 1.0, (name, before[name], after[name])
+    lines = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in lines if "loss" in r] == list(range(5, 55, 5))
+    assert all(len(r["arch"]) == 6 for r in lines if "arch" in r)
+
+    # "kill" after the step-25 checkpoint: keep only what was on disk then, and resume
+    killed = tmp_path / "killed"
+    shutil.copytree(run, killed)
+    shutil.rmtree(killed / "checkpoints" / "step-0000050")
+    (killed / "checkpoints" / "latest.json").write_text(json.dumps({"step": 25, "dir": "step-0000025"}))
+    (killed / "summary.json").unlink()
+    train_supernet(None, prepared_corpus, killed, resume=True, show_progress=False)
+    a, b = weights(run, 50), weights(killed, 50)
+    assert a.keys() == b.keys()
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
+    resumed_lines = [json.loads(x) for x in (killed / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in resumed_lines if "loss" in r] == list(range(5, 55, 5))  # no duplicates
+
+    # the run loads back as a supernet whose extracted encoder matches it
+    loaded = load_supernet(run)
+    assert loaded.step == 50 and loaded.space.num_slots == 6
+    arch = loaded.space.sample(__import__("random").Random(0))
+    ids = torch.from_numpy(data.sequences("dev", 32)[torch.arange(4).numpy()])
+    with torch.no_grad():
+        assert torch.equal(loaded.supernet(ids, arch), loaded.supernet.extract(arch).eval()(ids))
+    dev = objective.dev
+    r = evaluate_mlm(lambda x: loaded.supernet(x, objective.panel["bert"]), loaded.supernet, dev, 64, torch.device("cpu"))
+    assert r["loss"] == pytest.approx(after["bert"]["loss"], rel=1e-6)
+
+
+def test_resume_errors(prepared_corpus: Path, tmp_path: Path, real_lines: list[str], capsys):
+    run = tmp_path / "run"
+    base = ["train-supernet", "--config", "quickstart", "--data", str(prepared_corpus), "--out", str(run)]
+    sets = [x for s in tiny("train.steps=4", "train.checkpoint_every=2", "train.eval_every=0") for x in ("--set", s)]
+    assert run_cli(capsys, *base, *sets)[0] == 0
+
+    code, out = run_cli(capsys, *base, *sets)  # same --out again without --resume
+    assert code == 2 and "already holds a training run" in out and "--resume" in out
+
+    code, out = run_cli(capsys, *base, *sets, "--set", "train.lr=0.5", "--resume")
+    assert code == 2 and "different configuration" in out and "train" in out
+
+    # a data folder prepared with another tokenizer
+    corpus = tmp_path / "c" / "a.txt"
+    corpus.parent.mkdir()
+    corpus.write_text("\n\n".join("\n".join(real_lines[i : i + 20]) for i in range(0, 2000, 20)))
+    other = tmp_path / "other"
+    prepare([str(corpus)], other, PrepareSettings(vocab_size=1000, min_frequency=1, dev_fraction=0.1), show_progress=False)
+    code, out = run_cli(capsys, "train-supernet", "--data", str(other), "--out", str(run), "--resume")
+    assert code == 2 and "another tokenizer" in out and str(prepared_corpus) in out
+
+    # truncated checkpoint: detected, never loaded silently
+    ckpt = run / "checkpoints" / "step-0000004" / "model.safetensors"
+    ckpt.write_bytes(ckpt.read_bytes()[:-100])
+    before = sorted(p.name for p in (run / "checkpoints").iterdir())
+    code, out = run_cli(capsys, "train-supernet", "--data", str(prepared_corpus), "--out", str(run), "--resume")
+    assert code == 2 and "truncated or modified" in out and str(ckpt) in out and "Traceback" not in out
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == before
+
+    # missing checkpoint folder
+    shutil.rmtree(run / "checkpoints" / "step-0000004")
+    code, out = run_cli(capsys, "train-supernet", "--data", str(prepared_corpus), "--out", str(run), "--resume")
+    assert code == 2 and "checkpoint not found" in out
+
+    code, out = run_cli(capsys, "train-supernet", "--data", str(prepared_corpus), "--out", str(tmp_path / "none"), "--resume")
+    assert code == 2 and "holds no run" in out
+
+    code, out = run_cli(capsys, *base[:-1], str(tmp_path / "n2"), "--set", "model.hiden=3")
+    assert code == 2 and "did you mean 'hidden'" in out and not (tmp_path / "n2").exists()
+
+    code, out = run_cli(capsys, "train-supernet", "--config", "quickstart", "--data", str(tmp_path / "nodata"), "--out", str(tmp_path / "n3"))
+    assert code == 2 and "data folder not found" in out
+
+
+TORCHRUN_TIMEOUT = 300
+
+
+def test_two_process_gloo_equals_single_process(prepared_corpus: Path, tmp_path: Path):
+    sets = tiny("train.steps=6", "train.checkpoint_every=6", "train.eval_every=0", "model.dropout=0.0", "train.lr=2e-3")
+    single = tmp_path / "single"
+    train_supernet("quickstart", prepared_corpus, single, overrides=sets, show_progress=False)
+    ddp = tmp_path / "ddp"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29731",
+           "-m", "lvsearch", "train-supernet", "--config", "quickstart", "--data", str(prepared_corpus), "--out", str(ddp)]
+    for s in sets:
+        cmd += ["--set", s]
+    env = {**os.environ, "LVSEARCH_QUIET": "1", "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=TORCHRUN_TIMEOUT, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads((ddp / "config.json").read_text())["world_size"] == 2
+    a, b = weights(single, 6), weights(ddp, 6)
+    worst = max((a[k] - b[k]).abs().max().item() for k in a)
+    assert worst < 1e-4, f"max weight difference {worst}"  # only reduction order differs
+    # ... a tolerance far below how far training moved the weights
+    data = PreparedData.open(prepared_corpus)
+    cfg, _ = load_config(SupernetConfig, "quickstart", sets)
+    torch.manual_seed(cfg.train.seed)
+    init = Supernet(build_space(cfg), build_dims(cfg, data.vocab_size, data.special_ids.pad, cfg.train.seq_len)).state_dict()
+    moved = max((a[k] - init[k.removeprefix("net.")]).abs().max().item() for k in a)
+    assert moved > 100 * worst
