@@ -509,9 +509,10 @@ class M4(Estimator):
     name = "M4"
     equation = "(eps - eps_inf) / (eps_0 - eps)^alpha = beta * x^c"
 
-    def _select(self, phi: np.ndarray) -> int:
+    @staticmethod
+    def _select(phi: np.ndarray, mode: str) -> int:
         """Index of the grid point (ordered from eps_inf ~ min(y) down to 0) to polish."""
-        if self.select == "global":
+        if mode == "global":
             return int(np.argmin(phi))
         for i in range(phi.size - 1):
             if phi[i] <= phi[i + 1] and (i == 0 or phi[i] <= phi[i - 1]):
@@ -613,11 +614,12 @@ class M4(Estimator):
             self.info_.update(eps_inf_select="validate", val_points=int(tail.sum()), val_rmse=val,
                               iterations=int(grid.size))
             return p, loss
+        mode = "global" if self.select == "global" else "nearest"
         return self._fit_by_training_loss(xn, y, grid, bracket, linear_block, fit_at,
-                                          (e0_start, e0_lo, e0_hi, fit0, uses0))
+                                          (e0_start, e0_lo, e0_hi, fit0, uses0), mode)
 
-    def _fit_by_training_loss(self, xn, y, grid, bracket, linear_block, fit_at, e0cfg):
-        """``select="nearest"``/``"global"``: pick the basin on the training loss, polish it."""
+    def _fit_by_training_loss(self, xn, y, grid, bracket, linear_block, fit_at, e0cfg, mode):
+        """``mode="nearest"``/``"global"``: pick the basin on the training loss, polish it."""
         e0_start, e0_lo, e0_hi, fit0, uses0 = e0cfg
         logx = np.log(xn)
 
@@ -642,7 +644,7 @@ class M4(Estimator):
         for i, g in enumerate(grid):
             p, phi[i] = fit_at(float(g), profile0=self.scan_eps0)
             e0_at[i] = p["eps0"] if fit0 else e0_start
-        k = self._select(phi)
+        k = self._select(phi, mode)
         # Polish (eps_inf, eps_0) with L-BFGS-B; eps_inf stays inside the basin of grid[k]
         # (between its neighbours) so the step cannot jump to another local minimum.
         v0 = np.array([grid[k]] + ([e0_at[k]] if fit0 else []))
@@ -652,7 +654,7 @@ class M4(Estimator):
         v = np.asarray(res.x, dtype=float) if res.fun <= phi[k] else v0
         e0 = float(v[1]) if fit0 else e0_start
         lb, c, a, r = linear_block(float(v[0]), e0)
-        self.info_.update(iterations=int(grid.size + res.nit), eps_inf_select=self.select)
+        self.info_.update(iterations=int(grid.size + res.nit), eps_inf_select=mode)
         return ({"log_beta": lb, "c": c, "alpha": a, "eps_inf": float(v[0]), "eps0": float(e0)},
                 0.5 * float(np.mean(r**2)))
 
