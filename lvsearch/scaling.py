@@ -23,18 +23,22 @@ the square-log loss ``L = 1/2 * mean((log g(y) - log f(x))**2)`` over two blocks
 * ``(log beta, c, alpha)`` enter ``log g - log f`` linearly, so for fixed ``(eps_inf, eps_0)``
   they are solved in closed form by bounded linear least squares (:func:`scipy.optimize.lsq_linear`,
   ``c <= 0``, ``alpha >= 0``);
-* ``(eps_inf, eps_0)`` move by projected quasi-Newton steps (L-BFGS-B with box bounds and the
-  analytic gradient). The linear block is re-solved inside every evaluation (variable
-  projection: block coordinate descent with the first block solved exactly), which converges in
-  tens of steps where plain alternation zig-zags for thousands.
+* ``eps_0`` is profiled out by bounded 1-D minimisation and ``eps_inf`` chosen as below (the
+  training-loss modes polish ``(eps_inf, eps_0)`` with L-BFGS-B and the analytic gradient). The
+  linear block is re-solved inside every evaluation (variable projection: block coordinate
+  descent with the first block solved exactly), which converges in tens of steps where plain
+  alternation zig-zags for thousands.
 
-The loss is not convex in ``eps_inf``: it often has a local minimum just below ``min(y)`` and
-a lower one at ``eps_inf = 0``. ``M2``/``M4`` scan ``eps_inf`` and by default keep the local
-minimum nearest below ``min(y)`` (``select="nearest"``, what the paper's iterations started at
-``min(y) - 1e-3`` find; it extrapolated better on the benchmark), or the lowest one
-(``select="global"``). ``x`` is divided by its first value before fitting (fitted numbers are
+The loss is not convex in ``eps_inf`` and, on real curves, usually falls monotonically as
+``eps_inf -> 0`` (the lowest points dominate ``log(y - eps_inf)``), so minimising it alone sends
+M2/M4 towards a pure power law that extrapolates badly. By default (``select="validate"``) the
+one non-convex parameter of each law (``eps_inf`` of M2/M4, ``gamma`` of M3) is therefore chosen
+by extrapolation: fit the head of the curve on a grid of values, score each on the held-out tail
+(``x > x_max / val_ratio``), refit all points with the best value. ``select="nearest"`` (first
+local minimum of the training loss below ``min(y)``) and ``"global"`` (lowest training loss) keep
+the training-loss choice. ``x`` is divided by its first value before fitting (fitted numbers are
 reported back in the caller's units), so multiplying ``x`` by a constant changes ``beta`` /
-``gamma`` but not the predictions.
+``gamma`` but not the predictions. Benchmark numbers: docs/results.md.
 
 Known pitfall: ``eps_inf`` is bounded by the *lowest* observed loss, so one noisy low point pins
 it (and with it the whole extrapolation). Pass ``smooth="moving-average"`` (centred window) to
