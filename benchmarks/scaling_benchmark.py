@@ -97,11 +97,11 @@ def load_curves(data_dir: Path) -> list[dict]:
 
 
 def estimator_options(name: str, eps0: float, select: str) -> dict:
-    # eps_0 starts at the random-guess value of these (rescaled) curves and is fitted.
-    opts: dict = {"eps0": eps0, "fit_eps0": True}
-    if name in ("M2", "M4"):
-        opts["select"] = select
-    return opts
+    # eps_0 is fitted below the random-guess value of these (rescaled) curves. The same
+    # `select` rule goes to M2, M3 and M4 (make_estimator maps it to what each one supports:
+    # M3 has no "nearest" and uses its training-loss mode "global" instead), so the
+    # estimators differ only in their law, not in how their non-convex parameter is chosen.
+    return {"eps0": eps0, "fit_eps0": True, "select": select}
 
 
 def run_curve(args: tuple[dict, float, str]) -> dict:
@@ -163,11 +163,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "scaling.json"))
     ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="worker processes")
     ap.add_argument("--eps0", type=float, default=1.0,
-                    help="start value of M4's eps_0 (random-guess loss); all curves are <= 1")
+                    help="random-guess loss: upper bound of M4's fitted eps_0; all curves are <= 1")
     ap.add_argument("--tie-tol", type=float, default=1e-3,
                     help="RMSE within this of the best counts as tied-best (log units)")
-    ap.add_argument("--select", default="nearest", choices=["nearest", "global"],
-                    help="eps_inf local minimum used by M2/M4 (see lvsearch.scaling.M4)")
+    ap.add_argument("--select", default="validate", choices=["validate", "nearest", "global"],
+                    help="how M2/M4 choose eps_inf and M3 gamma: by extrapolation to a held-out "
+                         "tail of the training rows (validate), or by training loss (nearest / "
+                         "global; M3 uses global for both); see lvsearch.scaling.M4")
     ap.add_argument("--limit", type=int, default=None, help="only the first N curves (smoke test)")
     args = ap.parse_args(argv)
 
@@ -192,8 +194,8 @@ def main(argv: list[str] | None = None) -> int:
     result = {
         "benchmark": "scaling-law extrapolation (Alabdulmohsin et al. 2022, 92 curves)",
         "metric": "RMSE of log(predicted loss) - log(loss) on the Training = 0 rows",
-        "config": {"models": list(MODELS), "m4_eps0_start": args.eps0, "m4_fit_eps0": True,
-                   "eps_inf_select": args.select,
+        "config": {"models": list(MODELS), "m4_eps0_max": args.eps0, "m4_fit_eps0": True,
+                   "select": args.select, "val_ratio": 2.0,
                    "tie_tol": args.tie_tol, "jobs": args.jobs, "n_curves": len(per_curve)},
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count(),
                     "platform": platform.platform()},

@@ -23,18 +23,22 @@ the square-log loss ``L = 1/2 * mean((log g(y) - log f(x))**2)`` over two blocks
 * ``(log beta, c, alpha)`` enter ``log g - log f`` linearly, so for fixed ``(eps_inf, eps_0)``
   they are solved in closed form by bounded linear least squares (:func:`scipy.optimize.lsq_linear`,
   ``c <= 0``, ``alpha >= 0``);
-* ``(eps_inf, eps_0)`` move by projected quasi-Newton steps (L-BFGS-B with box bounds and the
-  analytic gradient). The linear block is re-solved inside every evaluation (variable
-  projection: block coordinate descent with the first block solved exactly), which converges in
-  tens of steps where plain alternation zig-zags for thousands.
+* ``eps_0`` is profiled out by bounded 1-D minimisation and ``eps_inf`` chosen as below (the
+  training-loss modes polish ``(eps_inf, eps_0)`` with L-BFGS-B and the analytic gradient). The
+  linear block is re-solved inside every evaluation (variable projection: block coordinate
+  descent with the first block solved exactly), which converges in tens of steps where plain
+  alternation zig-zags for thousands.
 
-The loss is not convex in ``eps_inf``: it often has a local minimum just below ``min(y)`` and
-a lower one at ``eps_inf = 0``. ``M2``/``M4`` scan ``eps_inf`` and by default keep the local
-minimum nearest below ``min(y)`` (``select="nearest"``, what the paper's iterations started at
-``min(y) - 1e-3`` find; it extrapolated better on the benchmark), or the lowest one
-(``select="global"``). ``x`` is divided by its first value before fitting (fitted numbers are
+The loss is not convex in ``eps_inf`` and, on real curves, usually falls monotonically as
+``eps_inf -> 0`` (the lowest points dominate ``log(y - eps_inf)``), so minimising it alone sends
+M2/M4 towards a pure power law that extrapolates badly. By default (``select="validate"``) the
+one non-convex parameter of each law (``eps_inf`` of M2/M4, ``gamma`` of M3) is therefore chosen
+by extrapolation: fit the head of the curve on a grid of values, score each on the held-out tail
+(``x > x_max / val_ratio``), refit all points with the best value. ``select="nearest"`` (first
+local minimum of the training loss below ``min(y)``) and ``"global"`` (lowest training loss) keep
+the training-loss choice. ``x`` is divided by its first value before fitting (fitted numbers are
 reported back in the caller's units), so multiplying ``x`` by a constant changes ``beta`` /
-``gamma`` but not the predictions.
+``gamma`` but not the predictions. Benchmark numbers: docs/results.md.
 
 Known pitfall: ``eps_inf`` is bounded by the *lowest* observed loss, so one noisy low point pins
 it (and with it the whole extrapolation). Pass ``smooth="moving-average"`` (centred window) to
@@ -48,7 +52,7 @@ pruning on in-memory learning curves.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -265,6 +269,61 @@ def _power_law_ls(logx: np.ndarray, target: np.ndarray, extra: np.ndarray | None
     return float(coef[0]), float(coef[1]), alpha, resid
 
 
+#: ``select`` values: how the non-convex 1-D parameter (``eps_inf`` of M2/M4, ``gamma`` of M3)
+#: is chosen. See :func:`_validation_split` and the module docstring.
+_SELECT = {"M2": ("validate", "nearest", "global"), "M3": ("validate", "global"),
+           "M4": ("validate", "nearest", "global")}
+
+
+def _validation_split(xn: np.ndarray, ratio: float, min_fit: int) -> np.ndarray | None:
+    """Boolean mask (shape ``(n,)``) of the validation tail of a curve, or ``None``.
+
+    The tail is every point with ``x > x_max / ratio`` (at least the last point), so a fit on
+    the remaining head has to extrapolate by up to a factor ``ratio`` in ``x`` to reach it,
+    as the final fit will have to beyond ``x_max``. ``None`` when fewer than ``min_fit``
+    points would be left to fit (the caller then falls back to the training loss alone).
+
+    Raises:
+        LvsearchError: ``ratio <= 1``.
+    """
+    if not ratio > 1.0:
+        raise LvsearchError(f"val_ratio must be > 1, got {ratio}",
+                            fix="pass val_ratio=2.0 (validate on the last factor of 2 in x)")
+    tail = xn > xn[-1] / ratio
+    if not tail.any():
+        tail[-1] = True
+    if int((~tail).sum()) < min_fit:
+        return None
+    return tail
+
+
+def _pick_by_validation(grid: np.ndarray, score: Callable[[float], float],
+                        refine: Callable[[int], tuple[float, float] | None]) -> tuple[float, float]:
+    """The grid value with the lowest validation ``score``, refined by bounded Brent.
+
+    ``refine(k)`` returns the bracket (in the same coordinate as ``grid``) around ``grid[k]``
+    to polish in, or ``None``. Returns ``(value, score)``; ``score`` is ``inf`` where a fit
+    fails or predicts non-finite losses, and such values are never picked over finite ones.
+    """
+    scores = np.array([score(float(v)) for v in grid])
+    k = int(np.argmin(scores))
+    best_v, best_s = float(grid[k]), float(scores[k])
+    br = refine(k)
+    if br is not None and math.isfinite(best_s) and br[1] > br[0]:
+        res = minimize_scalar(score, bounds=br, method="bounded", options={"xatol": 1e-9 * max(1.0, abs(br[1]))})
+        if math.isfinite(res.fun) and res.fun < best_s:
+            best_v, best_s = float(res.x), float(res.fun)
+    return best_v, best_s
+
+
+def _log_rmse(pred: np.ndarray, y: np.ndarray) -> float:
+    """``sqrt(mean((log pred - log y)**2))``; ``inf`` if a prediction is not finite and > 0."""
+    pred = np.asarray(pred, dtype=float)
+    if not np.all(np.isfinite(pred)) or np.any(pred <= 0):
+        return math.inf
+    return float(np.sqrt(np.mean((np.log(pred) - np.log(y)) ** 2)))
+
+
 @dataclass
 class M1(Estimator):
     """M1, Eq. (1): ``eps(x) = beta * x**c`` (pure power law, ``c <= 0``, ``beta > 0``).
@@ -294,11 +353,29 @@ class M3(Estimator):
     """M3, Eq. (3): ``eps(x) = beta * (1/x + gamma)**(-c)`` (``c <= 0``, ``gamma >= 0``).
 
     For fixed ``gamma``, ``log y = log beta - c log(1/x + gamma)`` is linear and solved by
-    bounded least squares; ``gamma`` (1-D, profiled) is found by a log-spaced grid followed by
-    bounded Brent refinement (:func:`scipy.optimize.minimize_scalar`). ``gamma = 0`` is M1.
-    Parameters: ``beta``, ``c``, ``gamma`` (unit 1 / x unit); the limit ``x -> inf`` is
-    ``beta * gamma**(-c)``.
+    bounded least squares (square-log loss, as for every estimator here). ``gamma`` is 1-D and
+    scanned on a grid (``gamma = 0`` plus 49 log-spaced values from ``1e-4 / x_max`` to
+    ``100 / x_0``), then refined by bounded Brent (:func:`scipy.optimize.minimize_scalar`) in
+    ``log gamma``. ``gamma = 0`` is M1. Parameters: ``beta``, ``c``, ``gamma`` (unit 1 / x
+    unit); the limit ``x -> inf`` is ``beta * gamma**(-c)``.
+
+    Args:
+        select: how ``gamma`` is chosen. ``"validate"`` (default): the grid value (refined)
+            whose fit on the head of the curve extrapolates best, in log-RMSE, to the held-out
+            tail (points with ``x > x_max / val_ratio``, see :func:`_validation_split`); the law
+            is then refitted on all points with that ``gamma``. This is the same selection rule
+            as :class:`M4` uses for ``eps_inf``, so the estimators are compared on equal terms.
+            ``"global"``: the lowest training loss over all points (the paper's criterion).
+            Curves too short to hold out a tail (fewer than 5 points left) use ``"global"``;
+            ``info_["notes"]`` says so.
+        val_ratio: extrapolation factor of the validation tail (> 1; default 2.0).
+
+    Raises (from ``fit``):
+        LvsearchError: unknown ``select``, ``val_ratio <= 1``, or see :meth:`Estimator.fit`.
     """
+
+    select: str = "validate"
+    val_ratio: float = 2.0
 
     name = "M3"
     equation = "eps = beta * (1/x + gamma)^(-c)"
@@ -309,21 +386,50 @@ class M3(Estimator):
         return 0.5 * float(np.mean(r**2)), lb, c
 
     def _fit(self, xn, y):
+        if self.select not in _SELECT["M3"]:
+            raise LvsearchError(f"{self.name}: unknown select={self.select!r}",
+                                fix=f"use one of {', '.join(_SELECT['M3'])}")
         logy = np.log(y)
         # gamma is compared with 1/x, which after normalisation lies in [1/x_max, 1].
         grid = np.concatenate([[0.0], np.logspace(math.log10(1.0 / xn[-1]) - 4, 2, 49)])
-        losses = [self._profile(g, xn, logy)[0] for g in grid]
-        k = int(np.argmin(losses))
-        best_g, best_loss = float(grid[k]), float(losses[k])
-        if k > 0:  # refine in log(gamma) between the neighbours of the best grid point
+
+        def bracket(k):  # in log(gamma), between the neighbours of grid[k]; none for gamma = 0
+            if k == 0:
+                return None
             lo = math.log(grid[k - 1]) if k > 1 else math.log(grid[1]) - 2.0
-            hi = math.log(grid[min(k + 1, grid.size - 1)])
-            res = minimize_scalar(lambda t: self._profile(math.exp(t), xn, logy)[0],
-                                  bounds=(lo, hi), method="bounded", options={"xatol": 1e-6})
-            if res.fun < best_loss:
-                best_g, best_loss = float(math.exp(res.x)), float(res.fun)
+            return lo, math.log(grid[min(k + 1, grid.size - 1)])
+
+        tail = None
+        if self.select == "validate":
+            tail = _validation_split(xn, self.val_ratio, self.n_params + 2)
+            if tail is None:
+                self.info_["notes"].append("too few points to hold out a validation tail: "
+                                           "gamma chosen by training loss (select='global')")
+        if tail is not None:
+            xf, lyf, xt, yt = xn[~tail], logy[~tail], xn[tail], y[tail]
+
+            def val_score(g):
+                _, lb, c = self._profile(g, xf, lyf)
+                return _log_rmse(np.exp(lb - c * np.log(1.0 / xt + g)), yt)
+
+            lg_grid = np.concatenate([[-np.inf], np.log(grid[1:])])
+            best_lg, best_val = _pick_by_validation(
+                lg_grid, lambda t: val_score(math.exp(t)), bracket)
+            best_g = math.exp(best_lg) if math.isfinite(best_lg) else 0.0
+            self.info_.update(val_points=int(tail.sum()), val_rmse=best_val)
+        else:
+            losses = [self._profile(g, xn, logy)[0] for g in grid]
+            k = int(np.argmin(losses))
+            best_g, best_loss = float(grid[k]), float(losses[k])
+            br = bracket(k)
+            if br is not None:  # refine in log(gamma) between the neighbours of the best grid point
+                res = minimize_scalar(lambda t: self._profile(math.exp(t), xn, logy)[0],
+                                      bounds=br, method="bounded", options={"xatol": 1e-6})
+                if res.fun < best_loss:
+                    best_g, best_loss = float(math.exp(res.x)), float(res.fun)
         loss, lb, c = self._profile(best_g, xn, logy)
         self.info_["iterations"] = int(grid.size)
+        self.info_["gamma_select"] = "validate" if tail is not None else "global"
         return {"log_beta": lb, "c": c, "gamma": best_g}, loss
 
     def _predict(self, xn):
@@ -340,60 +446,82 @@ class M4(Estimator):
     """M4, Eq. (4): ``(eps(x) - eps_inf) / (eps_0 - eps(x))**alpha = beta * x**c``.
 
     Constraints: ``alpha >= 0``, ``beta > 0``, ``c <= 0``, ``0 <= eps_inf < min(y)``,
-    ``eps_0 > max(y)``. ``alpha = 0`` is M2. Fitted by block coordinate descent (module
-    docstring): ``(log beta, c, alpha)`` by bounded least squares on
-    ``log(y - eps_inf) = log beta + c log x + alpha log(eps_0 - y)`` (the ``log(eps_0 - y)``
-    column is rebuilt whenever ``eps_0`` moves), then ``(eps_inf, eps_0)`` by projected
-    L-BFGS-B steps. The linear block is solved exactly inside every evaluation (variable
-    projection, the limit of alternating the two blocks), so the outer steps see the profiled
-    loss and its exact gradient. The loss is not convex in ``eps_inf``: a scan over ``eps_inf``
-    (see ``select``) picks the basin, and the L-BFGS-B polish is bounded to that basin.
+    ``max(y) < eps_0`` (``<= eps0`` when a random-guess loss ``eps0`` is given). ``alpha = 0``
+    is M2. Units: ``eps_inf``, ``eps_0`` in loss units; ``alpha``, ``c`` dimensionless.
+
+    Fitting (module docstring): for fixed ``(eps_inf, eps_0)`` the block ``(log beta, c,
+    alpha)`` is solved in closed form by bounded least squares on
+    ``log(y - eps_inf) = log beta + c log x + alpha log(eps_0 - y)`` (square-log loss);
+    ``eps_0`` is then profiled out by bounded 1-D minimisation of the same loss
+    (:func:`scipy.optimize.minimize_scalar`, or L-BFGS-B with the analytic gradient in the
+    ``"nearest"``/``"global"`` modes). What remains is the choice of ``eps_inf``, on which the
+    loss is not convex (``select``):
+
+    * ``"validate"`` (default): ``eps_inf`` is scanned on a grid log-spaced in the gap
+      ``min(y) - eps_inf`` (``n_grid`` points from ``1e-3`` of the loss range down to
+      ``eps_inf = 0``); at each value the law is fitted to the head of the curve and scored by
+      the log-RMSE of its extrapolation to the held-out tail (points with
+      ``x > x_max / val_ratio``, see :func:`_validation_split`); the best value is refined by
+      bounded Brent between its grid neighbours, and the law is refitted on *all* points with
+      ``eps_inf`` fixed there. Why: on the paper's benchmark the training loss usually
+      decreases monotonically as ``eps_inf -> 0`` (points with ``y`` close to ``eps_inf``
+      dominate ``log(y - eps_inf)``), so minimising it drives ``eps_inf`` to 0 and M4 to a
+      plain power law that extrapolates poorly; choosing ``eps_inf`` by extrapolation on held-
+      out data (the paper's own criterion for judging estimators) does not have that bias.
+      Curves too short to hold out a tail (fewer than ``n_params + 2`` points left) fall back
+      to ``"nearest"``; ``info_["notes"]`` says so.
+    * ``"nearest"``: the first local minimum of the training loss met when scanning down from
+      ``min(y)`` (where iterations started at ``eps_inf = min(y) - 1e-3`` settle), polished by
+      L-BFGS-B within its basin.
+    * ``"global"``: the lowest training loss on the scan, polished the same way.
 
     Prediction solves ``w = beta x**c (eps_0 - eps_inf - w)**alpha`` for
     ``w in (0, eps_0 - eps_inf)`` (left side minus right side is increasing in ``w``) with
     Brent's method, and returns ``eps_inf + w``.
 
     Args:
-        eps0: random-guess loss ``eps_0`` in loss units (e.g. ``log(vocab)`` for MLM loss in
-            nats, ``1.0`` for an error rate). ``None``: start at ``max(y)`` plus 10% of the
-            loss range and fit it. Must exceed ``max(y)``.
-        fit_eps0: optimise ``eps_0`` (starting from ``eps0``, within
-            ``(max(y), eps0 + max(y) - min(y)]``) or keep it fixed.
+        eps0: random-guess loss ``eps_0`` in loss units (``1.0`` or ``1 - 1/n_classes`` for an
+            error rate, ``log(vocab)`` for a loss in nats, ``1.0`` for curves rescaled to start
+            at 0.999). Must exceed ``max(y)``. With ``fit_eps0=True`` it is the *upper bound*
+            of the fitted ``eps_0``, which lies in ``[max(y) + margin, eps0]``: a curve may
+            saturate below the random-guess loss (early plateau), never above it. ``None``:
+            ``eps_0`` is fitted in ``[max(y) + margin, max(y) + 1.1 * (max(y) - min(y))]``.
+        fit_eps0: fit ``eps_0`` (see ``eps0``) or keep it fixed at ``eps0``.
         alpha: ``None`` fits ``alpha``; a number fixes it (``0.0`` gives M2).
-        select: which local minimum of the loss in ``eps_inf`` to keep. ``"nearest"`` (default):
-            the first one met when scanning down from ``min(y)``, which is where the paper's own
-            iterations (started at ``eps_inf = min(y) - 1e-3``) settle and which extrapolated
-            better on the paper's benchmark (docs/results.md); ``"global"``: the lowest loss.
-        n_grid: points of the ``eps_inf`` scan (log-spaced in ``min(y) - eps_inf``).
-        scan_eps0: when ``eps_0`` is fitted, also optimise it at every scan point (slower,
-            ~0.1-0.3 s per fit; better basins on the benchmark), else scan at its start value.
+        select: ``"validate"`` (default), ``"nearest"`` or ``"global"`` (above).
+        val_ratio: extrapolation factor of the validation tail (> 1; default 2.0, about the
+            horizon of the paper's benchmark, whose test points reach ~2x the last fitted x).
+        n_grid: points of the ``eps_inf`` scan.
+        scan_eps0: when ``eps_0`` is fitted, also profile it at every scan point (better
+            choices of ``eps_inf``, slower), else scan with ``eps_0`` at its start value and
+            fit it only for the final ``eps_inf``.
 
     Raises (from ``fit``):
-        LvsearchError: ``eps0 <= max(y)``, ``fit_eps0=False`` without ``eps0``, too few points
-            (4, or 5 with a fitted ``eps_0``; 3 for M2), or an invalid curve.
+        LvsearchError: ``eps0 <= max(y)``, ``fit_eps0=False`` without ``eps0``, unknown
+            ``select``, ``val_ratio <= 1``, too few points (4, or 5 with a fitted ``eps_0``; 3
+            for M2), or an invalid curve.
     """
 
     eps0: float | None = None
     fit_eps0: bool = True
     alpha: float | None = None
-    select: str = "nearest"
+    select: str = "validate"
+    val_ratio: float = 2.0
     n_grid: int = 48
     scan_eps0: bool = True
 
-    def _select(self, phi: np.ndarray) -> int:
+    name = "M4"
+    equation = "(eps - eps_inf) / (eps_0 - eps)^alpha = beta * x^c"
+
+    @staticmethod
+    def _select(phi: np.ndarray, mode: str) -> int:
         """Index of the grid point (ordered from eps_inf ~ min(y) down to 0) to polish."""
-        if self.select == "global":
+        if mode == "global":
             return int(np.argmin(phi))
-        if self.select != "nearest":
-            raise LvsearchError(f"{self.name}: unknown select={self.select!r}",
-                                fix="use 'nearest' or 'global'")
         for i in range(phi.size - 1):
             if phi[i] <= phi[i + 1] and (i == 0 or phi[i] <= phi[i - 1]):
                 return i
         return phi.size - 1
-
-    name = "M4"
-    equation = "(eps - eps_inf) / (eps_0 - eps)^alpha = beta * x^c"
 
     @property
     def n_params(self) -> int:  # type: ignore[override]
@@ -408,6 +536,10 @@ class M4(Estimator):
         return self.alpha != 0.0
 
     def _fit(self, xn, y):
+        key = "M2" if self.alpha == 0.0 else "M4"
+        if self.select not in _SELECT[key]:
+            raise LvsearchError(f"{self.name}: unknown select={self.select!r}",
+                                fix=f"use one of {', '.join(_SELECT[key])}")
         ymin, ymax = float(y.min()), float(y.max())
         margin = _MARGIN_FRAC * max(ymax - ymin, 1e-9 * ymax)
         inf_hi = ymin - margin
@@ -419,6 +551,7 @@ class M4(Estimator):
                     raise LvsearchError(f"{self.name}: fit_eps0=False needs a value for eps0",
                                         fix="pass eps0 (the random-guess loss), or let it be fitted")
                 e0_start = ymax + 0.1 * (ymax - ymin) + margin
+                e0_hi = e0_start + (ymax - ymin)
             else:
                 if not math.isfinite(self.eps0) or self.eps0 <= ymax:
                     raise LvsearchError(
@@ -426,27 +559,79 @@ class M4(Estimator):
                         f"(max {ymax:g})",
                         fix="pass the random-guess loss (e.g. log(vocab size) in nats, 1.0 for an error rate)",
                     )
-                e0_start = float(self.eps0)
-                if self.fit_eps0:
-                    e0_start = max(e0_start, ymax + margin)
+                # the random-guess loss bounds eps_0 from above when it is fitted
+                e0_start = e0_hi = max(float(self.eps0), ymax + margin) if self.fit_eps0 else float(self.eps0)
         else:
-            e0_start = math.inf
+            e0_start = e0_hi = math.inf
         e0_lo = ymax + margin if fit0 else e0_start
-        # eps_0 and alpha trade off (large eps_0 with large alpha fits almost as well), so a
-        # fitted eps_0 may rise at most one loss range above its start value.
-        e0_hi = e0_start + (ymax - ymin) if fit0 else e0_start
         logx = np.log(xn)
 
-        def linear_block(ei, e0):
-            target = np.log(y - ei)
+        def linear_block(ei, e0, lx=logx, yy=y):
+            target = np.log(yy - ei)
             if self.alpha is None:
-                return _power_law_ls(logx, target, np.log(e0 - y))
-            fixed = self.alpha * np.log(e0 - y) if uses0 else 0.0
-            lb, c, _, r = _power_law_ls(logx, target - fixed)
+                return _power_law_ls(lx, target, np.log(e0 - yy))
+            fixed = self.alpha * np.log(e0 - yy) if uses0 else 0.0
+            lb, c, _, r = _power_law_ls(lx, target - fixed)
             return lb, c, float(self.alpha), r
 
-        def objective(v, lb, c, a):
+        def fit_at(ei, lx=logx, yy=y, profile0=True):
+            """Fit with eps_inf fixed (eps_0 profiled by bounded Brent if fitted): (params, loss)."""
+            e0 = e0_start
+            if fit0 and profile0 and e0_hi > e0_lo:
+                res = minimize_scalar(
+                    lambda t: 0.5 * float(np.mean(linear_block(ei, t, lx, yy)[3] ** 2)),
+                    bounds=(e0_lo, e0_hi), method="bounded",
+                    options={"xatol": 1e-9 * max(1.0, abs(e0_hi))})
+                e0 = float(res.x)
+            lb, c, a, r = linear_block(ei, e0, lx, yy)
+            p = {"log_beta": lb, "c": c, "alpha": a, "eps_inf": float(ei),
+                 "eps0": float(e0) if uses0 else math.inf}
+            return p, 0.5 * float(np.mean(r**2))
+
+        # eps_inf grid, log-spaced in the gap min(y) - eps_inf, from ~min(y) down to 0
+        gaps = np.geomspace(margin, ymin, self.n_grid) if ymin > margin else np.array([ymin])
+        grid = np.clip(ymin - gaps, 0.0, inf_hi)
+        grid[-1] = 0.0
+        self.info_["eps0_fitted"] = fit0
+
+        def bracket(k):  # the grid is decreasing: polish between the two neighbours of grid[k]
+            return float(grid[min(k + 1, grid.size - 1)]), float(grid[max(k - 1, 0)])
+
+        tail = None
+        if self.select == "validate":
+            tail = _validation_split(xn, self.val_ratio, self.n_params + 2)
+            if tail is None:
+                self.info_["notes"].append("too few points to hold out a validation tail: "
+                                           "eps_inf chosen by training loss (select='nearest')")
+        if tail is not None:
+            lxf, yf, xt, yt = logx[~tail], y[~tail], xn[tail], y[tail]
+
+            def val_score(ei):
+                p, _ = fit_at(ei, lxf, yf, profile0=self.scan_eps0)
+                try:
+                    return _log_rmse(self._predict_p(p, xt), yt)
+                except (ValueError, OverflowError, ZeroDivisionError):
+                    return math.inf
+
+            ei, val = _pick_by_validation(grid, val_score, bracket)
+            p, loss = fit_at(min(max(ei, 0.0), inf_hi))
+            self.info_.update(eps_inf_select="validate", val_points=int(tail.sum()), val_rmse=val,
+                              iterations=int(grid.size))
+            return p, loss
+        mode = "global" if self.select == "global" else "nearest"
+        return self._fit_by_training_loss(xn, y, grid, bracket, linear_block, fit_at,
+                                          (e0_start, e0_lo, e0_hi, fit0, uses0), mode)
+
+    def _fit_by_training_loss(self, xn, y, grid, bracket, linear_block, fit_at, e0cfg, mode):
+        """``mode="nearest"``/``"global"``: pick the basin on the training loss, polish it."""
+        e0_start, e0_lo, e0_hi, fit0, uses0 = e0cfg
+        logx = np.log(xn)
+
+        def profiled(v):
+            # Variable projection: the linear block is solved exactly for these (eps_inf, eps_0);
+            # by the envelope theorem the gradient is the partial gradient at that solution.
             ei, e0 = v[0], (v[1] if fit0 else e0_start)
+            lb, c, a, _ = linear_block(ei, e0)
             d_inf = y - ei
             r = np.log(d_inf) - lb - c * logx
             if uses0:
@@ -455,60 +640,35 @@ class M4(Estimator):
             loss = 0.5 * float(np.mean(r**2))
             g_inf = -float(np.mean(r / d_inf))
             if fit0:
-                g0 = -a * float(np.mean(r / d0))
-                return loss, np.array([g_inf, g0])
+                return loss, np.array([g_inf, -a * float(np.mean(r / d0))])
             return loss, np.array([g_inf])
 
-        def profiled(v):
-            # Variable projection: the linear block is solved exactly for these (eps_inf, eps_0);
-            # by the envelope theorem the gradient is the partial gradient at that solution.
-            e0 = v[1] if fit0 else e0_start
-            lb, c, a, _ = linear_block(v[0], e0)
-            return objective(v, lb, c, a)
-
-        # Scan eps_inf on a grid that is log-spaced in the gap min(y) - eps_inf (from the margin
-        # up to min(y), i.e. eps_inf = 0), with eps_0 at its start value.
-        gaps = np.geomspace(margin, ymin, self.n_grid) if ymin > margin else np.array([ymin])
-        grid = np.clip(ymin - gaps, 0.0, inf_hi)
-        grid[-1] = 0.0
         e0_at = np.full(grid.size, e0_start)
-        if fit0 and self.scan_eps0:
-            # profile eps_0 out at every grid point too (bounded L-BFGS-B, warm-started)
-            phi = np.empty(grid.size)
-            e0 = e0_start
-            for i, g in enumerate(grid):
-
-                def f1(t, g=g):
-                    loss, grad = profiled(np.array([g, t[0]]))
-                    return loss, grad[1:]
-
-                r1 = minimize(f1, [e0], jac=True, method="L-BFGS-B", bounds=[(e0_lo, e0_hi)],
-                              options={"maxiter": 50})
-                e0 = float(r1.x[0])
-                phi[i], e0_at[i] = float(r1.fun), e0
-        else:
-            phi = np.array([profiled(np.array([g] + ([e0_start] if fit0 else [])))[0] for g in grid])
-        k = self._select(phi)
+        phi = np.empty(grid.size)
+        for i, g in enumerate(grid):
+            p, phi[i] = fit_at(float(g), profile0=self.scan_eps0)
+            e0_at[i] = p["eps0"] if fit0 else e0_start
+        k = self._select(phi, mode)
         # Polish (eps_inf, eps_0) with L-BFGS-B; eps_inf stays inside the basin of grid[k]
         # (between its neighbours) so the step cannot jump to another local minimum.
-        lo = grid[min(k + 1, grid.size - 1)]
-        hi = grid[max(k - 1, 0)]
         v0 = np.array([grid[k]] + ([e0_at[k]] if fit0 else []))
-        bounds = [(float(lo), float(hi))] + ([(e0_lo, e0_hi)] if fit0 else [])
+        bounds = [bracket(k)] + ([(e0_lo, e0_hi)] if fit0 else [])
         res = minimize(profiled, v0, jac=True, method="L-BFGS-B", bounds=bounds,
                        options={"maxiter": self.max_iter, "ftol": self.tol, "gtol": 1e-12})
         v = np.asarray(res.x, dtype=float) if res.fun <= phi[k] else v0
-        e0 = v[1] if fit0 else e0_start
-        lb, c, a, r = linear_block(v[0], e0)
-        loss = 0.5 * float(np.mean(r**2))
-        best = (loss, {"log_beta": lb, "c": c, "alpha": a, "eps_inf": float(v[0]), "eps0": float(e0)})
-        self.info_["iterations"] = int(grid.size + res.nit)
-        self.info_["eps_inf_select"] = self.select
-        self.info_["eps0_fitted"] = fit0
-        return best[1], best[0]
+        e0 = float(v[1]) if fit0 else e0_start
+        lb, c, a, r = linear_block(float(v[0]), e0)
+        self.info_.update(iterations=int(grid.size + res.nit), eps_inf_select=mode)
+        return ({"log_beta": lb, "c": c, "alpha": a, "eps_inf": float(v[0]), "eps0": float(e0)},
+                0.5 * float(np.mean(r**2)))
 
     def _predict(self, xn):
-        p = self._p
+        return self._predict_p(self._p, xn)
+
+    @staticmethod
+    def _predict_p(p: dict, xn: np.ndarray) -> np.ndarray:
+        """Eq. (4) solved for eps at normalised ``xn`` with parameters ``p`` (internal units)."""
+        xn = np.asarray(xn, dtype=float)
         logf = p["log_beta"] + p["c"] * np.log(xn)
         f = np.exp(logf)
         a = p["alpha"]
@@ -544,7 +704,11 @@ class M4(Estimator):
 class M2(M4):
     """M2, Eq. (2): ``eps(x) - eps_inf = beta * x**c`` (M4 with ``alpha = 0``).
 
-    Fitted by the same block coordinate descent as :class:`M4` (``eps_0`` plays no role).
+    Fitted exactly as :class:`M4` (``eps_0`` plays no role): ``(log beta, c)`` in closed form
+    for each ``eps_inf``; ``eps_inf`` chosen by ``select`` (default ``"validate"``: the value
+    whose fit on the head of the curve extrapolates best to the held-out tail, then refitted on
+    all points; ``"nearest"``/``"global"``: by training loss), with the same grid and
+    ``val_ratio``, so M2 and M4 are compared on equal terms.
     Parameters: ``beta``, ``c``, ``eps_inf`` (loss units).
     """
 
@@ -557,6 +721,9 @@ class M2(M4):
             raise LvsearchError("M2 has alpha = 0 by definition", fix="use M4 to fit alpha")
 
 
+#: constructor options that only some estimators have (dropped by make_estimator for the rest)
+_OPTIONAL_KWARGS = ("eps0", "fit_eps0", "scan_eps0", "n_grid", "select", "val_ratio")
+
 #: name -> estimator class
 ESTIMATORS: dict[str, type[Estimator]] = {"M1": M1, "M2": M2, "M3": M3, "M4": M4}
 
@@ -564,8 +731,11 @@ ESTIMATORS: dict[str, type[Estimator]] = {"M1": M1, "M2": M2, "M3": M3, "M4": M4
 def make_estimator(name: str, **kwargs) -> Estimator:
     """A new estimator by name (``"M1"`` ... ``"M4"``, case-insensitive).
 
-    ``kwargs`` go to the constructor; ``eps0`` / ``fit_eps0`` are dropped for M1-M3 (which do
-    not use them), so one option set can configure all four.
+    ``kwargs`` go to the constructor. Options that only some estimators have (``eps0``,
+    ``fit_eps0``, ``scan_eps0``, ``n_grid`` of M4; ``select``, ``val_ratio`` of M2-M4) are
+    dropped for the ones that lack them, so one option set can configure all four; ``select``
+    values an estimator does not know (M3 has no ``"nearest"``) are mapped to its
+    training-loss mode (``"global"``).
 
     Raises:
         LvsearchError: unknown name.
@@ -574,9 +744,13 @@ def make_estimator(name: str, **kwargs) -> Estimator:
     if key not in ESTIMATORS:
         raise LvsearchError(f"unknown scaling-law estimator {name!r}",
                             fix=f"use one of {', '.join(ESTIMATORS)}")
-    if key != "M4":
-        kwargs = {k: v for k, v in kwargs.items() if k not in ("eps0", "fit_eps0")}
-    return ESTIMATORS[key](**kwargs)
+    cls = ESTIMATORS[key]
+    accepted = {f.name for f in fields(cls) if f.init}
+    kwargs = {k: v for k, v in kwargs.items() if k in accepted or k not in _OPTIONAL_KWARGS}
+    if key in _SELECT and kwargs.get("select", _SELECT[key][0]) not in _SELECT[key]:
+        if kwargs["select"] in ("nearest", "global"):
+            kwargs["select"] = "global"
+    return cls(**kwargs)
 
 
 def extrapolation_rmse(model: Estimator, x_test: Any, y_test: Any) -> float:
