@@ -175,7 +175,7 @@ def test_resume_errors(prepared_corpus: Path, tmp_path: Path, real_lines: list[s
     assert run_cli(capsys, *base, *sets)[0] == 0
 
     code, out = run_cli(capsys, *base, *sets)  # same --out again without --resume
-    assert code == 2 and "already holds a training run" in out and "--resume" in out
+    assert code == 2 and "already holds a training run" in out and "--resume" in out and "--overwrite" in out
 
     code, out = run_cli(capsys, *base, *sets, "--set", "train.lr=0.5", "--resume")
     assert code == 2 and "different configuration" in out and "train" in out

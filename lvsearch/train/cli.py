@@ -31,6 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, metavar="RUN", help="run folder (new, or an existing run with --resume)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="override a recipe value, e.g. train.lr=3e-4 (repeatable)")
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its latest checkpoint")
+    p.add_argument("--overwrite", action="store_true", help="replace the run already in --out")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="default: cuda when available")
     p.set_defaults(func=_train_supernet)
 
@@ -42,7 +43,9 @@ def _train_supernet(args: argparse.Namespace) -> int:
 
     if not args.config and not args.resume:
         raise LvsearchError("--config is required for a new run", fix="e.g. --config recipes/quickstart.yaml")
-    summary = train_supernet(args.config, args.data, args.out, overrides=args.overrides, resume=args.resume, device=args.device)
+    summary = train_supernet(
+        args.config, args.data, args.out, overrides=args.overrides, resume=args.resume, overwrite=args.overwrite, device=args.device
+    )
     final = summary.get("final_eval") or {}
     if final:
         ui.console.print(f"unigram baseline accuracy {final['unigram_accuracy']:.3f}")

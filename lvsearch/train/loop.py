@@ -35,14 +35,16 @@ from lvsearch.train.checkpoint import latest_checkpoint, load_checkpoint, save_c
 from lvsearch.train.distributed import DistInfo, all_reduce_sum
 
 METRICS = "metrics.jsonl"
+CURVE = "curve.jsonl"
 
 
 class Objective(Protocol):
     """What the loop trains.
 
     ``module.forward(**micro_batch)`` must return a dict with ``loss_sum`` (differentiable,
-    summed over prediction targets) and detached scalar tensors ``count`` (targets) and,
-    optionally, ``correct``.
+    summed over prediction targets) and any number of detached scalar tensors (counts,
+    correct predictions, partial losses). The loop sums every entry over micro-batches and
+    ranks and hands the sums to :meth:`log_metrics` at each log step.
     """
 
     module: nn.Module
@@ -56,8 +58,13 @@ class Objective(Protocol):
         """JSON-able facts about ``step`` for the metrics line (e.g. the sampled arch)."""
         ...
 
+    def log_metrics(self, sums: dict[str, float], norm: float) -> dict:
+        """Training metrics of one step from the summed ``forward`` outputs and the normaliser."""
+        ...
+
     def evaluate(self, module: nn.Module, step: int) -> dict:
-        """Dev metrics (rank 0 only, module in eval mode, no grad)."""
+        """Dev metrics (rank 0 only, module in eval mode, no grad). A ``"curve"`` entry (flat
+        dict of numbers) is also appended to ``curve.jsonl`` with the step and tokens seen."""
         ...
 
 
@@ -171,7 +178,9 @@ def train(
         start = ckpt.step
         if info.is_main:
             _truncate_metrics(run_dir / METRICS, start)
+            _truncate_metrics(run_dir / CURVE, start)
     metrics = MetricsWriter(run_dir / METRICS, info.is_main)
+    curve = MetricsWriter(run_dir / CURVE, info.is_main)
 
     model: nn.Module = module
     if info.enabled:
@@ -193,9 +202,7 @@ def train(
             for g in optimizer.param_groups:
                 g["lr"] = lr
             micro, norm = objective.micro_batches(step)
-            loss_sum = torch.zeros((), device=info.device)
-            count = torch.zeros((), device=info.device)
-            correct = torch.zeros((), device=info.device)
+            sums: dict[str, torch.Tensor] = {}
             for i, kwargs in enumerate(micro):
                 last = i == len(micro) - 1
                 sync = model.no_sync() if info.enabled and not last else contextlib.nullcontext()
@@ -203,9 +210,8 @@ def train(
                     with autocast_context(cfg, info.device):
                         out = model(**{k: _to(v, info.device) for k, v in kwargs.items()})
                     (out["loss_sum"].float() * info.world_size / norm).backward()
-                loss_sum += out["loss_sum"].detach().float()
-                count += out["count"].float()
-                correct += out.get("correct", torch.zeros(())).to(info.device).float()
+                for k, v in out.items():
+                    sums[k] = sums.get(k, 0) + v.detach().float()
             grad_norm = (
                 torch.nn.utils.clip_grad_norm_([p for p in params if p.grad is not None], cfg.grad_clip)
                 if cfg.grad_clip > 0
@@ -216,14 +222,14 @@ def train(
             done = step + 1
             tokens_done_here += tokens_per_step
             if done % cfg.log_every == 0 or done == cfg.steps:
-                stats = all_reduce_sum(torch.stack([loss_sum, count, correct]), info).tolist()
+                keys = sorted(sums)
+                totals = all_reduce_sum(torch.stack([sums[k] for k in keys]), info).tolist()
                 elapsed = time.perf_counter() - t0
                 record = {
                     "step": done,
                     "tokens": done * tokens_per_step,
                     "lr": lr,
-                    "loss": stats[0] / max(stats[1], 1.0),
-                    "accuracy": stats[2] / max(stats[1], 1.0),
+                    **objective.log_metrics(dict(zip(keys, totals)), norm),
                     "grad_norm": float(grad_norm),
                     "tokens_per_s": tokens_done_here / elapsed,
                     "elapsed_s": elapsed,
@@ -243,6 +249,8 @@ def train(
                     final_eval = objective.evaluate(module, done)
                 module.train()
                 metrics.write({"step": done, "tokens": done * tokens_per_step, "eval": final_eval})
+                if "curve" in final_eval:
+                    curve.write({"step": done, "tokens": done * tokens_per_step, **final_eval["curve"]})
             is_ckpt = (cfg.checkpoint_every and done % cfg.checkpoint_every == 0) or done == cfg.steps
             if is_ckpt and info.is_main:
                 save_checkpoint(

@@ -20,7 +20,6 @@ Run folder::
 
 from __future__ import annotations
 
-import json
 import random
 import shutil
 from dataclasses import dataclass
@@ -31,21 +30,21 @@ import torch
 
 from lvsearch import __version__
 from lvsearch.arch import Arch, resolve_arch
-from lvsearch.config import SamplingConfig, SupernetConfig, load_config, to_jsonable
-from lvsearch.data.loader import BatchStream, DevSet, fixed_dev_set
-from lvsearch.data.masking import IGNORE_INDEX, MLMMasker
+from lvsearch.config import SamplingConfig, SupernetConfig, build_dataclass, load_config, to_jsonable
+from lvsearch.data.loader import DevSet, fixed_dev_set
+from lvsearch.data.masking import IGNORE_INDEX
 from lvsearch.data.shards import TOKENIZER, PreparedData
 from lvsearch.errors import LvsearchError
 from lvsearch.io import atomic_write_json, read_json
 from lvsearch.model import ModelDims, Supernet
 from lvsearch.space import SearchSpace
-from lvsearch.train.checkpoint import CHECKPOINTS, latest_checkpoint, load_checkpoint
+from lvsearch.train.checkpoint import latest_checkpoint, load_checkpoint
 from lvsearch.train.distributed import DistInfo, barrier, init_distributed, shutdown
 from lvsearch.train.loop import step_seed, train
-from lvsearch.train.objectives import SupernetMLM, evaluate_mlm
+from lvsearch.train.objectives import MaskedBatches, SupernetMLM, evaluate_mlm, mlm_log_metrics
+from lvsearch.train.run import CONFIG, check_new_run, check_same_tokenizer, normalise, resume_config
 
 RUN_FORMAT = "lvsearch.supernet-run/v1"
-CONFIG = "config.json"
 
 
 class ArchSampler:
@@ -118,43 +117,29 @@ class SupernetObjective:
 
     def __init__(self, supernet: Supernet, data: PreparedData, config: SupernetConfig, info: DistInfo):
         self.config, self.info = config, info
-        t = config.train
-        per_rank, rem = divmod(t.batch_size, info.world_size * t.grad_accum)
-        if rem or per_rank == 0:
-            raise LvsearchError(
-                f"train.batch_size {t.batch_size} is not divisible by world size {info.world_size} × "
-                f"train.grad_accum {t.grad_accum}",
-                fix="choose a global batch that is a multiple of both",
-            )
-        self.micro = per_rank
+        self.batches = MaskedBatches(data, config.train, config.masking, info)
         self.module = SupernetMLM(supernet)
-        self.sampler = ArchSampler(supernet.space, config.sampling, t.seed)
-        # Every rank reads and masks the whole global batch, then takes its rows: the result is
-        # then identical to a single process with the same global batch (tested).
-        self.stream = BatchStream(data.sequences("train", t.seq_len), t.batch_size, t.seed)
-        self.masker = MLMMasker(config.masking, data.vocab_size, data.special_ids)
+        self.sampler = ArchSampler(supernet.space, config.sampling, config.train.seed)
         self.dev = fixed_dev_set(
-            data, num_sequences=config.eval.dev_sequences, seq_len=t.seq_len, seed=config.eval.seed, masking=config.masking
+            data, num_sequences=config.eval.dev_sequences, seq_len=config.train.seq_len, seed=config.eval.seed,
+            masking=config.masking,
         )
         self.panel, self.notes = resolve_panel(config.eval.panel, supernet.space)
         self.unigram = unigram_accuracy(data, self.dev)
 
     def micro_batches(self, step: int) -> tuple[list[dict], float]:
-        ids = self.stream.batch(step)
-        gen = torch.Generator().manual_seed(step_seed(self.config.train.seed, step, 0, "mask"))
-        corrupted, labels = self.masker(ids, gen)
-        norm = float((labels != IGNORE_INDEX).sum())
         arch = self.sampler(step)
-        rows = self.micro * self.config.train.grad_accum
-        start = self.info.rank * rows
-        out = []
-        for i in range(self.config.train.grad_accum):
-            sl = slice(start + i * self.micro, start + (i + 1) * self.micro)
-            out.append({"input_ids": corrupted[sl], "labels": labels[sl], "arch": arch})
-        return out, norm
+        micro, labels_global = self.batches(step)
+        for m in micro:
+            del m["original_ids"]  # MLM needs only the corrupted ids and the labels
+            m["arch"] = arch
+        return micro, float((labels_global != IGNORE_INDEX).sum())
 
     def step_info(self, step: int) -> dict:
         return {"arch": self.sampler(step).key}
+
+    def log_metrics(self, sums: dict[str, float], norm: float) -> dict:
+        return mlm_log_metrics(sums)
 
     def evaluate(self, module: SupernetMLM, step: int) -> dict:
         net = module.net
@@ -165,42 +150,6 @@ class SupernetObjective:
         return {"panel": results, "unigram_accuracy": self.unigram}
 
 
-def _normalise(obj) -> object:
-    return json.loads(json.dumps(obj))
-
-
-def _check_new_run(out: Path) -> None:
-    if out.exists() and not out.is_dir():
-        raise LvsearchError(f"--out {out} is a file", fix="choose a folder path")
-    if out.is_dir() and ((out / CONFIG).exists() or (out / CHECKPOINTS).exists()):
-        raise LvsearchError(
-            f"--out {out} already holds a training run",
-            fix="pass --resume to continue it, or choose another --out",
-        )
-    if out.is_dir() and any(out.iterdir()):
-        raise LvsearchError(f"--out {out} is not empty and holds no lvsearch run", fix="choose a new or empty folder")
-
-
-def _resume_config(out: Path, recipe: str | None, overrides: list[str]) -> tuple[SupernetConfig, dict]:
-    """The recorded config of a run; a different recipe/--set on resume is an error."""
-    recorded = read_json(out / CONFIG, what="run config")
-    if not isinstance(recorded, dict) or recorded.get("format") != RUN_FORMAT:
-        raise LvsearchError(f"{out / CONFIG} is not an lvsearch supernet run", fix="check --out")
-    from lvsearch.config import build_dataclass
-
-    config = build_dataclass(SupernetConfig, recorded["config"], str(out / CONFIG))
-    if recipe or overrides:
-        new, _ = load_config(SupernetConfig, recipe, overrides)
-        if _normalise(to_jsonable(new)) != _normalise(recorded["config"]):
-            a, b = _normalise(to_jsonable(new)), recorded["config"]
-            diff = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
-            raise LvsearchError(
-                f"--resume with a different configuration than {out / CONFIG} (sections differ: {', '.join(diff)})",
-                fix="resume without --config/--set (the recorded config is used), or start a new --out",
-            )
-    return config, recorded
-
-
 def train_supernet(
     recipe: str | None,
     data_dir: str | Path,
@@ -208,6 +157,7 @@ def train_supernet(
     *,
     overrides: list[str] = (),  # type: ignore[assignment]
     resume: bool = False,
+    overwrite: bool = False,
     device: str = "auto",
     show_progress: bool = True,
 ) -> dict:
@@ -225,21 +175,12 @@ def train_supernet(
     try:
         data = PreparedData.open(data_dir)
         if resume:
-            if not (out / CONFIG).is_file():
-                raise LvsearchError(f"--resume: {out} holds no run ({CONFIG} missing)", fix="start without --resume")
-            config, recorded = _resume_config(out, recipe, list(overrides))
-            if recorded["data"]["tokenizer_sha256"] != data.tokenizer_sha256:
-                raise LvsearchError(
-                    f"data folder {data.folder} was prepared with another tokenizer than the run in {out} "
-                    f"(sha256 {data.tokenizer_sha256[:12]}… vs {recorded['data']['tokenizer_sha256'][:12]}…)",
-                    fix=f"pass the --data folder the run was started with ({recorded['data']['folder']})",
-                )
-            if latest_checkpoint(out) is None:
-                raise LvsearchError(f"--resume: {out} has no checkpoint yet", fix="start the run again without --resume")
+            config, recorded = resume_config(out, SupernetConfig, RUN_FORMAT, recipe, list(overrides))
+            check_same_tokenizer(recorded, data.tokenizer_sha256, data.folder, out)
         else:
             config, _ = load_config(SupernetConfig, recipe, list(overrides))
             if info.is_main:
-                _check_new_run(out)
+                check_new_run(out, overwrite=overwrite, run_format=RUN_FORMAT)
             barrier(info)
         space = build_space(config)
         dims = build_dims(config, data.vocab_size, data.special_ids.pad, config.train.seq_len)
@@ -252,7 +193,7 @@ def train_supernet(
         run_config = {
             "format": RUN_FORMAT,
             "lvsearch_version": __version__,
-            "config": _normalise(to_jsonable(config)),
+            "config": normalise(to_jsonable(config)),
             "space": space.to_dict(),
             "dims": dims.to_dict(),
             "data": {
@@ -309,8 +250,6 @@ def load_supernet(run_dir: str | Path, *, device: str | torch.device = "cpu") ->
     Raises:
         LvsearchError: not a run folder, no checkpoint, or a truncated/modified checkpoint.
     """
-    from lvsearch.config import build_dataclass
-
     run_dir = Path(run_dir)
     if not (run_dir / CONFIG).is_file():
         raise LvsearchError(f"{run_dir} is not a supernet run ({CONFIG} missing)", fix="pass the --out folder of 'lvsearch train-supernet'")

@@ -1,0 +1,99 @@
+"""Run folders shared by the training jobs: new-run checks, resume, overwrite.
+
+A run folder holds ``config.json`` (a format tag naming the job, the resolved recipe and the
+facts later stages need), ``tokenizer.json``, ``metrics.jsonl``, ``curve.jsonl`` (evaluations
+against tokens seen), ``checkpoints/`` and ``summary.json``.
+
+* A new run refuses a folder that already holds a run (``--resume`` continues it,
+  ``--overwrite`` replaces it) or any other non-empty folder (never deleted).
+* ``--resume`` uses the recorded configuration; passing a different recipe or ``--set``
+  values is refused with the sections that differ.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+from lvsearch.config import build_dataclass, load_config, to_jsonable
+from lvsearch.errors import LvsearchError
+from lvsearch.io import read_json
+from lvsearch.train.checkpoint import CHECKPOINTS, latest_checkpoint
+
+CONFIG = "config.json"
+
+
+def normalise(obj: Any) -> Any:
+    """JSON round trip (tuples → lists) so configs compare equal to what was recorded."""
+    return json.loads(json.dumps(obj))
+
+
+def check_new_run(out: Path, *, overwrite: bool, run_format: str) -> None:
+    """Make sure a new run may be written to ``out``; with ``overwrite``, delete an old run there.
+
+    Raises:
+        LvsearchError: ``out`` is a file, holds a run (and no ``overwrite``), holds a run of
+            another job, or holds other files.
+    """
+    if out.exists() and not out.is_dir():
+        raise LvsearchError(f"--out {out} is a file", fix="choose a folder path")
+    if not out.is_dir() or not any(out.iterdir()):
+        return
+    holds_run = (out / CONFIG).exists() or (out / CHECKPOINTS).exists()
+    if not holds_run:
+        raise LvsearchError(f"--out {out} is not empty and holds no lvsearch run", fix="choose a new or empty folder")
+    if not overwrite:
+        raise LvsearchError(
+            f"--out {out} already holds a training run",
+            fix="pass --resume to continue it, --overwrite to replace it, or choose another --out",
+        )
+    recorded = read_json(out / CONFIG, what="run config") if (out / CONFIG).exists() else {}
+    if isinstance(recorded, dict) and recorded.get("format") not in (None, run_format):
+        raise LvsearchError(
+            f"--out {out} holds a run of another kind ({recorded.get('format')}); --overwrite only replaces a {run_format} run",
+            fix="choose another --out",
+        )
+    shutil.rmtree(out)
+
+
+def resume_config(out: Path, cls: type, run_format: str, recipe: str | None, overrides: list[str]) -> tuple[Any, dict]:
+    """The recorded configuration of the run in ``out`` (for ``--resume``).
+
+    Raises:
+        LvsearchError: no run or no checkpoint in ``out``, a run of another job, or a
+            ``recipe``/``overrides`` that resolve to a different configuration.
+    """
+    if not (out / CONFIG).is_file():
+        raise LvsearchError(f"--resume: {out} holds no run ({CONFIG} missing)", fix="start without --resume")
+    recorded = read_json(out / CONFIG, what="run config")
+    if not isinstance(recorded, dict) or recorded.get("format") != run_format:
+        raise LvsearchError(f"--resume: {out / CONFIG} is not a {run_format} run", fix="check --out")
+    config = build_dataclass(cls, recorded["config"], str(out / CONFIG))
+    if recipe or overrides:
+        new, _ = load_config(cls, recipe, overrides)
+        a, b = normalise(to_jsonable(new)), recorded["config"]
+        if a != b:
+            diff = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+            raise LvsearchError(
+                f"--resume with a different configuration than {out / CONFIG} (sections differ: {', '.join(diff)})",
+                fix="resume without --config/--set (the recorded config is used), or start a new --out",
+            )
+    if latest_checkpoint(out) is None:
+        raise LvsearchError(f"--resume: {out} has no checkpoint yet", fix="start the run again (--overwrite)")
+    return config, recorded
+
+
+def check_same_tokenizer(recorded: dict, data_sha: str, data_folder: Path, out: Path) -> None:
+    """Refuse data prepared with another tokenizer than the run's.
+
+    Raises:
+        LvsearchError: the hashes differ (the message names both folders).
+    """
+    if recorded["data"]["tokenizer_sha256"] != data_sha:
+        raise LvsearchError(
+            f"data folder {data_folder} was prepared with another tokenizer than the run in {out} "
+            f"(sha256 {data_sha[:12]}… vs {recorded['data']['tokenizer_sha256'][:12]}…)",
+            fix=f"pass the --data folder the run was started with ({recorded['data']['folder']})",
+        )
