@@ -156,6 +156,74 @@ class SupernetConfig:
         self.sampling.check(source)
 
 
+#: Model sizes of LV-BERT (Yu et al. 2021, Table 5); a searched slot sequence is scaled up by
+#: changing these widths only. ``generator`` is ELECTRA's generator width as a fraction of the
+#: discriminator's (Clark et al. 2020: 1/4 for small, 1/3 for medium and base).
+MODEL_SIZES = {
+    "small": {"hidden": 256, "embedding": 128, "ff_inner": 1024, "heads": 4, "generator": 0.25},
+    "medium": {"hidden": 384, "embedding": 128, "ff_inner": 1536, "heads": 6, "generator": 1 / 3},
+    "base": {"hidden": 768, "embedding": 768, "ff_inner": 3072, "heads": 12, "generator": 1 / 3},
+}
+
+
+@dataclass
+class RetrainEvalConfig:
+    """Dev evaluation during retraining (logged to ``curve.jsonl`` against tokens seen).
+
+    Attributes:
+        dev_sequences: sequences in the fixed masked dev set.
+        batch_size: sequences per evaluation forward pass.
+        seed: seed of the dev sample, its masks and (ELECTRA) the generator's dev samples.
+    """
+
+    dev_sequences: int = 256
+    batch_size: int = 64
+    seed: int = 1234
+
+
+@dataclass
+class RetrainConfig:
+    """``lvsearch retrain`` recipe: train one architecture from scratch.
+
+    Attributes:
+        space: search space used to resolve named architectures and validate JSON ones.
+        num_slots: override of the space's slot count (must equal the architecture's).
+        size: ``small`` | ``medium`` | ``base`` (LV-BERT Table 5; see :data:`MODEL_SIZES`).
+        model: explicit :class:`lvsearch.model.ModelDims` fields; they override ``size``.
+        objective: ``electra`` (replaced-token detection, Clark et al. 2020) or ``mlm``.
+        generator_size: ELECTRA generator width as a fraction of the discriminator's
+            (None: the size's default, 1/4 small, 1/3 medium/base).
+        disc_weight: λ in loss = generator MLM + λ · discriminator RTD (ELECTRA: 50).
+    """
+
+    space: str = "lvbert"
+    num_slots: int | None = None
+    size: str = "small"
+    model: dict = field(default_factory=dict)
+    objective: str = "electra"
+    generator_size: float | None = None
+    disc_weight: float = 50.0
+    train: TrainConfig = field(default_factory=lambda: TrainConfig(lr=5e-4))
+    masking: MaskingConfig = field(default_factory=MaskingConfig)
+    eval: RetrainEvalConfig = field(default_factory=RetrainEvalConfig)
+
+    def check(self, source: str) -> None:
+        from lvsearch.model import ModelDims
+
+        if self.size not in MODEL_SIZES:
+            raise LvsearchError(f"{source}: size {self.size!r} unknown", fix=f"use one of {', '.join(MODEL_SIZES)}")
+        if self.objective not in ("electra", "mlm"):
+            raise LvsearchError(f"{source}: objective {self.objective!r} unknown", fix="use electra or mlm")
+        if self.generator_size is not None and not 0 < self.generator_size <= 1:
+            raise LvsearchError(f"{source}: generator_size must be in (0, 1]", fix="e.g. 0.25")
+        allowed = [f.name for f in dataclasses.fields(ModelDims) if f.name not in ("vocab_size", "pad_id")]
+        for key in self.model:
+            if key not in allowed:
+                raise _unknown_key(source, f"model.{key}", key, allowed)
+        self.train.check(source)
+        self.masking.check()
+
+
 # ---------------------------------------------------------------------------------------
 # Loading
 # ---------------------------------------------------------------------------------------

@@ -70,10 +70,12 @@ class BatchStream:
 
 @dataclass
 class DevSet:
-    """A fixed masked dev batch: ``input_ids`` and ``labels`` LongTensors ``(n, L)``."""
+    """A fixed masked dev batch: ``input_ids`` (corrupted), ``labels`` (−100 where not
+    predicted) and ``original_ids`` (uncorrupted), LongTensors ``(n, L)``."""
 
     input_ids: torch.Tensor
     labels: torch.Tensor
+    original_ids: torch.Tensor
 
     def __len__(self) -> int:
         return self.input_ids.shape[0]
@@ -107,4 +109,4 @@ def fixed_dev_set(
     ids = torch.from_numpy(seqs[rows])
     masker = MLMMasker(masking or MaskingConfig(), data.vocab_size, data.special_ids)
     corrupted, labels = masker(ids, torch.Generator().manual_seed(seed))
-    return DevSet(corrupted, labels)
+    return DevSet(corrupted, labels, ids)

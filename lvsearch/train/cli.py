@@ -1,4 +1,4 @@
-"""``lvsearch train-supernet``."""
+"""``lvsearch train-supernet`` and ``lvsearch retrain``."""
 
 from __future__ import annotations
 
@@ -17,6 +17,11 @@ in recipes/lvbert-small.yaml and docs/architecture.md.
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    register_supernet(sub)
+    register_retrain(sub)
+
+
+def register_supernet(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "train-supernet",
         help="train a weight-sharing supernet by single-path sampling",
@@ -53,4 +58,60 @@ def _train_supernet(args: argparse.Namespace) -> int:
             ui.console.print(f"  {name:<14} dev MLM loss {r['loss']:.3f}  accuracy {r['accuracy']:.3f}")
     if summary.get("tokens_per_s"):
         ui.console.print(f"{summary['tokens']:,} tokens, {summary['tokens_per_s']:,.0f} tokens/s")
+    return 0
+
+
+RETRAIN_EPILOG = """\
+examples:
+  lvsearch retrain --arch runs/search/best.json --config retrain-quickstart --data data/corpus --out runs/best
+  lvsearch retrain --arch bert --config retrain-quickstart --data data/corpus --out runs/bert
+  lvsearch retrain --arch lvbert-paper --config retrain-small --data data/corpus --out runs/lvbert --set size=medium
+  lvsearch retrain --data data/corpus --out runs/best --resume
+
+--arch takes an architecture JSON (e.g. best.json from 'lvsearch evolve') or a reference name:
+bert, sandwich, lvbert-paper (24 slots), random:SEED. The result is a model directory in
+RUN/model for 'lvsearch evaluate', and RUN/curve.jsonl (dev metrics against tokens seen) for
+'lvsearch scaling fit'.
+"""
+
+
+def register_retrain(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "retrain",
+        help="train an architecture from scratch (ELECTRA replaced-token detection or MLM)",
+        description="Train one architecture from scratch at size small/medium/base (LV-BERT Table 5) "
+        "with ELECTRA replaced-token detection (default) or MLM, and write a model directory.",
+        epilog=RETRAIN_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--arch", metavar="JSON_OR_NAME", help="architecture JSON or reference name (bert, sandwich, lvbert-paper, random:SEED)")
+    p.add_argument("--config", metavar="RECIPE", help="recipe YAML path or bundled name (retrain-quickstart, retrain-small)")
+    p.add_argument("--data", required=True, metavar="DIR", help="folder written by 'lvsearch data prepare'")
+    p.add_argument("--out", required=True, metavar="RUN", help="run folder")
+    p.add_argument("--objective", choices=["electra", "mlm"], help="override the recipe's objective")
+    p.add_argument("--size", choices=["small", "medium", "base"], help="override the recipe's model size")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="override a recipe value (repeatable)")
+    p.add_argument("--resume", action="store_true", help="continue the run in --out from its latest checkpoint")
+    p.add_argument("--overwrite", action="store_true", help="replace the run already in --out")
+    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="default: cuda when available")
+    p.set_defaults(func=_retrain)
+
+
+def _retrain(args: argparse.Namespace) -> int:
+    from lvsearch import ui
+    from lvsearch.train.retrain import retrain
+
+    overrides = list(args.overrides)
+    if args.objective:
+        overrides.append(f"objective={args.objective}")
+    if args.size:
+        overrides.append(f"size={args.size}")
+    summary = retrain(
+        args.arch, args.config, args.data, args.out, overrides=overrides, resume=args.resume,
+        overwrite=args.overwrite, device=args.device,
+    )
+    final = summary.get("final_eval") or {}
+    for key, r in final.items():
+        if key != "curve" and isinstance(r, dict):
+            ui.console.print(f"  {key}: " + ", ".join(f"{k} {v:.4f}" for k, v in r.items() if isinstance(v, float)))
     return 0

@@ -211,7 +211,8 @@ def train(
                         out = model(**{k: _to(v, info.device) for k, v in kwargs.items()})
                     (out["loss_sum"].float() * info.world_size / norm).backward()
                 for k, v in out.items():
-                    sums[k] = sums.get(k, 0) + v.detach().float()
+                    if not k.startswith("_"):  # "_name": per-token outputs for evaluation only
+                        sums[k] = sums.get(k, 0) + v.detach().float()
             grad_norm = (
                 torch.nn.utils.clip_grad_norm_([p for p in params if p.grad is not None], cfg.grad_clip)
                 if cfg.grad_clip > 0

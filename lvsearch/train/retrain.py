@@ -1,0 +1,399 @@
+"""``lvsearch retrain``: train one architecture from scratch with ELECTRA (RTD) or MLM.
+
+The searched slot sequence (or a named baseline: ``bert``, ``sandwich``, ``lvbert-paper``,
+``random:SEED``) becomes a standalone :class:`~lvsearch.model.Encoder` at a size from LV-BERT's
+Table 5 (small / medium / base; explicit ``model`` dims in the recipe override it) and is
+trained with the same loop as the supernet.
+
+ELECTRA (Clark et al. 2020, §2, eq. 1): a generator — the same slot sequence at a fraction of
+the width (1/4 small, 1/3 medium/base) — is trained with MLM on the 15% masked positions; its
+samples (temperature 1) replace the masked tokens; the discriminator (the architecture being
+retrained) predicts for every token whether it was replaced. Loss = generator MLM (mean over
+masked tokens) + λ · discriminator binary cross-entropy (mean over tokens), λ = 50. Generator
+and discriminator share the token and position embeddings (one parameter each; ELECTRA §3.2).
+A sampled token equal to the original counts as "original". After pretraining the
+discriminator is the model kept; the generator is saved beside it (its MLM head is what
+zero-shot MLM scoring, e.g. BLiMP, can use).
+
+MLM (``objective: mlm``): plain MLM on the same architecture, for LV-BERT's MLM-accuracy
+comparison.
+
+Output run folder: ``config.json``, ``tokenizer.json``, ``metrics.jsonl``, ``curve.jsonl``
+(dev metrics against tokens seen; ``loss`` is the dev MLM loss — the generator's for ELECTRA —
+for scaling-law fits), ``checkpoints/``, ``summary.json`` and ``model/`` (the model directory of
+:mod:`lvsearch.modeldir`).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from lvsearch import __version__
+from lvsearch.arch import Arch, resolve_arch
+from lvsearch.config import MODEL_SIZES, RetrainConfig, load_config, to_jsonable
+from lvsearch.data.loader import fixed_dev_set
+from lvsearch.data.masking import IGNORE_INDEX
+from lvsearch.data.shards import TOKENIZER, PreparedData
+from lvsearch.errors import LvsearchError
+from lvsearch.io import atomic_write_json, read_json
+from lvsearch.model import Encoder, ModelDims
+from lvsearch.space import SearchSpace
+from lvsearch.train.distributed import DistInfo, barrier, init_distributed, shutdown
+from lvsearch.train.loop import train
+from lvsearch.train.objectives import MaskedBatches, evaluate_mlm, mlm_log_metrics, mlm_sums
+from lvsearch.train.run import check_new_run, check_same_tokenizer, normalise, resume_config
+
+RUN_FORMAT = "lvsearch.retrain-run/v1"
+MODEL_DIR = "model"
+
+
+# ---------------------------------------------------------------------------------------
+# Model construction
+# ---------------------------------------------------------------------------------------
+
+
+def retrain_dims(config: RetrainConfig, vocab_size: int, pad_id: int, seq_len: int) -> ModelDims:
+    """Discriminator / MLM-model dims: the named size, then the recipe's explicit ``model`` keys."""
+    size = {k: v for k, v in MODEL_SIZES[config.size].items() if k != "generator"}
+    d = {"max_len": max(512, seq_len), **size, **config.model, "vocab_size": vocab_size, "pad_id": pad_id}
+    return ModelDims.from_dict(d, source=f"retrain recipe (size {config.size})")
+
+
+def generator_dims(dims: ModelDims, fraction: float) -> ModelDims:
+    """ELECTRA generator dims: hidden, FF inner size and heads scaled by ``fraction`` (head
+    width kept), embeddings unchanged (they are shared with the discriminator).
+
+    Raises:
+        LvsearchError: the scaled width is not a positive multiple of the head width.
+    """
+    head_dim = dims.hidden // dims.heads
+    heads = max(1, round(dims.heads * fraction))
+    hidden = heads * head_dim
+    ff = max(1, round(dims.ff_inner * fraction))
+    return ModelDims.from_dict({**dims.to_dict(), "hidden": hidden, "heads": heads, "ff_inner": ff}, source="generator")
+
+
+class EncoderMLM(nn.Module):
+    """One architecture under MLM; ``forward`` returns :func:`mlm_sums`."""
+
+    def __init__(self, encoder: Encoder):
+        super().__init__()
+        self.encoder = encoder
+
+    def forward(self, input_ids: torch.Tensor, labels: torch.Tensor) -> dict[str, torch.Tensor]:
+        return mlm_sums(self.encoder, self.encoder(input_ids), labels)
+
+
+class Electra(nn.Module):
+    """ELECTRA generator + discriminator with shared token and position embeddings.
+
+    Args:
+        discriminator: the architecture being retrained.
+        generator: the same slot sequence at generator width.
+        disc_weight: λ of the RTD loss.
+    """
+
+    def __init__(self, discriminator: Encoder, generator: Encoder, disc_weight: float):
+        super().__init__()
+        self.discriminator, self.generator, self.disc_weight = discriminator, generator, disc_weight
+        generator.embeddings.word = discriminator.embeddings.word
+        generator.embeddings.position = discriminator.embeddings.position
+        h = discriminator.dims.hidden
+        self.rtd_head = nn.Sequential(nn.Linear(h, h), nn.GELU(), nn.Linear(h, 1))
+        for m in self.rtd_head:
+            if isinstance(m, nn.Linear):
+                nn.init.normal_(m.weight, std=0.02)
+                nn.init.zeros_(m.bias)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        labels: torch.Tensor,
+        original_ids: torch.Tensor,
+        gen_norm: float = 1.0,
+        disc_norm: float = 1.0,
+    ) -> dict[str, torch.Tensor]:
+        """One ELECTRA step on a masked batch.
+
+        Args:
+            input_ids: ``(B, L)`` masked ids (generator input).
+            labels: ``(B, L)`` original ids at masked positions, −100 elsewhere.
+            original_ids: ``(B, L)`` uncorrupted ids.
+            gen_norm, disc_norm: global counts of masked tokens and of tokens in the step, so
+                ``loss_sum`` is already the step's mean loss share (the loop's normaliser is 1).
+
+        Returns:
+            ``loss_sum`` = gen CE / gen_norm + λ · disc BCE / disc_norm (differentiable) and
+            detached sums: ``gen_ce``, ``gen_count``, ``gen_correct``, ``disc_bce``,
+            ``disc_count``, ``disc_correct``, ``replaced``.
+        """
+        targets = labels != IGNORE_INDEX
+        gen_logits = self.generator.mlm_logits(self.generator(input_ids)[targets]).float()
+        gold = labels[targets]
+        gen_ce = F.cross_entropy(gen_logits, gold, reduction="sum")
+        with torch.no_grad():
+            sampled = torch.multinomial(torch.softmax(gen_logits, dim=-1), 1).squeeze(1)
+            disc_input = input_ids.clone()
+            disc_input[targets] = sampled
+            replaced = (disc_input != original_ids).float()
+            real = original_ids != self.discriminator.dims.pad_id
+        disc_logits = self.rtd_head(self.discriminator(disc_input)).squeeze(-1).float()
+        disc_bce = F.binary_cross_entropy_with_logits(disc_logits[real], replaced[real], reduction="sum")
+        loss_sum = gen_ce / gen_norm + self.disc_weight * disc_bce / disc_norm
+        with torch.no_grad():
+            disc_correct = ((disc_logits[real] > 0).float() == replaced[real]).sum()
+        return {
+            "loss_sum": loss_sum,
+            "gen_ce": gen_ce.detach(),
+            "gen_count": targets.sum().detach().float(),
+            "gen_correct": (gen_logits.argmax(-1) == gold).sum().detach().float(),
+            "disc_bce": disc_bce.detach(),
+            "disc_count": real.sum().float(),
+            "disc_correct": disc_correct.float(),
+            "replaced": replaced[real].sum(),
+            "_disc_logits": disc_logits.detach(),
+            "_replaced": replaced,
+            "_real": real,
+        }
+
+
+def rtd_auc(scores: np.ndarray, replaced: np.ndarray) -> float:
+    """ROC AUC of RTD scores, via the Mann–Whitney U statistic (scipy): P(score_replaced >
+    score_original), ties counted 1/2. NaN when one class is absent."""
+    from scipy.stats import mannwhitneyu
+
+    pos, neg = scores[replaced > 0.5], scores[replaced <= 0.5]
+    if len(pos) == 0 or len(neg) == 0:
+        return float("nan")
+    return float(mannwhitneyu(pos, neg).statistic / (len(pos) * len(neg)))
+
+
+# ---------------------------------------------------------------------------------------
+# Objective
+# ---------------------------------------------------------------------------------------
+
+
+class RetrainObjective:
+    """Micro-batches, metrics and dev evaluation of ``retrain`` (MLM or ELECTRA)."""
+
+    def __init__(self, module: nn.Module, data: PreparedData, config: RetrainConfig, info: DistInfo):
+        self.module, self.config, self.info = module, config, info
+        self.electra = isinstance(module, Electra)
+        self.batches = MaskedBatches(data, config.train, config.masking, info)
+        self.dev = fixed_dev_set(
+            data, num_sequences=config.eval.dev_sequences, seq_len=config.train.seq_len, seed=config.eval.seed,
+            masking=config.masking,
+        )
+
+
+    def micro_batches(self, step: int) -> tuple[list[dict], float]:
+        micro, labels = self.batches(step)
+        if not self.electra:
+            for m in micro:
+                del m["original_ids"]
+            return micro, float((labels != IGNORE_INDEX).sum())
+        gen_norm = float((labels != IGNORE_INDEX).sum())
+        disc_norm = float(labels.numel())  # packed pretraining data has no padding
+        for m in micro:
+            m["gen_norm"], m["disc_norm"] = gen_norm, disc_norm
+        return micro, 1.0
+
+    def step_info(self, step: int) -> dict:
+        return {}
+
+    def log_metrics(self, sums: dict[str, float], norm: float) -> dict:
+        if not self.electra:
+            return mlm_log_metrics(sums)
+        return {
+            "loss": sums["loss_sum"] / self.info.world_size,
+            "gen_loss": sums["gen_ce"] / max(sums["gen_count"], 1.0),
+            "gen_accuracy": sums["gen_correct"] / max(sums["gen_count"], 1.0),
+            "disc_loss": sums["disc_bce"] / max(sums["disc_count"], 1.0),
+            "disc_accuracy": sums["disc_correct"] / max(sums["disc_count"], 1.0),
+            "replaced_fraction": sums["replaced"] / max(sums["disc_count"], 1.0),
+        }
+
+    def evaluate(self, module: nn.Module, step: int) -> dict:
+        dev, bs, device = self.dev, self.config.eval.batch_size, self.info.device
+        if not self.electra:
+            enc = module.encoder
+            r = evaluate_mlm(enc, enc, dev, bs, device)
+            return {"dev_mlm": r, "curve": {"loss": r["loss"], "dev_mlm_loss": r["loss"], "dev_mlm_accuracy": r["accuracy"]}}
+        gen = module.generator
+        g = evaluate_mlm(gen, gen, dev, bs, device)
+        # RTD on the dev set with generator samples drawn from a fixed seed.
+        rng_state = torch.get_rng_state()
+        torch.manual_seed(self.config.eval.seed)
+        scores, repl, correct, count, bce = [], [], 0.0, 0.0, 0.0
+        for i in range(0, len(dev), bs):
+            out = module(
+                dev.input_ids[i : i + bs].to(device), dev.labels[i : i + bs].to(device),
+                dev.original_ids[i : i + bs].to(device),
+            )
+            real = out["_real"]
+            scores.append(out["_disc_logits"][real].cpu().numpy())
+            repl.append(out["_replaced"][real].cpu().numpy())
+            correct += float(out["disc_correct"])
+            count += float(out["disc_count"])
+            bce += float(out["disc_bce"])
+        torch.set_rng_state(rng_state)
+        s, r = np.concatenate(scores), np.concatenate(repl)
+        rtd = {
+            "loss": bce / max(count, 1.0),
+            "accuracy": correct / max(count, 1.0),
+            "all_original_accuracy": float(1.0 - r.mean()),
+            "auc": rtd_auc(s, r),
+        }
+        return {
+            "generator_mlm": g,
+            "rtd": rtd,
+            "curve": {
+                "loss": g["loss"], "gen_mlm_loss": g["loss"], "gen_mlm_accuracy": g["accuracy"],
+                "rtd_accuracy": rtd["accuracy"], "rtd_auc": rtd["auc"], "rtd_loss": rtd["loss"],
+            },
+        }
+
+
+# ---------------------------------------------------------------------------------------
+# The job
+# ---------------------------------------------------------------------------------------
+
+
+def _check_provenance(arch_spec: str, data: PreparedData) -> None:
+    """An architecture JSON that records the tokenizer it was searched with must match the data."""
+    path = Path(arch_spec)
+    if not (path.is_file() and path.suffix == ".json"):
+        return
+    meta = (read_json(path, what="architecture file") or {}).get("meta") or {}
+    sha = meta.get("tokenizer_sha256")
+    if sha is None and meta.get("supernet"):
+        sn_config = Path(meta["supernet"]) / "config.json"
+        if sn_config.is_file():
+            sha = read_json(sn_config, what="supernet run config").get("data", {}).get("tokenizer_sha256")
+    if sha is not None and sha != data.tokenizer_sha256:
+        raise LvsearchError(
+            f"architecture {path} was searched on data with another tokenizer than {data.folder} "
+            f"(sha256 {sha[:12]}… vs {data.tokenizer_sha256[:12]}…)",
+            fix="retrain on the data the search used, or prepare this data with that tokenizer (data prepare --tokenizer)",
+        )
+
+
+def build_module(config: RetrainConfig, arch: Arch, dims: ModelDims) -> nn.Module:
+    """The module the loop trains: :class:`EncoderMLM` or :class:`Electra`."""
+    torch.manual_seed(config.train.seed)
+    disc = Encoder(arch, dims)
+    if config.objective == "mlm":
+        return EncoderMLM(disc)
+    fraction = config.generator_size or MODEL_SIZES[config.size]["generator"]
+    return Electra(disc, Encoder(arch, generator_dims(dims, fraction)), config.disc_weight)
+
+
+def retrain(
+    arch_spec: str | None,
+    recipe: str | None,
+    data_dir: str | Path,
+    out: str | Path,
+    *,
+    overrides: list[str] = (),  # type: ignore[assignment]
+    resume: bool = False,
+    overwrite: bool = False,
+    device: str = "auto",
+    show_progress: bool = True,
+) -> dict:
+    """Retrain an architecture from scratch; returns the summary (also ``summary.json``).
+
+    Args:
+        arch_spec: architecture JSON path or reference name (None on resume: the recorded one).
+        recipe: retrain recipe (None: defaults, or the recorded one on resume).
+
+    Raises:
+        LvsearchError: bad recipe/overrides/arch (unknown name, wrong slot count, invalid
+            inputs, arch searched with another tokenizer), bad data folder, ``out`` holding a
+            run (without ``resume``/``overwrite``), resume without a valid checkpoint or with
+            other data.
+    """
+    from lvsearch import ui
+    from lvsearch.modeldir import save_model_dir
+
+    out = Path(out).expanduser().resolve()
+    info = init_distributed(device)
+    try:
+        data = PreparedData.open(data_dir)
+        if resume:
+            config, recorded = resume_config(out, RetrainConfig, RUN_FORMAT, recipe, list(overrides))
+            check_same_tokenizer(recorded, data.tokenizer_sha256, data.folder, out)
+            arch = Arch.from_dict(recorded["arch"], source=out / "config.json")
+            if arch_spec is not None and resolve_arch(arch_spec, _space(config, arch.num_slots)) != arch:
+                raise LvsearchError(f"--resume with another --arch than the run in {out}", fix="omit --arch on resume")
+        else:
+            if arch_spec is None:
+                raise LvsearchError("--arch is required for a new run", fix="e.g. --arch best.json or --arch bert")
+            config, _ = load_config(RetrainConfig, recipe, list(overrides))
+            _check_provenance(arch_spec, data)
+            arch = resolve_arch(arch_spec, _space(config, None, arch_spec))
+            if info.is_main:
+                check_new_run(out, overwrite=overwrite, run_format=RUN_FORMAT)
+            barrier(info)
+        dims = retrain_dims(config, data.vocab_size, data.special_ids.pad, config.train.seq_len)
+        module = build_module(config, arch, dims)
+        objective = RetrainObjective(module, data, config, info)
+        if info.is_main and not resume:
+            out.mkdir(parents=True, exist_ok=True)
+            atomic_write_json(out / "config.json", {
+                "format": RUN_FORMAT,
+                "lvsearch_version": __version__,
+                "config": normalise(to_jsonable(config)),
+                "arch": arch.to_dict(),
+                "arch_source": str(arch_spec),
+                "dims": dims.to_dict(),
+                "generator_dims": module.generator.dims.to_dict() if isinstance(module, Electra) else None,
+                "data": {
+                    "folder": str(data.folder.resolve()),
+                    "tokenizer_sha256": data.tokenizer_sha256,
+                    "vocab_size": data.vocab_size,
+                },
+                "world_size": info.world_size,
+            })
+            shutil.copyfile(data.folder / TOKENIZER, out / TOKENIZER)
+        barrier(info)
+        t = config.train
+        summary = train(
+            objective, t, out, info,
+            tokens_per_step=t.batch_size * t.seq_len,
+            resume=resume,
+            checkpoint_extra={"tokenizer_sha256": data.tokenizer_sha256, "arch": arch.key},
+            label=f"retrain {arch.compact} ({config.objective})",
+            show_progress=show_progress,
+        )
+        if info.is_main:
+            disc = module.discriminator if isinstance(module, Electra) else module.encoder
+            gen = module.generator if isinstance(module, Electra) else None
+            save_model_dir(
+                out / MODEL_DIR, disc, arch=arch, dims=dims, tokenizer_path=out / TOKENIZER,
+                objective=config.objective, generator=gen,
+                training_args=normalise(to_jsonable(config)),
+                extra={"run": str(out), "steps": t.steps, "tokens": summary["tokens"], "arch_source": str(arch_spec)},
+            )
+            summary["model_dir"] = str(out / MODEL_DIR)
+            summary["params"] = disc.num_params()
+            atomic_write_json(out / "summary.json", summary)
+            ui.console.print(f"model directory: {out / MODEL_DIR}")
+        barrier(info)
+        return summary
+    finally:
+        shutdown(info)
+
+
+def _space(config: RetrainConfig, num_slots: int | None, arch_spec: str | None = None) -> SearchSpace:
+    """The recipe's space; with an architecture JSON and no ``num_slots``, sized to the arch."""
+    space = SearchSpace.load(config.space)
+    n = config.num_slots or num_slots
+    if n is None and arch_spec is not None and Path(arch_spec).is_file():
+        n = Arch.from_json(arch_spec).num_slots
+    return space.with_num_slots(n) if n and n != space.num_slots else space
