@@ -23,6 +23,7 @@ from lvsearch.errors import LvsearchError
 COMMAND_MODULES = [
     "lvsearch.data.cli",
     "lvsearch.scaling_cli",
+    "lvsearch.eval.cli",
 ]
 
 
