@@ -286,7 +286,7 @@ def print_summary(report: dict) -> None:
 
     model = report["model"]
     table = Table(title=f"evaluation of {model['name']} ({model['config']['objective']}, {model['num_params']:,} parameters)")
-    table.add_column("metric")
+    table.add_column("metric", no_wrap=True)
     table.add_column("value", justify="right")
     for k, v in summary_rows(report):
         table.add_row(k, v)
@@ -318,7 +318,7 @@ def compare_reports(paths: list[str]) -> int:
             if k not in keys:
                 keys.append(k)
     table = Table(title="evaluation reports")
-    table.add_column("metric")
+    table.add_column("metric", no_wrap=True)
     for p, r in zip(paths, reports):
         table.add_column(f"{r['model']['name']}\n{Path(p).name}", justify="right")
     table.add_row("parameters", *[f"{r['model']['num_params']:,}" for r in reports])
