@@ -500,7 +500,7 @@ def test_mlm_tokenizer_mismatch(model_dir, small_corpus, trained, tmp_path, caps
 def test_cli_full_report_and_compare(model_dir, small_corpus, shared_data, tmp_path, capsys):
     out = tmp_path / "report.json"
     argv = ["evaluate", str(model_dir), "--blimp", str(shared_data / "blimp"), "--blimp-limit", "2",
-            "--task", str(shared_data / "tasks" / "rte"), "--train-limit", "48", "--eval-limit", "40", "--epochs", "1",
+            "--task", str(shared_data / "tasks" / "rte"), "--train-limit", "48", "--eval-limit", "40", "--epochs", "1", "--threads", "1",
             "--seeds", "2", "--max-len", "64", "--data", str(small_corpus), "--dev-sequences", "32", "--out", str(out)]
     rc, text = _run_cli(argv, capsys)
     assert rc == 0, text

@@ -61,6 +61,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", metavar="REPORT.json", help=f"JSON report (default: MODEL_DIR/{DEFAULT_REPORT_NAME})")
     p.add_argument("--overwrite", action="store_true", help="replace an existing report")
     p.add_argument("--device", default="cpu", help="torch device (default: cpu)")
+    p.add_argument("--threads", type=_positive_int, metavar="N",
+                   help="torch CPU threads (default: torch's choice; 1 is faster on a busy shared machine)")
     p.add_argument("--compare", nargs="+", metavar="REPORT.json", help="print these reports side by side and exit")
     b = p.add_argument_group("BLiMP")
     b.add_argument("--blimp", metavar="DIR", help="folder of BLiMP *.jsonl files (default: ../shared/data/blimp if present)")
@@ -107,6 +109,10 @@ def run(args: argparse.Namespace) -> int:
         raise LvsearchError(f"--out {out} is a folder", fix="pass a file name such as report.json")
 
     # ---- check every input before long work
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
     from lvsearch.modeldir import load_model
 
     loaded = load_model(model_dir, device=args.device)
