@@ -453,11 +453,38 @@ def test_task_bad_input_via_cli(model_dir, tmp_path, capsys, make, expect):
 
 
 def test_unknown_hf_dataset(model_dir, tmp_path, capsys, monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    import datasets
+
+    def unreachable(name, config=None, **kw):  # what datasets raises without the hub, without waiting for retries
+        raise ConnectionError(f"Couldn't reach '{name}' on the Hub (LocalEntryNotFoundError)")
+
+    monkeypatch.setattr(datasets, "load_dataset", unreachable)
     rc, text = _run_cli(["evaluate", str(model_dir), "--no-blimp", "--task", "no_such_dataset_xyz:cfg",
                          "--out", str(tmp_path / "r.json")], capsys)
-    assert rc == 2 and "could not be loaded as a Hugging Face dataset" in text and "Traceback" not in text
+    assert rc == 2 and "could not be loaded as a Hugging Face dataset (Couldn't reach" in text and "Traceback" not in text
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_hf_dataset_conversion(monkeypatch):
+    """A GLUE-style HF dataset (ClassLabel labels, test labels -1) goes through the same detection."""
+    import datasets
+
+    from lvsearch.eval.finetune import load_task
+
+    feats = datasets.Features({"sentence1": datasets.Value("string"), "sentence2": datasets.Value("string"),
+                               "label": datasets.ClassLabel(names=["entailment", "not_entailment"]), "idx": datasets.Value("int32")})
+
+    def split(labels):
+        n = len(labels)
+        return datasets.Dataset.from_dict({"sentence1": [f"a{i}" for i in range(n)], "sentence2": [f"b{i}" for i in range(n)],
+                                           "label": labels, "idx": list(range(n))}, features=feats)
+
+    dd = datasets.DatasetDict({"train": split([0, 1, 1, 0]), "validation": split([1, 0]), "test": split([-1, -1])})
+    monkeypatch.setattr(datasets, "load_dataset", lambda name, config=None, **kw: dd)
+    t = load_task("glue:rte")
+    assert t.name == "glue:rte" and t.columns == {"text_a": "sentence1", "text_b": "sentence2", "label": "label"}
+    assert t.label_names == ["entailment", "not_entailment"] and [e.label for e in t.splits["train"]] == [0, 1, 1, 0]
+    assert not t.test_labeled and t.splits["test"][0].label is None and t.splits["dev"][1].b == "b1"
 
 
 # --------------------------------------------------------------------------- MLM dev metrics

@@ -231,6 +231,8 @@ def load_task_folder(folder: str | Path) -> TaskData:
             unseen in train.
     """
     folder = Path(folder)
+    if folder.is_file():
+        raise LvsearchError(f"--task {folder} is a file; a task is a folder", fix="pass the folder holding train.tsv and dev.tsv")
     if not folder.is_dir():
         raise LvsearchError(f"task folder not found: {folder}", fix="pass --task DIR (with train.tsv and dev.tsv) or NAME:CONFIG")
     raw, where = {}, {}
