@@ -141,6 +141,13 @@ def test_model_dir_electra_generator_round_trip(trained, tmp_path):
                    objective="electra", training_args={})
     assert not (folder / "generator.safetensors").exists() and load_model(folder).generator is None
     assert [p.name for p in tmp_path.iterdir()] == ["electra"]  # no temporary folders left behind
+    # A folder that is not a model directory is never replaced.
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "keep.txt").write_text("mine")
+    with pytest.raises(LvsearchError, match="not a model directory"):
+        save_model_dir(tmp_path / "notes", enc, arch=enc.arch, dims=enc.dims, tokenizer_path=data.folder / "tokenizer.json",
+                       objective="mlm", training_args={})
+    assert (tmp_path / "notes" / "keep.txt").read_text() == "mine"
 
 
 def _break_format(d: Path):
