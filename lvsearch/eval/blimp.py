@@ -7,7 +7,7 @@ higher than ``sentence_bad``. Ties count as wrong and are reported separately (t
 pipeline counts them as right, which rewards a constant scorer).
 
 A sentence ``W = w_1..w_n`` (word pieces, without ``[CLS]``/``[SEP]``) is scored by its
-pseudo-log-likelihood (Salazar et al. 2020, ACL, "Masked Language Model Scoring", eq. 2):
+pseudo-log-likelihood (Salazar et al. 2020, ACL, "Masked Language Model Scoring", §2 — the PLL definition):
 
     PLL(W) = Σ_{t=1..n} log P_MLM(w_t | W_{\\t})
 
@@ -111,7 +111,7 @@ def read_blimp(folder: str | Path, *, limit: int | None = None) -> list[Paradigm
 
 
 class PLLScorer:
-    """Pseudo-log-likelihood of sentences under a masked LM (Salazar et al. 2020, eq. 2).
+    """Pseudo-log-likelihood of sentences under a masked LM (Salazar et al. 2020, §2).
 
     Args:
         model: an :class:`~lvsearch.model.Encoder` (its MLM head is used); put in eval mode.

@@ -19,10 +19,10 @@ state — no pooler (lvsearch pretraining has no next-sentence objective that wo
 The Encoder has no segment (token type) embeddings, so the two texts of a pair are told apart
 only by the ``[SEP]`` between them. Optimiser: AdamW, linear warm-up over the first 10% of
 steps then linear decay to 0, gradient clipping at 1.0, and layer-wise learning-rate decay
-(LLRD; ELECTRA, Clark et al. 2020, appendix; LV-BERT uses 0.8): slot ``n`` of ``N`` trains with
+(LLRD; ELECTRA, Clark et al. 2020, appendix A "Fine-tuning details"; LV-BERT uses 0.8): slot ``n`` of ``N`` trains with
 ``lr · d^(N−n)``, the embeddings with ``lr · d^N`` (the lowest), the classifier, the ELC
 mixing logits and the output stage with ``lr``. Defaults follow ELECTRA-small's fine-tuning
-(Clark et al. 2020, table 7): lr 3e-4, batch 32, 3 epochs, weight decay 0, LLRD 0.8.
+(Clark et al. 2020, appendix A, fine-tuning hyperparameter table): lr 3e-4, batch 32, 3 epochs, weight decay 0, LLRD 0.8.
 
 Each seed fine-tunes a fresh copy; the epoch with the best dev score (accuracy, or Pearson for
 regression) is selected and evaluated on test. Results per seed and mean / std (sample,
@@ -303,7 +303,7 @@ def load_task(spec: str) -> TaskData:
 # --------------------------------------------------------------------------- training
 @dataclass
 class FinetuneConfig:
-    """Fine-tuning settings (defaults: ELECTRA-small, Clark et al. 2020, table 7)."""
+    """Fine-tuning settings (defaults: ELECTRA-small, Clark et al. 2020, appendix A)."""
 
     epochs: int = 3
     lr: float = 3e-4

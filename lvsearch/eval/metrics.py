@@ -9,7 +9,7 @@ Uses scikit-learn when it is installed (``accuracy_score``, ``f1_score``,
   of per-class F1 otherwise; a class with no predicted and no true examples has F1 0
   (scikit-learn's ``zero_division=0``).
 * Matthews correlation (Matthews 1975; multi-class form of Gorodkin 2004, "Comparing two
-  K-category assignments by a K-category correlation coefficient", eq. 2): with confusion
+  K-category assignments by a K-category correlation coefficient"): with confusion
   matrix ``C``, ``t_k`` true and ``p_k`` predicted counts of class k, ``c = trace(C)``,
   ``s = Σ C``: ``MCC = (c·s − Σ p_k t_k) / sqrt((s² − Σ p_k²)(s² − Σ t_k²))``, 0 when the
   denominator is 0.
