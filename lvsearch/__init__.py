@@ -9,4 +9,13 @@ __version__ = "0.1.0"
 
 from lvsearch.errors import LvsearchError  # noqa: E402
 
-__all__ = ["LvsearchError", "__version__"]
+__all__ = ["LvsearchError", "__version__", "load_model"]
+
+
+def __getattr__(name: str):
+    # Lazy export: ``lvsearch.load_model`` without importing torch at ``import lvsearch``.
+    if name == "load_model":
+        from lvsearch.modeldir import load_model
+
+        return load_model
+    raise AttributeError(f"module 'lvsearch' has no attribute {name!r}")

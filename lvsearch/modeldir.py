@@ -101,7 +101,8 @@ def save_model_dir(
     """Write a model directory (layout in the module docstring) atomically; returns its path.
 
     Args:
-        folder: the model directory; replaced as a whole when it already exists.
+        folder: the model directory; an existing model directory (one with ``config.json``)
+            is replaced as a whole, an empty folder is filled.
         encoder: the trained Encoder (for ``objective="electra"`` the discriminator).
         arch, dims: must equal ``encoder.arch`` / ``encoder.dims``.
         tokenizer_path: the ``tokenizer.json`` the model was trained with (copied; its sha256
@@ -113,7 +114,8 @@ def save_model_dir(
 
     Raises:
         ValueError: inconsistent arguments (a programming error, not user input).
-        LvsearchError: the tokenizer file is missing.
+        LvsearchError: the tokenizer file is missing, or ``folder`` exists, is not empty and is
+            not a model directory (it is never replaced then).
     """
     from safetensors.torch import save_file
 
@@ -127,6 +129,9 @@ def save_model_dir(
     if not tokenizer_path.is_file():
         raise LvsearchError(f"tokenizer file not found: {tokenizer_path}", fix="pass the tokenizer.json the model was trained with")
     folder = Path(folder)
+    if folder.exists() and not (folder / CONFIG).is_file() and (not folder.is_dir() or any(folder.iterdir())):
+        raise LvsearchError(f"{folder} exists and is not a model directory (no {CONFIG}); refusing to replace it",
+                            fix="choose a new or empty folder for the model")
     config = {
         "format": MODEL_FORMAT,
         "arch": arch.to_dict(),

@@ -1,0 +1,335 @@
+"""``lvsearch evaluate MODEL_DIR``: BLiMP (zero-shot), fine-tuning tasks and MLM dev metrics.
+
+Every input is checked before any long computation starts (model directory, BLiMP files, task
+files, prepared data and its tokenizer, the report path), so a bad argument fails in seconds
+with one message and nothing is written. The JSON report (atomic write) holds everything needed
+to compare models: per-paradigm / per-phenomenon BLiMP accuracy with tie counts, fine-tuning
+results per seed and aggregated, MLM dev metrics, the model config and timings.
+``lvsearch evaluate --compare A.json B.json ...`` prints reports side by side.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from lvsearch.errors import LvsearchError
+
+REPORT_FORMAT = "lvsearch.eval-report/v1"
+DEFAULT_REPORT_NAME = "eval_report.json"
+BLIMP_LIMIT_RULE = "first N pairs of each paradigm, in file order"
+
+EPILOG = """\
+what is measured:
+  BLiMP        pseudo-log-likelihood (Salazar et al. 2020) of each sentence; a pair is right
+               when sentence_good scores strictly higher (ties count as wrong and are reported).
+               Default folder: ../shared/data/blimp next to the repository, when it exists.
+               ELECTRA models: the generator's MLM head when generator.safetensors exists,
+               otherwise "not applicable" (the RTD discriminator has no trained MLM head).
+  fine-tuning  --task DIR (train.tsv, dev.tsv, optional test.tsv) or a HF dataset NAME:CONFIG;
+               best dev epoch per seed, test metrics of that epoch, mean/std/median over seeds.
+  MLM          --data DIR (from 'lvsearch data prepare'): accuracy and loss on the fixed masked
+               dev set the architecture search uses; the tokenizer must be the model's.
+
+examples:
+  lvsearch evaluate runs/small/model --blimp-limit 100 --out small.json
+  lvsearch evaluate runs/small/model --no-blimp --task ../shared/data/tasks/rte --seeds 3
+  lvsearch evaluate --compare small.json medium.json
+"""
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text} is not a positive integer")
+    return value
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "evaluate",
+        help="evaluate a model directory: BLiMP, fine-tuning tasks, MLM dev metrics",
+        description=__doc__.split("\n\n")[0].split(": ", 1)[1] + " Writes a JSON report.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("model", nargs="?", metavar="MODEL_DIR", help="model directory (config.json, model.safetensors, tokenizer.json)")
+    p.add_argument("--out", metavar="REPORT.json", help=f"JSON report (default: MODEL_DIR/{DEFAULT_REPORT_NAME})")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing report")
+    p.add_argument("--device", default="cpu", help="torch device (default: cpu)")
+    p.add_argument("--threads", type=_positive_int, metavar="N",
+                   help="torch CPU threads (default: torch's choice; 1 is faster on a busy shared machine)")
+    p.add_argument("--compare", nargs="+", metavar="REPORT.json", help="print these reports side by side and exit")
+    b = p.add_argument_group("BLiMP")
+    b.add_argument("--blimp", metavar="DIR", help="folder of BLiMP *.jsonl files (default: ../shared/data/blimp if present)")
+    b.add_argument("--no-blimp", action="store_true", help="skip BLiMP")
+    b.add_argument("--blimp-limit", type=_positive_int, metavar="N", help=f"pairs per paradigm: the {BLIMP_LIMIT_RULE}")
+    b.add_argument("--blimp-token-budget", type=_positive_int, default=8192, metavar="T",
+                   help="max rows × padded length per forward pass (default: 8192)")
+    f = p.add_argument_group("fine-tuning")
+    f.add_argument("--task", action="append", default=[], metavar="DIR_OR_HF", help="task folder or HF NAME:CONFIG (repeatable)")
+    f.add_argument("--epochs", type=_positive_int, default=3, help="epochs (default: 3)")
+    f.add_argument("--lr", type=float, default=3e-4, help="peak learning rate of the top slot and classifier (default: 3e-4)")
+    f.add_argument("--layer-decay", type=float, default=0.8, help="layer-wise LR decay per slot (default: 0.8; 1 = off)")
+    f.add_argument("--batch-size", type=_positive_int, default=32, help="batch size (default: 32)")
+    f.add_argument("--max-len", type=_positive_int, default=128, help="max tokens per example, [CLS]/[SEP] included (default: 128)")
+    f.add_argument("--seeds", type=_positive_int, default=3, metavar="N", help="number of seeds 0..N-1 (default: 3)")
+    f.add_argument("--train-limit", type=_positive_int, metavar="N", help="use a seeded sample of N training examples")
+    f.add_argument("--eval-limit", type=_positive_int, metavar="N", help="use the first N dev and test examples")
+    m = p.add_argument_group("MLM dev metrics")
+    m.add_argument("--data", metavar="DIR", help="prepared dataset (lvsearch data prepare --out DIR)")
+    m.add_argument("--dev-sequences", type=_positive_int, default=256, help="dev sequences (default: 256, as the search)")
+    m.add_argument("--dev-seq-len", type=_positive_int, help="dev sequence length (default: the dataset's)")
+    m.add_argument("--dev-seed", type=int, default=1234, help="seed of the dev sample and masks (default: 1234)")
+    p.set_defaults(func=run)
+
+
+def default_blimp_dir() -> Path:
+    """``<repo>/../shared/data/blimp`` (may not exist)."""
+    import lvsearch
+
+    return (Path(lvsearch.__file__).resolve().parents[1] / ".." / "shared" / "data" / "blimp").resolve()
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.compare:
+        return compare_reports(args.compare)
+    if not args.model:
+        raise LvsearchError("no model directory given", fix="lvsearch evaluate MODEL_DIR [options] (or --compare A.json B.json)")
+    t_start = time.perf_counter()
+    model_dir = Path(args.model)
+    out = Path(args.out) if args.out else model_dir / DEFAULT_REPORT_NAME
+    if out.exists() and not args.overwrite:
+        raise LvsearchError(f"report {out} already exists", fix="pass --overwrite to replace it, or another --out")
+    if out.is_dir():
+        raise LvsearchError(f"--out {out} is a folder", fix="pass a file name such as report.json")
+
+    # ---- check every input before long work
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    from lvsearch.modeldir import load_model
+
+    loaded = load_model(model_dir, device=args.device)
+    t_loaded = time.perf_counter()
+
+    blimp_dir = None
+    blimp_note = None
+    if args.no_blimp:
+        blimp_note = {"status": "skipped", "reason": "--no-blimp"}
+    elif args.blimp:
+        blimp_dir = Path(args.blimp)
+    elif default_blimp_dir().is_dir():
+        blimp_dir = default_blimp_dir()
+    else:
+        blimp_note = {"status": "skipped", "reason": f"no --blimp given and {default_blimp_dir()} is absent"}
+    paradigms = None
+    scorer_model, head = loaded.encoder, "MLM head of the model"
+    if blimp_dir is not None:
+        from lvsearch.eval.blimp import read_blimp
+
+        paradigms = read_blimp(blimp_dir, limit=args.blimp_limit)
+        if loaded.objective == "electra":
+            if loaded.generator is not None:
+                scorer_model, head = loaded.generator, "MLM head of the ELECTRA generator (generator.safetensors)"
+            else:
+                paradigms = None
+                blimp_note = {"status": "not applicable",
+                              "reason": "RTD discriminator has no MLM head (no generator.safetensors in the model directory)"}
+
+    from lvsearch.eval.finetune import FinetuneConfig, load_task
+
+    tasks = [load_task(spec) for spec in args.task]
+    names = [t.name for t in tasks]
+    if len(set(names)) != len(names):
+        raise LvsearchError(f"two --task arguments have the same name ({', '.join(names)})",
+                            fix="give each task once (task folders are named by their last path component)")
+    ft_cfg = FinetuneConfig(epochs=args.epochs, lr=args.lr, batch_size=args.batch_size, max_len=args.max_len,
+                            seeds=tuple(range(args.seeds)), train_limit=args.train_limit, layer_decay=args.layer_decay,
+                            eval_limit=args.eval_limit)
+    ft_cfg.check()
+
+    data = None
+    mlm_model = loaded.encoder
+    mlm_note = None
+    if args.data:
+        from lvsearch.data.shards import PreparedData
+        from lvsearch.eval.mlm import check_tokenizer
+
+        data = PreparedData.open(args.data)
+        check_tokenizer(loaded.tokenizer_sha256, data, loaded.folder)
+        if loaded.objective == "electra":
+            if loaded.generator is not None:
+                mlm_model = loaded.generator
+            else:
+                data = None
+                mlm_note = {"status": "not applicable",
+                            "reason": "RTD discriminator has no MLM head (no generator.safetensors in the model directory)"}
+    if paradigms is None and not tasks and data is None and not (blimp_note and blimp_note["status"] == "not applicable") \
+            and mlm_note is None:
+        raise LvsearchError("nothing to evaluate (BLiMP skipped, no --task, no --data)",
+                            fix="pass --blimp DIR, --task DIR or --data DIR")
+
+    # ---- run
+    import torch
+
+    from lvsearch import __version__, ui
+
+    report: dict = {
+        "format": REPORT_FORMAT,
+        "lvsearch_version": __version__,
+        "model": {
+            "folder": str(loaded.folder.resolve()),
+            "name": loaded.folder.resolve().name,
+            "config": loaded.config,
+            "num_params": loaded.encoder.num_params(),
+            "generator_num_params": loaded.generator.num_params() if loaded.generator is not None else None,
+            "training_args": loaded.training_args,
+        },
+        "environment": {"torch": torch.__version__, "threads": torch.get_num_threads(), "device": args.device},
+        "timings": {"load_s": t_loaded - t_start},
+    }
+
+    if paradigms is not None:
+        from lvsearch.eval.blimp import PLLScorer, evaluate_blimp
+
+        scorer = PLLScorer(scorer_model, loaded.tokenizer, token_budget=args.blimp_token_budget, device=args.device)
+        with ui.progress() as bar:
+            task_id = bar.add_task("BLiMP", total=None, info="sentences")
+
+            def on_progress(done: int, total: int) -> None:
+                bar.update(task_id, completed=done, total=total)
+
+            res = evaluate_blimp(scorer, paradigms, progress=on_progress)
+        report["blimp"] = {"status": "done", "head": head, "folder": str(blimp_dir.resolve()),
+                           "limit": args.blimp_limit, "limit_rule": BLIMP_LIMIT_RULE if args.blimp_limit else None,
+                           "tie_rule": "ties count as wrong", "token_budget": args.blimp_token_budget, **res}
+        report["timings"]["blimp_s"] = res["seconds"]
+    else:
+        report["blimp"] = blimp_note
+
+    if tasks:
+        from lvsearch.eval.finetune import finetune_task
+
+        report["finetune"] = {}
+        report["timings"]["finetune_s"] = {}
+        with ui.progress() as bar:
+            task_id = bar.add_task("fine-tuning", total=None, info="")
+            for task in tasks:
+                def on_step(what: str, done: int, total: int) -> None:
+                    bar.update(task_id, completed=done, total=total, info=what)
+
+                t0 = time.perf_counter()
+                report["finetune"][task.name] = finetune_task(loaded.encoder, loaded.tokenizer, task, ft_cfg,
+                                                              device=args.device, progress=on_step)
+                report["timings"]["finetune_s"][task.name] = time.perf_counter() - t0
+
+    if data is not None:
+        from lvsearch.eval.mlm import mlm_dev_metrics
+
+        t0 = time.perf_counter()
+        res = mlm_dev_metrics(mlm_model, data, num_sequences=args.dev_sequences, seq_len=args.dev_seq_len,
+                              seed=args.dev_seed, device=args.device)
+        report["mlm"] = {"status": "done", "data": str(Path(args.data).resolve()),
+                         "head": "generator" if mlm_model is loaded.generator else "model", **res}
+        report["timings"]["mlm_s"] = time.perf_counter() - t0
+    elif mlm_note is not None:
+        report["mlm"] = mlm_note
+
+    report["timings"]["total_s"] = time.perf_counter() - t_start
+    from lvsearch.io import atomic_write_json
+
+    if out.exists() and not args.overwrite:  # appeared while we were computing
+        raise LvsearchError(f"report {out} appeared during the evaluation", fix="pass --overwrite or another --out")
+    atomic_write_json(out, report)
+    print_summary(report)
+    ui.console.print(f"report written to {out}", highlight=False)
+    return 0
+
+
+def _fmt(v, digits: int = 4) -> str:
+    return "—" if v is None else f"{v:.{digits}f}"
+
+
+def summary_rows(report: dict) -> list[tuple[str, str]]:
+    """``(metric, value)`` rows summarising one report (used by the summary and --compare)."""
+    rows: list[tuple[str, str]] = []
+    blimp = report.get("blimp") or {}
+    if blimp.get("status") == "done":
+        rows.append(("BLiMP mean over paradigms", _fmt(blimp["mean_over_paradigms"])))
+        rows.append(("BLiMP mean over pairs", _fmt(blimp["mean_over_pairs"])))
+        rows.append(("BLiMP pairs / ties", f"{blimp['pairs']} / {blimp['ties']}"))
+        for term, r in blimp["phenomena"].items():
+            rows.append((f"  {term}", _fmt(r["accuracy"])))
+        sps = blimp.get("sentences_per_second")
+        rows.append(("BLiMP sentences/s", "—" if sps is None else f"{sps:.0f}"))
+    elif blimp:
+        rows.append(("BLiMP", f"{blimp.get('status')}: {blimp.get('reason')}"))
+    for name, ft in (report.get("finetune") or {}).items():
+        split = "test" if "test" in ft["aggregate"] else "dev"
+        for metric, s in ft["aggregate"][split].items():
+            if s["mean"] is None:
+                continue
+            rows.append((f"{name} {split} {metric}", f"{s['mean']:.4f} ± {s['std']:.4f} (median {s['median']:.4f}, n={s['n']})"))
+    mlm = report.get("mlm") or {}
+    if mlm.get("status") == "done":
+        rows.append(("MLM dev accuracy", _fmt(mlm["accuracy"])))
+        rows.append(("MLM dev loss", _fmt(mlm["loss"])))
+    elif mlm:
+        rows.append(("MLM", f"{mlm.get('status')}: {mlm.get('reason')}"))
+    return rows
+
+
+def print_summary(report: dict) -> None:
+    from rich.table import Table
+
+    from lvsearch import ui
+
+    model = report["model"]
+    table = Table(title=f"evaluation of {model['name']} ({model['config']['objective']}, {model['num_params']:,} parameters)")
+    table.add_column("metric", no_wrap=True)
+    table.add_column("value", justify="right")
+    for k, v in summary_rows(report):
+        table.add_row(k, v)
+    ui.console.print(table)
+
+
+def compare_reports(paths: list[str]) -> int:
+    """Print reports side by side (stdout); metrics missing from a report show as —.
+
+    Raises:
+        LvsearchError: a file is missing, not JSON, or not an evaluation report.
+    """
+    from rich.console import Console
+    from rich.table import Table
+
+    from lvsearch.io import read_json
+
+    reports = []
+    for p in paths:
+        r = read_json(p, what="evaluation report")
+        if not isinstance(r, dict) or r.get("format") != REPORT_FORMAT:
+            raise LvsearchError(f"{p} is not an lvsearch evaluation report (format {REPORT_FORMAT!r} expected)",
+                                fix="pass files written by 'lvsearch evaluate --out'")
+        reports.append(r)
+    per = [dict(summary_rows(r)) for r in reports]
+    keys: list[str] = []
+    for rows in (summary_rows(r) for r in reports):
+        for k, _ in rows:
+            if k not in keys:
+                keys.append(k)
+    table = Table(title="evaluation reports")
+    table.add_column("metric", no_wrap=True)
+    for p, r in zip(paths, reports):
+        table.add_column(f"{r['model']['name']}\n{Path(p).name}", justify="right")
+    table.add_row("parameters", *[f"{r['model']['num_params']:,}" for r in reports])
+    table.add_row("objective", *[r["model"]["config"]["objective"] for r in reports])
+    for k in keys:
+        table.add_row(k, *[d.get(k, "—") for d in per])
+    Console().print(table)
+    return 0
