@@ -8,6 +8,18 @@ import pytest
 from _shared import shared_data_dir
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _one_torch_thread():
+    """Test models are tiny and gain nothing from 2 threads; on a shared, oversubscribed
+    2-core machine OpenMP spin-waiting made a tiny training step ~70× slower (2 s vs 30 ms)."""
+    import torch
+
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     path = shared_data_dir()

@@ -23,16 +23,6 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 # --------------------------------------------------------------------------- fixtures
-@pytest.fixture(scope="module", autouse=True)
-def _one_torch_thread():
-    """Tiny models gain nothing from 2 threads, and on a shared, oversubscribed 2-core machine
-    OpenMP's spin-waiting made a training step of the tiny test model ~70x slower (2 s vs 30 ms)."""
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
-
-
 @pytest.fixture(scope="module")
 def small_corpus(corpora: Path, tmp_path_factory) -> Path:
     """A slice of the shared corpus (brown + movie_reviews, first 12k train lines each, full

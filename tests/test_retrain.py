@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import shutil
 from pathlib import Path
 
@@ -72,7 +73,7 @@ def test_electra_learns_and_model_dir_round_trips(prepared_corpus: Path, tmp_pat
     run = tmp_path / "run"
     summary = retrain(
         "bert", "retrain-quickstart", prepared_corpus, run,
-        overrides=TINY + ["objective=electra", "train.steps=60", "train.warmup_steps=6", "train.eval_every=30", "train.lr=2e-3"],
+        overrides=TINY + ["objective=electra", "train.steps=120", "train.warmup_steps=10", "train.eval_every=60", "train.lr=2e-3"],
         show_progress=False,
     )
     lines = [r for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if "lr" in r]
@@ -80,10 +81,17 @@ def test_electra_learns_and_model_dir_round_trips(prepared_corpus: Path, tmp_pat
     assert last["loss"] < first["loss"] - 2.0
     assert last["gen_loss"] < first["gen_loss"]
     rtd = summary["final_eval"]["rtd"]
-    assert rtd["accuracy"] > rtd["all_original_accuracy"] + 0.005, rtd  # beats "nothing replaced"
-    assert rtd["auc"] > 0.6
+    # The discriminator beats the "nothing replaced" base rate in log-loss (the binary entropy
+    # of the replaced fraction) and ranks replaced tokens above originals. Accuracy at the 0.5
+    # threshold stays at the all-original baseline this early (measured: still equal after 400
+    # steps of this tiny model), so it is checked not to fall below it.
+    p = 1.0 - rtd["all_original_accuracy"]
+    base_rate_loss = -(p * math.log(p) + (1 - p) * math.log(1 - p))
+    assert rtd["loss"] < base_rate_loss - 0.01, rtd
+    assert rtd["auc"] > 0.6, rtd
+    assert rtd["accuracy"] >= rtd["all_original_accuracy"] - 0.01, rtd
     curve = [json.loads(x) for x in (run / "curve.jsonl").read_text().splitlines()]
-    assert [c["tokens"] for c in curve] == [30 * 16 * 32, 60 * 16 * 32]
+    assert [c["tokens"] for c in curve] == [60 * 16 * 32, 120 * 16 * 32]
     assert curve[-1]["loss"] == summary["final_eval"]["generator_mlm"]["loss"]
 
     loaded = load_model(run / "model")
@@ -91,7 +99,7 @@ def test_electra_learns_and_model_dir_round_trips(prepared_corpus: Path, tmp_pat
     assert loaded.arch == Arch.sequential("sfsf")
     data = PreparedData.open(prepared_corpus)
     ids = torch.from_numpy(data.sequences("dev", 32)[torch.arange(3).numpy()])
-    ckpt = load_file(str(run / "checkpoints" / "step-0000060" / "model.safetensors"))
+    ckpt = load_file(str(run / "checkpoints" / "step-0000120" / "model.safetensors"))
     cfg, _ = load_config(RetrainConfig, "retrain-quickstart", TINY + ["objective=electra"])
     module = build_module(cfg, loaded.arch, loaded.dims)
     module.load_state_dict(ckpt)
