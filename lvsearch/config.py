@@ -145,12 +145,7 @@ class SupernetConfig:
     eval: EvalConfig = field(default_factory=EvalConfig)
 
     def check(self, source: str) -> None:
-        from lvsearch.model import ModelDims
-
-        allowed = [f.name for f in dataclasses.fields(ModelDims) if f.name not in ("vocab_size", "pad_id")]
-        for key in self.model:
-            if key not in allowed:
-                raise _unknown_key(source, f"model.{key}", key, allowed)
+        _check_model_keys(self.model, source)
         self.train.check(source)
         self.masking.check()
         self.sampling.check(source)
@@ -208,18 +203,13 @@ class RetrainConfig:
     eval: RetrainEvalConfig = field(default_factory=RetrainEvalConfig)
 
     def check(self, source: str) -> None:
-        from lvsearch.model import ModelDims
-
         if self.size not in MODEL_SIZES:
             raise LvsearchError(f"{source}: size {self.size!r} unknown", fix=f"use one of {', '.join(MODEL_SIZES)}")
         if self.objective not in ("electra", "mlm"):
             raise LvsearchError(f"{source}: objective {self.objective!r} unknown", fix="use electra or mlm")
         if self.generator_size is not None and not 0 < self.generator_size <= 1:
             raise LvsearchError(f"{source}: generator_size must be in (0, 1]", fix="e.g. 0.25")
-        allowed = [f.name for f in dataclasses.fields(ModelDims) if f.name not in ("vocab_size", "pad_id")]
-        for key in self.model:
-            if key not in allowed:
-                raise _unknown_key(source, f"model.{key}", key, allowed)
+        _check_model_keys(self.model, source)
         self.train.check(source)
         self.masking.check()
 
@@ -227,6 +217,16 @@ class RetrainConfig:
 # ---------------------------------------------------------------------------------------
 # Loading
 # ---------------------------------------------------------------------------------------
+
+
+def _check_model_keys(model: dict, source: str) -> None:
+    """A recipe's ``model`` section may only hold ModelDims fields (vocab/pad come from the data)."""
+    from lvsearch.model import ModelDims
+
+    allowed = [f.name for f in dataclasses.fields(ModelDims) if f.name not in ("vocab_size", "pad_id")]
+    for key in model:
+        if key not in allowed:
+            raise _unknown_key(source, f"model.{key}", key, allowed)
 
 
 def _unknown_key(source: str, dotted: str, key: str, valid: list[str]) -> LvsearchError:
