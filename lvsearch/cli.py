@@ -24,6 +24,7 @@ COMMAND_MODULES = [
     "lvsearch.data.cli",
     "lvsearch.train.cli",
     "lvsearch.scaling_cli",
+    "lvsearch.search.cli",
 ]
 
 
