@@ -43,7 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--crossover", type=int, default=None, help="children by crossover per iteration (default P/2)")
     p.add_argument("--mutation", type=int, default=None, help="children by mutation per iteration (default P - crossover)")
     p.add_argument("--mutation-prob", type=float, default=None, help="per-slot mutation probability p (default 0.1)")
-    p.add_argument("--topk", type=int, default=None, help="size of the top-k set (default 10)")
+    p.add_argument("--topk", type=int, default=None, help="size of the top-k set (default min(10, P))")
     p.add_argument("--strategy", choices=["evolution", "random", "nsga2"], default=None, help="default: evolution")
     p.add_argument("--crossover-kind", choices=["uniform", "one-point", "two-point"], default=None, help="default: uniform")
     p.add_argument("--nsga2-cost", choices=["params", "flops"], default=None, help="NSGA-II objective to minimise (default params)")
@@ -114,11 +114,19 @@ def _evolve(args: argparse.Namespace) -> int:
         recorded = state.get("config") if isinstance(state, dict) else None
         if not isinstance(recorded, dict):
             raise LvsearchError(f"search state {path} is corrupted", fix="restore it, or start again with --overwrite")
+        changed = sorted(k for k, v in given.items() if k != "iterations" and recorded.get(k) != v)
+        if changed:
+            raise LvsearchError(
+                f"--resume with different search settings than {path} ({', '.join('--' + k.replace('_', '-') for k in changed)})",
+                fix="resume with the original settings (only --iterations may grow), or start a new --out",
+            )
         try:
             config = SearchConfig(**dict(recorded, **given))
         except TypeError:
             raise LvsearchError(f"search state {path} is corrupted", fix="restore it, or start again with --overwrite") from None
     else:
+        if "topk" not in given and "population" in given:
+            given["topk"] = min(SearchConfig.topk, given["population"])  # default 10, at most P
         config = SearchConfig(**given)
     opts = EvolveOptions(
         supernet=args.supernet, out=args.out, data=args.data, dev_sequences=args.dev_sequences,
@@ -217,7 +225,8 @@ def _rank_check(args: argparse.Namespace) -> int:
     res = rank_check(args.supernet, num_archs=args.archs, steps=args.steps, pool=args.pool, out=args.out,
                      data=args.data, dev_sequences=args.dev_sequences, seed=args.seed, overwrite=args.overwrite,
                      device=args.device)
-    ui.console.print(f"Kendall tau {res['kendall_tau']:.3f} (p {res['kendall_p']:.3g}), Spearman rho "
-                     f"{res['spearman_rho']:.3f}, top-{res['topk']} overlap {res['topk_overlap']}/{res['topk']} "
+    fmt = lambda v: "undefined" if v is None else f"{v:.3f}"  # noqa: E731
+    ui.console.print(f"Kendall tau {fmt(res['kendall_tau'])} (p {fmt(res['kendall_p'])}), Spearman rho "
+                     f"{fmt(res['spearman_rho'])}, top-{res['topk']} overlap {res['topk_overlap']}/{res['topk']} "
                      f"over {res['num_archs']} architectures × {res['steps']} steps → {res['out']}")
     return 0
