@@ -240,6 +240,12 @@ def test_bad_inputs(supernet_run: Path, tmp_path: Path, capsys):
         "--mutation", "3",
         match="must equal --population")
     bad("--supernet", sn, "--out", str(tmp_path / "o6"), "--resume", match="holds no search")
+    other = tmp_path / "other_tok"
+    shutil.copytree(supernet_run, other)
+    cfg = json.loads((other / "config.json").read_text())
+    cfg["data"]["tokenizer_sha256"] = "0" * 64
+    (other / "config.json").write_text(json.dumps(cfg))
+    bad("--supernet", str(other), "--out", str(tmp_path / "o7"), match="prepared with another tokenizer")
 
     out = tmp_path / "s"
     assert main(["evolve", "--supernet", sn, "--out", str(out), "--population", "4", "--iterations", "1",
