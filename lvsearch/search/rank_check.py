@@ -89,7 +89,8 @@ def rank_check(supernet: str | Path, *, num_archs: int = 8, steps: int = 200, po
                seed: int = 0, overwrite: bool = False, device: str = "auto", show_progress: bool = False) -> dict:
     """Run the rank check; returns (and writes) the report dict.
 
-    Returns keys: ``kendall_tau, kendall_p, spearman_rho, spearman_p, topk, topk_overlap,
+    Returns keys: ``kendall_tau, kendall_p, spearman_rho, spearman_p`` (accuracies),
+    ``kendall_tau_loss, kendall_p_loss`` (dev MLM losses), ``topk, topk_overlap,
     archs`` (per arch: key, supernet fitness/loss, standalone accuracy/loss, params),
     ``num_archs, steps, pool, supernet_step, seconds, out``.
 
@@ -162,6 +163,9 @@ def rank_check(supernet: str | Path, *, num_archs: int = 8, steps: int = 200, po
         warnings.simplefilter("ignore")  # constant input: reported as undefined (None)
         tau = kendalltau(xs, ys)
         rho = spearmanr(xs, ys)
+        # secondary: dev MLM loss (lower is better on both sides); informative when short
+        # standalone runs leave accuracies tied (every model predicting the same frequent token)
+        tau_loss = kendalltau([r["supernet_loss"] for r in rows], [r["standalone_loss"] for r in rows])
     k = max(1, len(rows) // 4)
     top_sn = {row["key"] for row in sorted(rows, key=lambda r: -r["supernet_fitness"])[:k]}
     top_sa = {row["key"] for row in sorted(rows, key=lambda r: -r["standalone_accuracy"])[:k]}
@@ -173,6 +177,7 @@ def rank_check(supernet: str | Path, *, num_archs: int = 8, steps: int = 200, po
     report = {
         "kendall_tau": num(tau.statistic), "kendall_p": num(tau.pvalue),
         "spearman_rho": num(rho.statistic), "spearman_p": num(rho.pvalue),
+        "kendall_tau_loss": num(tau_loss.statistic), "kendall_p_loss": num(tau_loss.pvalue),
         "topk": k, "topk_overlap": len(top_sn & top_sa), "archs": rows, "num_archs": len(rows), "steps": steps,
         "pool": m, "supernet": str(Path(supernet).resolve()), "supernet_step": loaded.step,
         "dev_sequences": int(dev.input_ids.shape[0]), "seconds": time.perf_counter() - t0, "out": str(out),
