@@ -134,6 +134,11 @@ def test_evolution_beats_random_on_a_toy_fitness_and_topk_never_drops():
             assert curve == sorted(curve) and means == sorted(means)
             best[strategy].append(res.best.fitness)
     assert sum(best["evolution"]) / 4 > sum(best["random"]) / 4 + 0.1, best
+    # constraints: violating children are re-drawn, never kept
+    ev = _toy(space, target)
+    ev.constraints = Constraints(max_params=12)
+    res = Search(space, ev, SearchConfig(population=10, iterations=4, topk=3, seed=1)).run()
+    assert len(res.history) == 40 and all(h["params"] <= 12 and h["rejected"] is None for h in res.history)
     # NSGA-II front is non-dominated
     res = Search(space, _toy(space, target), SearchConfig(strategy="nsga2", population=12, iterations=4, seed=0)).run()
     front = [(r.fitness, r.params) for r in res.pareto]

@@ -28,7 +28,7 @@ with ``==``).
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Callable, Sequence
 
 from lvsearch.arch import Arch

@@ -393,11 +393,16 @@ class Search:
             self.topk = [str(k) for k in s["topk"]]
             self.curve = list(s["curve"])
             for k in self.population + self.parents + self.topk:
-                arch_from_key(k)
+                self.space.validate(arch_from_key(k))
+            known = {r.key for r in results}
+            if any(k not in known for k in self.parents + self.topk) or len(history) != len(known):
+                raise bad
             rng = s["rng"]
             set_rng_state(rng)
-        except LvsearchError:
-            raise
+        except LvsearchError as e:
+            if e is bad or "--resume" in str(e):
+                raise
+            raise bad from None
         except (KeyError, TypeError, ValueError, IndexError, AttributeError):
             raise bad from None
         self.history = history
