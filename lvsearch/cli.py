@@ -23,8 +23,9 @@ from lvsearch.errors import LvsearchError
 COMMAND_MODULES = [
     "lvsearch.data.cli",
     "lvsearch.train.cli",
-    "lvsearch.scaling_cli",
+    "lvsearch.search.cli",
     "lvsearch.eval.cli",
+    "lvsearch.scaling_cli",
 ]
 
 

@@ -1,0 +1,232 @@
+"""``lvsearch evolve``, ``lvsearch arch show`` and ``lvsearch rank-check``."""
+
+from __future__ import annotations
+
+import argparse
+
+EVOLVE_EPILOG = """\
+examples:
+  lvsearch evolve --supernet runs/sn --out runs/search
+  lvsearch evolve --supernet runs/sn --out runs/search --population 20 --iterations 5 --compare-random
+  lvsearch evolve --supernet runs/sn --out runs/search --resume
+  lvsearch evolve --supernet runs/sn --out runs/nsga --strategy nsga2 --max-params 5000000
+  torchrun --nproc_per_node 2 -m lvsearch evolve --supernet runs/sn --out runs/search
+
+Defaults are LV-BERT's (Yu et al. 2021): population 50, 20 iterations, 25 crossovers +
+25 mutations, mutation probability 0.1, top-k 10. --crossover + --mutation must equal
+--population (given one, the other is derived; given neither, half and half).
+"""
+
+
+def _int(text: str) -> int:
+    """Integers also as 5e6 / 5_000_000."""
+    try:
+        return int(float(text)) if any(c in text for c in "eE.") else int(text.replace("_", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "evolve",
+        help="evolutionary / random / NSGA-II search over a trained supernet",
+        description="Search layer order (and ELC connectivity) with weights inherited from a trained supernet: "
+        "LV-BERT's evolutionary algorithm on DEAP (default), random search, or NSGA-II on accuracy vs size. "
+        "Fitness = MLM accuracy on a fixed masked dev subset. Resumable; runs under torchrun.",
+        epilog=EVOLVE_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--supernet", required=True, metavar="RUN", help="folder of 'lvsearch train-supernet'")
+    p.add_argument("--out", required=True, metavar="DIR", help="search folder (new, or with --resume/--overwrite)")
+    p.add_argument("--population", type=int, default=None, help="population size P (default 50)")
+    p.add_argument("--iterations", type=int, default=None, help="iterations T (default 20)")
+    p.add_argument("--crossover", type=int, default=None, help="children by crossover per iteration (default P/2)")
+    p.add_argument("--mutation", type=int, default=None, help="children by mutation per iteration (default P - crossover)")
+    p.add_argument("--mutation-prob", type=float, default=None, help="per-slot mutation probability p (default 0.1)")
+    p.add_argument("--topk", type=int, default=None, help="size of the top-k set (default min(10, P))")
+    p.add_argument("--strategy", choices=["evolution", "random", "nsga2"], default=None, help="default: evolution")
+    p.add_argument("--crossover-kind", choices=["uniform", "one-point", "two-point"], default=None, help="default: uniform")
+    p.add_argument("--nsga2-cost", choices=["params", "flops"], default=None, help="NSGA-II objective to minimise (default params)")
+    p.add_argument("--max-params", type=_int, default=None, metavar="N", help="reject architectures with more parameters")
+    p.add_argument("--max-flops", type=_int, default=None, metavar="N", help="reject architectures with more FLOPs per token")
+    p.add_argument("--dev-sequences", type=int, default=None, metavar="N", help="dev sequences scored (default: the run's eval.dev_sequences)")
+    p.add_argument("--batch-size", type=int, default=None, metavar="N", help="dev sequences per forward chunk (default: all)")
+    p.add_argument("--seed", type=int, default=None, help="search seed (default 0)")
+    p.add_argument("--cache-mb", type=float, default=512.0, metavar="MB", help="prefix-cache budget (default 512)")
+    p.add_argument("--data", default=None, metavar="DIR", help="prepared data (default: the folder recorded in the run)")
+    p.add_argument("--space", default=None, metavar="NAME", help="expected search space (checked against the supernet's)")
+    p.add_argument("--compare-random", action="store_true", help="also run random search with the same number of evaluations")
+    p.add_argument("--resume", action="store_true", help="continue the search in --out")
+    p.add_argument("--overwrite", action="store_true", help="replace a search already in --out")
+    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    p.set_defaults(func=_evolve)
+
+    a = sub.add_parser("arch", help="inspect architectures", description="Inspect architecture files and names.")
+    a.set_defaults(group_parser=a)
+    asub = a.add_subparsers(dest="arch_command", metavar="SUBCOMMAND")
+    show = asub.add_parser("show", help="print an architecture readably",
+                           description="Print an architecture (best.json, or a name: bert, sandwich, lvbert-paper, "
+                           "random:SEED): op strip, inputs per slot, α weights and size when a supernet is given.")
+    show.add_argument("arch", metavar="FILE_OR_NAME")
+    show.add_argument("--supernet", default=None, metavar="RUN", help="trained supernet: adds α weights, params, FLOPs")
+    show.add_argument("--space", default=None, metavar="NAME", help="search space (needed for names without --supernet)")
+    show.set_defaults(func=_arch_show)
+
+    r = sub.add_parser(
+        "rank-check",
+        help="rank correlation between supernet fitness and standalone training",
+        description="Sample architectures spread over the supernet-fitness range, train each from scratch for "
+        "--steps steps on the supernet's data and recipe, and report Kendall tau, Spearman rho and top-k overlap.",
+    )
+    r.add_argument("--supernet", required=True, metavar="RUN")
+    r.add_argument("--archs", type=int, default=8, metavar="N", help="architectures trained standalone (default 8)")
+    r.add_argument("--steps", type=int, default=200, metavar="S", help="standalone training steps each (default 200)")
+    r.add_argument("--pool", type=int, default=None, metavar="M", help="random pool scored on the supernet (default max(50, 5N))")
+    r.add_argument("--out", default=None, metavar="DIR", help="output folder (default RUN/rank_check)")
+    r.add_argument("--data", default=None, metavar="DIR")
+    r.add_argument("--dev-sequences", type=int, default=None, metavar="N")
+    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--overwrite", action="store_true")
+    r.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    r.set_defaults(func=_rank_check)
+
+
+# ------------------------------------------------------------------------------- evolve
+_CONFIG_ARGS = ("population", "iterations", "crossover", "mutation", "mutation_prob", "topk", "strategy",
+                "crossover_kind", "nsga2_cost", "seed")
+
+
+def _evolve(args: argparse.Namespace) -> int:
+    from lvsearch import ui
+    from lvsearch.errors import LvsearchError
+    from lvsearch.io import read_json
+    from lvsearch.search.evolution import STATE, SearchConfig
+    from lvsearch.search.job import EvolveOptions, evolve
+
+    given = {k: getattr(args, k) for k in _CONFIG_ARGS if getattr(args, k) is not None}
+    if args.resume:
+        from pathlib import Path
+
+        path = Path(args.out) / STATE
+        if not path.is_file():
+            raise LvsearchError(f"--resume: {args.out} holds no search ({STATE} missing)", fix="start without --resume")
+        state = read_json(path, what="search state")
+        recorded = state.get("config") if isinstance(state, dict) else None
+        if not isinstance(recorded, dict):
+            raise LvsearchError(f"search state {path} is corrupted", fix="restore it, or start again with --overwrite")
+        changed = sorted(k for k, v in given.items() if k != "iterations" and recorded.get(k) != v)
+        if changed:
+            raise LvsearchError(
+                f"--resume with different search settings than {path} ({', '.join('--' + k.replace('_', '-') for k in changed)})",
+                fix="resume with the original settings (only --iterations may grow), or start a new --out",
+            )
+        try:
+            config = SearchConfig(**dict(recorded, **given))
+        except TypeError:
+            raise LvsearchError(f"search state {path} is corrupted", fix="restore it, or start again with --overwrite") from None
+    else:
+        if "topk" not in given and "population" in given:
+            given["topk"] = min(SearchConfig.topk, given["population"])  # default 10, at most P
+        config = SearchConfig(**given)
+    opts = EvolveOptions(
+        supernet=args.supernet, out=args.out, data=args.data, dev_sequences=args.dev_sequences,
+        batch_size=args.batch_size, cache_mb=args.cache_mb, max_params=args.max_params, max_flops=args.max_flops,
+        compare_random=args.compare_random, resume=args.resume, overwrite=args.overwrite, device=args.device,
+        space=args.space,
+    )
+    results = evolve(opts, config)
+    for label, res in results.items():
+        b = res.best
+        ui.console.print(f"{label}: best fitness {b.fitness:.4f} (loss {b.loss:.3f}, {b.params:,} params, "
+                         f"{b.flops / 1e6:.2f} MFLOPs/token) after {len(res.history)} evaluations: {b.key}")
+    return 0
+
+
+# ------------------------------------------------------------------------------- arch show
+def _arch_show(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from lvsearch.arch import Arch, resolve_arch
+    from lvsearch.errors import LvsearchError
+    from lvsearch.space import SearchSpace
+
+    loaded = space = None
+    if args.supernet:
+        from lvsearch.train.supernet import load_supernet
+
+        loaded = load_supernet(args.supernet)
+        space = loaded.space
+    if args.space:
+        sp = SearchSpace.load(args.space)
+        if space is not None and sp.to_dict() | {"name": ""} != space.to_dict() | {"name": ""}:
+            raise LvsearchError(f"--space {args.space} does not match the supernet's space {space.name}",
+                                fix="omit --space when --supernet is given")
+        space = space or sp
+    text = args.arch
+    meta = {}
+    if Path(text).is_file() or text.endswith(".json"):
+        arch = Arch.from_json(text)
+        from lvsearch.io import read_json
+
+        d = read_json(text, what="architecture file")
+        meta = d.get("meta") or {}
+        if space is None and isinstance(d.get("space"), str):
+            try:
+                space = SearchSpace.load(d["space"])
+            except LvsearchError:
+                space = None
+        if space is not None:
+            space.validate(arch, source=text)
+    else:
+        if space is None:
+            raise LvsearchError(f"{text!r} is not a file; a named architecture needs --space or --supernet",
+                                fix="e.g. lvsearch arch show bert --space lvbert")
+        arch = resolve_arch(text, space)
+    out = Console()
+    out.print(f"[bold]{arch.compact}[/bold]  ({arch.num_slots} slots, "
+              f"{'sequential' if arch.is_sequential else 'ELC connectivity'}"
+              + (f", space {space.name}" if space is not None else "") + ")", highlight=False)
+    counts = {op: arch.ops.count(op) for op in ("SA", "FF", "DC")}
+    out.print("ops: " + ", ".join(f"{op} {n}" for op, n in counts.items()), highlight=False)
+    alpha = None
+    if loaded is not None:
+        alpha = loaded.supernet.alpha_matrix(arch).detach()
+    tab = Table()
+    tab.add_column("slot", justify="right")
+    tab.add_column("op")
+    tab.add_column("inputs" if alpha is None else "inputs (α)")
+    for n, (op, inp) in enumerate(zip(arch.ops, arch.inputs), start=1):
+        if alpha is None or len(inp) == 1:
+            cell = ", ".join(map(str, inp))
+        else:
+            cell = ", ".join(f"{i} ({float(alpha[n - 1, i]):.2f})" for i in inp)
+        tab.add_row(str(n), op, cell)
+    out.print(tab)
+    if loaded is not None:
+        seq = loaded.config.train.seq_len
+        out.print(f"params {loaded.supernet.num_params(arch):,}; forward FLOPs/token at seq {seq}: "
+                  f"{loaded.supernet.flops_per_token(arch, seq) / 1e6:.2f} M", highlight=False)
+    else:
+        out.print("params/FLOPs: pass --supernet RUN", highlight=False)
+    if meta:
+        keys = [k for k in ("fitness", "loss", "params", "flops", "supernet", "supernet_step") if k in meta]
+        out.print("meta: " + ", ".join(f"{k}={meta[k]}" for k in keys), highlight=False)
+    return 0
+
+
+# ------------------------------------------------------------------------------- rank check
+def _rank_check(args: argparse.Namespace) -> int:
+    from lvsearch import ui
+    from lvsearch.search.rank_check import rank_check
+
+    res = rank_check(args.supernet, num_archs=args.archs, steps=args.steps, pool=args.pool, out=args.out,
+                     data=args.data, dev_sequences=args.dev_sequences, seed=args.seed, overwrite=args.overwrite,
+                     device=args.device)
+    fmt = lambda v: "undefined" if v is None else f"{v:.3f}"  # noqa: E731
+    ui.console.print(f"Kendall tau {fmt(res['kendall_tau'])} (p {fmt(res['kendall_p'])}), Spearman rho "
+                     f"{fmt(res['spearman_rho'])}, top-{res['topk']} overlap {res['topk_overlap']}/{res['topk']} "
+                     f"over {res['num_archs']} architectures × {res['steps']} steps → {res['out']}")
+    return 0

@@ -1,0 +1,571 @@
+"""Evolutionary search on DEAP: LV-BERT Algorithm 1, random search, NSGA-II; resumable.
+
+**Evolution** (default; LV-BERT, Yu et al. 2021, §3.3 Algorithm 1): a random initial population
+of ``P`` architectures; at every iteration the population is evaluated, the top-k set (best
+``k`` over everything evaluated so far) is updated, and the next population is made of
+``N_cro`` children of crossover between two distinct random top-k parents (uniform per slot,
+one-point or two-point; ``deap.tools.cxUniform/cxOnePoint/cxTwoPoint`` on the slot list) and
+``N_mut`` children of mutation of a random top-k parent (each slot's op re-drawn with
+probability ``p``; in elc spaces also each optional input flipped with probability ``p``,
+:meth:`SearchSpace.mutate`). Paper defaults ``P = 50, T = 20, N_cro = N_mut = 25, p = 0.1,
+k = 10``. ``N_cro + N_mut`` must equal ``P`` (then every strategy makes ``P × T`` evaluations).
+
+**Random search**: every iteration ``P`` new uniformly sampled architectures, same outputs and
+same number of evaluations.
+
+**NSGA-II** (Deb et al. 2002, ``deap.tools.selNSGA2``) on (accuracy ↑, params or FLOPs ↓):
+offspring (crossover and mutation of random parents of the current parent population) are
+evaluated and ``selNSGA2(parents + offspring, P)`` keeps the next parents; the Pareto front of
+everything evaluated is reported.
+
+Children policy (all strategies): a child that violates a constraint (max params/FLOPs) or
+duplicates an architecture already evaluated in this search or already in the next
+population is discarded and re-drawn (new parents, new crossover/mutation); after
+``max_redraws`` failures a uniformly random architecture is drawn instead. So every iteration
+evaluates ``P`` new, valid architectures; nothing invalid is ever kept. The evaluator's memo
+still guarantees that no architecture is scored twice (e.g. across an EA and the random search
+sharing one evaluator).
+
+All randomness is Python's global ``random`` (which DEAP's operators use), seeded from the
+search seed; its state (and numpy's and torch's) is saved after every iteration in the state
+file, so a resumed search continues the identical random stream.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from lvsearch.arch import Arch
+from lvsearch.errors import LvsearchError
+from lvsearch.search.evaluator import BaseEvaluator, EvalResult
+from lvsearch.space import SearchSpace
+
+STATE_FORMAT = "lvsearch.search-state/v1"
+STATE = "state.json"
+STRATEGIES = ("evolution", "random", "nsga2")
+CROSSOVER_KINDS = ("uniform", "one-point", "two-point")
+
+
+@dataclass
+class SearchConfig:
+    """Settings of one search.
+
+    Attributes:
+        strategy: ``evolution`` (LV-BERT Algorithm 1), ``random`` or ``nsga2``.
+        population: ``P``, the initial population and every later population.
+        iterations: ``T``, populations evaluated (``P × T`` evaluations in all).
+        crossover: ``N_cro`` children by crossover per iteration (default ``P // 2``).
+        mutation: ``N_mut`` children by mutation per iteration (default ``P − N_cro``).
+        mutation_prob: ``p``, per-slot re-draw (and per-input flip) probability.
+        topk: ``k``, size of the top-k set (parents of the EA).
+        crossover_kind: ``uniform`` (each slot swapped with prob. 0.5), ``one-point``, ``two-point``.
+        nsga2_cost: second NSGA-II objective, minimised: ``params`` or ``flops``.
+        seed: seed of the search's random stream.
+        max_redraws: re-draws of a child before falling back to a random architecture.
+    """
+
+    strategy: str = "evolution"
+    population: int = 50
+    iterations: int = 20
+    crossover: int | None = None
+    mutation: int | None = None
+    mutation_prob: float = 0.1
+    topk: int = 10
+    crossover_kind: str = "uniform"
+    nsga2_cost: str = "params"
+    seed: int = 0
+    max_redraws: int = 100
+
+    def resolved(self) -> "SearchConfig":
+        """A copy with ``crossover``/``mutation`` filled in and every value checked.
+
+        Raises:
+            LvsearchError: unknown strategy/crossover kind/cost, population < 2, topk outside
+                1..population, iterations < 1, p outside [0, 1], or crossover + mutation ≠
+                population.
+        """
+        c = SearchConfig(**asdict(self))
+        if c.strategy not in STRATEGIES:
+            raise LvsearchError(f"unknown search strategy {c.strategy!r}", fix=f"use one of {', '.join(STRATEGIES)}")
+        if c.crossover_kind not in CROSSOVER_KINDS:
+            raise LvsearchError(f"unknown crossover kind {c.crossover_kind!r}", fix=f"use one of {', '.join(CROSSOVER_KINDS)}")
+        if c.nsga2_cost not in ("params", "flops"):
+            raise LvsearchError(f"unknown NSGA-II cost {c.nsga2_cost!r}", fix="use params or flops")
+        if c.population < 2:
+            raise LvsearchError(f"--population must be ≥ 2, got {c.population}", fix="e.g. --population 50")
+        if c.iterations < 1:
+            raise LvsearchError(f"--iterations must be ≥ 1, got {c.iterations}", fix="e.g. --iterations 20")
+        if not 1 <= c.topk <= c.population:
+            raise LvsearchError(f"--topk {c.topk} must be between 1 and --population {c.population}",
+                                fix="e.g. --topk 10 --population 50")
+        if not 0.0 <= c.mutation_prob <= 1.0:
+            raise LvsearchError(f"--mutation-prob must be in [0, 1], got {c.mutation_prob}", fix="e.g. 0.1")
+        if c.crossover is None and c.mutation is None:
+            c.crossover = c.population // 2
+        if c.crossover is None:
+            c.crossover = c.population - c.mutation
+        if c.mutation is None:
+            c.mutation = c.population - c.crossover
+        if c.crossover < 0 or c.mutation < 0 or c.crossover + c.mutation != c.population:
+            raise LvsearchError(
+                f"--crossover {c.crossover} + --mutation {c.mutation} must equal --population {c.population} "
+                "(every iteration evaluates a full population)",
+                fix=f"e.g. --crossover {c.population // 2} --mutation {c.population - c.population // 2}",
+            )
+        if c.strategy == "evolution" and c.crossover > 0 and c.topk < 2:
+            raise LvsearchError("crossover needs --topk ≥ 2 (two distinct parents)", fix="raise --topk or set --crossover 0")
+        return c
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+# --------------------------------------------------------------------------- helpers
+def arch_from_key(key: str) -> Arch:
+    """Inverse of :attr:`Arch.key` (``compact`` or ``compact|i,j;k;…``)."""
+    compact, bar, rest = key.partition("|")
+    if not bar:
+        return Arch.sequential(compact)
+    return Arch(compact, tuple(tuple(int(i) for i in s.split(",")) for s in rest.split(";")))
+
+
+def _deap():
+    from deap import base, creator
+
+    if not hasattr(creator, "LvsFitnessMax"):
+        creator.create("LvsFitnessMax", base.Fitness, weights=(1.0,))
+        creator.create("LvsIndividual", list, fitness=creator.LvsFitnessMax)
+        creator.create("LvsFitnessMO", base.Fitness, weights=(1.0, -1.0))
+        creator.create("LvsIndividualMO", list, fitness=creator.LvsFitnessMO)
+    return creator
+
+
+def rng_state() -> dict:
+    """Python ``random``, numpy and torch CPU RNG states as JSON-able data."""
+    import numpy as np
+    import torch
+
+    v, internal, gauss = random.getstate()
+    name, keys, pos, has_gauss, cached = np.random.get_state()
+    return {
+        "python": [v, list(internal), gauss],
+        "numpy": [name, keys.tolist(), int(pos), int(has_gauss), float(cached)],
+        "torch": torch.get_rng_state().tolist(),
+    }
+
+
+def set_rng_state(s: dict) -> None:
+    """Restore :func:`rng_state`."""
+    import numpy as np
+    import torch
+
+    v, internal, gauss = s["python"]
+    random.setstate((v, tuple(internal), gauss))
+    name, keys, pos, has_gauss, cached = s["numpy"]
+    np.random.set_state((name, np.asarray(keys, dtype=np.uint32), pos, has_gauss, cached))
+    torch.set_rng_state(torch.tensor(s["torch"], dtype=torch.uint8))
+
+
+@dataclass
+class SearchResult:
+    """What a finished (or stopped) search holds.
+
+    Attributes:
+        history: one dict per evaluated architecture (``EvalResult`` fields + ``iteration``), in
+            evaluation order; rejected candidates never appear (they are re-drawn).
+        topk: the top-k set, best first.
+        curve: per iteration ``{iteration, best, topk_mean, evaluated}``.
+        pareto: NSGA-II: the non-dominated set of everything evaluated (else empty).
+        iteration: completed iterations.
+        done: all ``iterations`` completed.
+    """
+
+    history: list[dict]
+    topk: list[EvalResult]
+    curve: list[dict]
+    pareto: list[EvalResult] = field(default_factory=list)
+    iteration: int = 0
+    done: bool = False
+
+    @property
+    def best(self) -> EvalResult:
+        return self.topk[0]
+
+
+class Search:
+    """One resumable search (evolution, random or NSGA-II) driven by DEAP.
+
+    Args:
+        space: the search space (children are validated against it).
+        evaluator: a :class:`BaseEvaluator` (supernet or plain function); shared memo.
+        config: :class:`SearchConfig` (resolved here).
+        out: folder for the state file and outputs, or None (in memory only).
+        write: whether this process writes files (rank 0 under torchrun).
+        on_iteration: called as ``f(search, iteration)`` after each iteration (live table).
+        extra_state: JSON-able facts stored in the state and compared on resume.
+    """
+
+    def __init__(self, space: SearchSpace, evaluator: BaseEvaluator, config: SearchConfig, *,
+                 out: str | Path | None = None, write: bool = True,
+                 on_iteration: Callable | None = None, extra_state: dict | None = None):
+        from deap import base, tools
+
+        self.space, self.evaluator = space, evaluator
+        self.config = config.resolved()
+        self.out = Path(out) if out is not None else None
+        self.write, self.on_iteration = write, on_iteration
+        self.extra_state = extra_state or {}
+        creator = _deap()
+        self.multi = self.config.strategy == "nsga2"
+        self.Individual = creator.LvsIndividualMO if self.multi else creator.LvsIndividual
+        tb = base.Toolbox()
+        tb.register("evaluate", self._evaluate_one)
+        tb.register("map", self._batch_map)
+        kind = self.config.crossover_kind
+        if kind == "uniform":
+            tb.register("mate", tools.cxUniform, indpb=0.5)
+        elif kind == "one-point":
+            tb.register("mate", tools.cxOnePoint)
+        else:
+            tb.register("mate", tools.cxTwoPoint)
+        tb.register("mutate", self._mutate, p=self.config.mutation_prob)
+        # slots are immutable (op, inputs) tuples: a shallow copy is a full clone (deepcopy is slow)
+        tb.register("clone", self.Individual)
+        self.toolbox = tb
+        # search state
+        self.iteration = 0
+        self.population: list[str] = []  # keys to evaluate at self.iteration
+        self.parents: list[str] = []  # NSGA-II parent population
+        self.topk: list[str] = []
+        self.history: list[dict] = []
+        self.curve: list[dict] = []
+        self.seen: set[str] = set()
+
+    # ---------------------------------------------------------------- DEAP plumbing
+    def _individual(self, arch: Arch):
+        ind = self.Individual(zip(arch.ops, arch.inputs))
+        r = self.evaluator.memo.get(arch.key)
+        if r is not None and r.fitness is not None:
+            ind.fitness.values = self._values(r)
+        return ind
+
+    @staticmethod
+    def _arch(ind) -> Arch:
+        return Arch(tuple(s[0] for s in ind), tuple(s[1] for s in ind))
+
+    def _values(self, r: EvalResult) -> tuple:
+        if not self.multi:
+            return (r.fitness,)
+        cost = r.params if self.config.nsga2_cost == "params" else r.flops
+        if cost is None:
+            raise LvsearchError("NSGA-II needs parameter/FLOP counts, which this evaluator does not give",
+                                fix="use --strategy evolution")
+        return (r.fitness, float(cost))
+
+    def _evaluate_one(self, ind) -> tuple:
+        return self._values(self.evaluator.memo[self._arch(ind).key])
+
+    def _batch_map(self, func, individuals):
+        """``toolbox.map``: scores the whole batch at once through the evaluator (memo +
+        prefix cache + sharding), then applies ``func`` (a memo look-up) per individual."""
+        individuals = list(individuals)
+        self.evaluator.evaluate_many([self._arch(i) for i in individuals])
+        return [func(i) for i in individuals]
+
+    def _mutate(self, ind, p: float):
+        child = self.space.mutate(self._arch(ind), random, p)
+        ind[:] = list(zip(child.ops, child.inputs))
+        return (ind,)
+
+    # ---------------------------------------------------------------- children
+    def _acceptable(self, arch: Arch, taken: set[str]) -> bool:
+        return arch.key not in self.seen and arch.key not in taken and self.evaluator.violation(arch) is None
+
+    def _random_new(self, taken: set[str]) -> Arch:
+        for _ in range(max(1000, 10 * self.config.max_redraws)):
+            a = self.space.sample(random)
+            if self._acceptable(a, taken):
+                return a
+        raise LvsearchError(
+            "could not draw a new architecture that meets the constraints "
+            f"({len(self.seen)} evaluated so far)",
+            fix="relax --max-params/--max-flops, or use a smaller --population/--iterations for this space",
+        )
+
+    def _draw(self, make: Callable[[], list], taken: set[str]) -> list[Arch]:
+        """Children from ``make()`` that are valid and new, or random ones after too many failures."""
+        for _ in range(self.config.max_redraws):
+            good = [a for a in (self._arch(i) for i in make()) if self._acceptable(a, taken)]
+            uniq = []
+            for a in good:
+                if a.key not in {u.key for u in uniq}:
+                    uniq.append(a)
+            if uniq:
+                return uniq
+        return [self._random_new(taken)]
+
+    def _offspring(self, parents: list[str]) -> list[str]:
+        from deap import tools
+
+        c = self.config
+        pool = [self._individual(arch_from_key(k)) for k in parents]
+        taken: set[str] = set()
+        out: list[str] = []
+
+        def mate():
+            p1, p2 = random.sample(pool, 2)
+            c1, c2 = self.toolbox.clone(p1), self.toolbox.clone(p2)
+            return list(self.toolbox.mate(c1, c2))
+
+        def mutate():
+            (p,) = tools.selRandom(pool, 1)
+            return list(self.toolbox.mutate(self.toolbox.clone(p)))
+
+        for n, make in ((c.crossover, mate), (c.mutation, mutate)):
+            made = 0
+            while made < n:
+                for a in self._draw(make, taken):
+                    if made < n:
+                        taken.add(a.key)
+                        out.append(a.key)
+                        made += 1
+        return out
+
+    def _random_population(self) -> list[str]:
+        taken: set[str] = set()
+        out = []
+        for _ in range(self.config.population):
+            a = self._random_new(taken)
+            taken.add(a.key)
+            out.append(a.key)
+        return out
+
+    # ---------------------------------------------------------------- state
+    def state_dict(self) -> dict:
+        return {
+            "format": STATE_FORMAT,
+            "config": self.config.to_dict(),
+            "space": self.space.to_dict(),
+            "extra": self.extra_state,
+            "iteration": self.iteration,
+            "population": self.population,
+            "parents": self.parents,
+            "topk": self.topk,
+            "history": self.history,
+            "curve": self.curve,
+            "rng": rng_state(),
+            "done": self.iteration >= self.config.iterations,
+        }
+
+    def load_state(self, s: dict, source: Path) -> None:
+        """Restore from :meth:`state_dict`; ``iterations`` may be raised, nothing else may change.
+
+        Raises:
+            LvsearchError: wrong format, a different configuration/space/supernet, or a state
+                that does not hold together (names ``source``).
+        """
+        bad = LvsearchError(f"search state {source} is corrupted or not an lvsearch search state",
+                            fix="restore it from a backup, or start a new search with --overwrite")
+        if not isinstance(s, dict) or s.get("format") != STATE_FORMAT:
+            raise bad
+        try:
+            recorded = SearchConfig(**s["config"]).resolved()
+            mine = dict(self.config.to_dict(), iterations=None)
+            if dict(recorded.to_dict(), iterations=None) != mine:
+                diff = sorted(k for k, v in recorded.to_dict().items() if k != "iterations" and mine[k] != v)
+                raise LvsearchError(f"--resume with different search settings than {source} ({', '.join(diff)})",
+                                    fix="resume with the original settings (only --iterations may grow)")
+            if s["space"] != self.space.to_dict():
+                raise LvsearchError(f"--resume: {source} was made for another search space", fix="check --supernet")
+            if s["extra"] != self.extra_state:
+                diff = sorted(k for k in set(s["extra"]) | set(self.extra_state)
+                              if s["extra"].get(k) != self.extra_state.get(k))
+                raise LvsearchError(f"--resume: {source} was made with different inputs ({', '.join(diff)})",
+                                    fix="resume with the original --supernet/--dev-sequences/constraints")
+            history = [dict(h) for h in s["history"]]
+            results = [EvalResult.from_dict(h) for h in history]
+            self.iteration = int(s["iteration"])
+            self.population = [str(k) for k in s["population"]]
+            self.parents = [str(k) for k in s["parents"]]
+            self.topk = [str(k) for k in s["topk"]]
+            self.curve = list(s["curve"])
+            for k in self.population + self.parents + self.topk:
+                self.space.validate(arch_from_key(k))
+            known = {r.key for r in results}
+            if any(k not in known for k in self.parents + self.topk) or len(history) != len(known):
+                raise bad
+            rng = s["rng"]
+            set_rng_state(rng)
+        except LvsearchError as e:
+            if e is bad or "--resume" in str(e):
+                raise
+            raise bad from None
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError):
+            raise bad from None
+        self.history = history
+        self.seen = {r.key for r in results}
+        for r in results:
+            self.evaluator.memo.setdefault(r.key, r)
+        if self.iteration >= recorded.iterations and self.iteration < self.config.iterations and not self.population:
+            # iterations grew after a finished search: make the next population now
+            self.population = self._next_population()
+
+    def save(self) -> None:
+        if self.out is None or not self.write:
+            return
+        import json
+
+        from lvsearch.io import atomic_write_bytes, atomic_write_json
+
+        atomic_write_json(self.out / STATE, self.state_dict())
+        lines = "".join(json.dumps(h, sort_keys=True) + "\n" for h in self.history)
+        atomic_write_bytes(self.out / "history.jsonl", lines.encode("utf-8"))
+        atomic_write_json(self.out / "topk.json", {
+            "strategy": self.config.strategy, "iteration": self.iteration,
+            "topk": [self.evaluator.memo[k].to_dict() for k in self.topk],
+        })
+        if self.multi:
+            atomic_write_json(self.out / "pareto.json", {
+                "objectives": ["accuracy (max)", f"{self.config.nsga2_cost} (min)"],
+                "front": [r.to_dict() for r in self.pareto()],
+            })
+
+    # ---------------------------------------------------------------- the loop
+    def start(self) -> None:
+        """Seed the random stream and draw the initial population (a fresh search)."""
+        random.seed(self.config.seed)
+        import numpy as np
+        import torch
+
+        np.random.seed(self.config.seed % (2**32))
+        torch.manual_seed(self.config.seed)
+        self.iteration = 0
+        self.population = self._random_population()
+        self.save()
+
+    def _update_topk(self, keys: list[str]) -> None:
+        """Top-k over everything evaluated: ``deap.tools.selBest`` on (old top-k + new keys),
+        ranked by accuracy alone (also under NSGA-II); ties keep the earlier entry."""
+        from deap import tools
+
+        creator = _deap()
+        cand, have = [], set()
+        for k in self.topk + keys:
+            r = self.evaluator.memo[k]
+            if k in have or r.fitness is None:
+                continue
+            have.add(k)
+            ind = creator.LvsIndividual([k])
+            ind.fitness.values = (r.fitness,)
+            cand.append(ind)
+        self.topk = [i[0] for i in tools.selBest(cand, self.config.topk)]
+
+    def _next_population(self) -> list[str]:
+        s = self.config.strategy
+        if s == "random":
+            return self._random_population()
+        if s == "evolution":
+            return self._offspring(self.topk)
+        return self._offspring(self.parents)
+
+    def step(self) -> None:
+        """Evaluate the current population, update top-k (and NSGA-II parents), draw the next."""
+        from deap import tools
+
+        t = self.iteration
+        pop = [self._individual(arch_from_key(k)) for k in self.population]
+        fits = self.toolbox.map(self.toolbox.evaluate, pop)
+        for ind, fit in zip(pop, fits):
+            ind.fitness.values = fit
+        for k in self.population:
+            if k not in self.seen:
+                self.seen.add(k)
+                self.history.append(dict(self.evaluator.memo[k].to_dict(), iteration=t))
+        self._update_topk(self.population)
+        if self.multi:
+            union = [self._individual(arch_from_key(k)) for k in dict.fromkeys(self.parents + self.population)]
+            chosen = tools.selNSGA2(union, self.config.population)
+            self.parents = [self._arch(i).key for i in chosen]
+        top = [self.evaluator.memo[k].fitness for k in self.topk]
+        self.curve.append({"iteration": t, "best": top[0], "topk_mean": sum(top) / len(top),
+                           "evaluated": len(self.history)})
+        self.iteration = t + 1
+        self.population = self._next_population() if self.iteration < self.config.iterations else []
+
+    def run(self, *, resume: bool = False, max_iterations: int | None = None) -> SearchResult:
+        """Run (or continue) to ``config.iterations``; with ``max_iterations`` stop after that many
+        iterations in total (used to simulate a killed run). The state is saved after every
+        iteration."""
+        if resume:
+            from lvsearch.io import read_json
+
+            path = self.out / STATE  # type: ignore[operator]
+            self.load_state(read_json(path, what="search state"), path)
+        else:
+            self.start()
+        stop = self.config.iterations if max_iterations is None else min(max_iterations, self.config.iterations)
+        while self.iteration < stop:
+            self.step()
+            self.save()
+            if self.on_iteration is not None:
+                self.on_iteration(self, self.iteration - 1)
+        return self.result()
+
+    def pareto(self) -> list[EvalResult]:
+        """Non-dominated set of everything evaluated (accuracy ↑, cost ↓), by increasing cost."""
+        from deap import tools
+
+        inds = [self._individual(arch_from_key(h["key"])) for h in self.history]
+        inds = [i for i in inds if i.fitness.valid]
+        if not inds:
+            return []
+        front = tools.sortNondominated(inds, len(inds), first_front_only=True)[0]
+        res = [self.evaluator.memo[self._arch(i).key] for i in front]
+        return sorted(res, key=lambda r: (self._values(r)[1], -r.fitness, r.key))
+
+    def result(self) -> SearchResult:
+        return SearchResult(
+            history=list(self.history),
+            topk=[self.evaluator.memo[k] for k in self.topk],
+            curve=list(self.curve),
+            pareto=self.pareto() if self.multi else [],
+            iteration=self.iteration,
+            done=self.iteration >= self.config.iterations,
+        )
+
+
+def plot_curves(curves: dict[str, list[dict]], path: str | Path, title: str = "") -> None:
+    """Top-k best and mean fitness per iteration, one colour per search (LV-BERT Figure 3).
+
+    Args:
+        curves: label -> :attr:`SearchResult.curve`.
+        path: PNG path (written atomically).
+    """
+    import io
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from lvsearch.io import atomic_write_bytes
+
+    fig, ax = plt.subplots(figsize=(6, 4), dpi=120)
+    for i, (label, curve) in enumerate(curves.items()):
+        it = [c["iteration"] + 1 for c in curve]
+        color = f"C{i}"
+        ax.plot(it, [c["best"] for c in curve], color=color, marker="o", ms=3, label=f"{label}: top-k best")
+        ax.plot(it, [c["topk_mean"] for c in curve], color=color, ls="--", label=f"{label}: top-k mean")
+    ax.set_xlabel("iteration")
+    ax.set_ylabel("fitness (dev MLM accuracy)")
+    ax.set_title(title or "search progress")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    atomic_write_bytes(path, buf.getvalue())

@@ -1,0 +1,233 @@
+"""The ``lvsearch evolve`` job: load a supernet run, build the evaluator, run the search(es),
+write the outputs.
+
+Search folder::
+
+    state.json         resumable search state (lvsearch.search-state/v1, JSON, atomic)
+    history.jsonl      every evaluated architecture: EvalResult fields + iteration
+    topk.json          the current top-k set
+    best.json          the best architecture (lvsearch.arch/v1) with meta: fitness, loss,
+                       params, flops, supernet run dir and step, search config
+    pareto.json        NSGA-II only: non-dominated (accuracy, params|flops) set
+    search_curve.png   top-k best/mean per iteration (EA and, with --compare-random, random)
+    random/            --compare-random: the random search with the same number of evaluations
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from lvsearch.errors import LvsearchError
+from lvsearch.search.evaluator import Constraints, EvalResult
+from lvsearch.search.evolution import STATE, Search, SearchConfig, SearchResult, arch_from_key, plot_curves
+
+OUTPUTS = (STATE, "history.jsonl", "topk.json", "best.json", "pareto.json", "search_curve.png")
+RANDOM_DIR = "random"
+
+
+@dataclass
+class EvolveOptions:
+    """Inputs of :func:`evolve` besides the search settings.
+
+    Attributes:
+        supernet: ``train-supernet`` run folder.
+        out: search folder.
+        data: prepared data folder (default: the folder recorded in the supernet run).
+        dev_sequences: size of the fixed masked dev subset (default: the run's ``eval.dev_sequences``).
+        batch_size: dev sequences per forward chunk (default: all at once).
+        cache_mb: prefix-cache budget in MiB.
+        max_params, max_flops: constraints (None = none).
+        compare_random: also run random search with the same number of evaluations.
+        resume, overwrite: continue the search in ``out`` / replace it.
+        device: ``auto``, ``cpu`` or ``cuda``.
+        space: optional search-space name or path that must match the supernet's.
+    """
+
+    supernet: str | Path
+    out: str | Path
+    data: str | Path | None = None
+    dev_sequences: int | None = None
+    batch_size: int | None = None
+    cache_mb: float = 512.0
+    max_params: int | None = None
+    max_flops: float | None = None
+    compare_random: bool = False
+    resume: bool = False
+    overwrite: bool = False
+    device: str = "auto"
+    space: str | None = None
+
+
+def _check_out(out: Path, resume: bool, overwrite: bool) -> None:
+    if out.exists() and not out.is_dir():
+        raise LvsearchError(f"--out {out} is a file", fix="choose a folder path")
+    has = out.is_dir() and (out / STATE).exists()
+    if resume:
+        if not has:
+            raise LvsearchError(f"--resume: {out} holds no search ({STATE} missing)", fix="start without --resume")
+        return
+    if has and not overwrite:
+        raise LvsearchError(f"--out {out} already holds a search", fix="pass --resume to continue it or --overwrite to replace it")
+    if out.is_dir() and not has and any(out.iterdir()):
+        raise LvsearchError(f"--out {out} is not empty and holds no search", fix="choose a new or empty folder")
+
+
+def _clear(out: Path) -> None:
+    for name in OUTPUTS:
+        (out / name).unlink(missing_ok=True)
+    if (out / RANDOM_DIR).is_dir():
+        shutil.rmtree(out / RANDOM_DIR)
+
+
+def load_dev(loaded, data_dir: str | Path | None, dev_sequences: int | None):
+    """The fixed masked dev set of a supernet run: the run's masking config, seq_len and eval
+    seed; ``dev_sequences`` sequences (default: the run's). Returns ``(DevSet, PreparedData)``.
+
+    Raises:
+        LvsearchError: missing data folder or a tokenizer whose sha256 differs from the run's.
+    """
+    from lvsearch.data.loader import fixed_dev_set
+    from lvsearch.data.shards import PreparedData
+
+    rc = loaded.run_config
+    folder = data_dir or rc["data"]["folder"]
+    if not Path(folder).is_dir():
+        raise LvsearchError(f"data folder {folder} (recorded in {loaded.run_dir / 'config.json'}) not found",
+                            fix="pass --data DIR, the folder the supernet was trained on")
+    data = PreparedData.open(folder)
+    if data.tokenizer_sha256 != rc["data"]["tokenizer_sha256"]:
+        raise LvsearchError(
+            f"data folder {data.folder} was prepared with another tokenizer than supernet run {loaded.run_dir} "
+            f"(sha256 {data.tokenizer_sha256[:12]}… vs {rc['data']['tokenizer_sha256'][:12]}…)",
+            fix=f"pass the --data folder the supernet was trained on ({rc['data']['folder']})",
+        )
+    cfg = loaded.config
+    n = dev_sequences if dev_sequences is not None else cfg.eval.dev_sequences
+    if n < 1:
+        raise LvsearchError(f"--dev-sequences must be ≥ 1, got {n}")
+    dev = fixed_dev_set(data, num_sequences=n, seq_len=cfg.train.seq_len, seed=cfg.eval.seed, masking=cfg.masking)
+    return dev, data
+
+
+def _best_meta(r: EvalResult, loaded, config: SearchConfig, strategy: str) -> dict:
+    return {
+        "fitness": r.fitness, "loss": r.loss, "params": r.params, "flops": r.flops,
+        "supernet": str(Path(loaded.run_dir).resolve()), "supernet_step": loaded.step,
+        "search": dict(config.resolved().to_dict(), strategy=strategy),
+    }
+
+
+def topk_table(search: Search, title: str):
+    """A rich table of the current top-k set."""
+    from rich.table import Table
+
+    tab = Table(title=title)
+    for col in ("#", "fitness", "loss", "params", "MFLOPs/tok", "arch"):
+        tab.add_column(col, justify="right" if col not in ("arch",) else "left")
+    for i, k in enumerate(search.topk, start=1):
+        r = search.evaluator.memo[k]
+        tab.add_row(str(i), f"{r.fitness:.4f}", "-" if r.loss is None else f"{r.loss:.3f}",
+                    "-" if r.params is None else f"{r.params:,}",
+                    "-" if r.flops is None else f"{r.flops / 1e6:.2f}", k)
+    return tab
+
+
+def evolve(opts: EvolveOptions, config: SearchConfig, *, show_progress: bool = True,
+           max_iterations: int | None = None) -> dict[str, SearchResult]:
+    """Run (or resume) a search over a trained supernet; returns ``{"evolution"|strategy: result,
+    ["random": result]}``. Works unchanged under torchrun (evaluation sharded over ranks,
+    rank 0 writes).
+
+    Raises:
+        LvsearchError: bad settings, a supernet run without checkpoint, a space mismatch, a data
+            folder with another tokenizer, an ``out`` folder that already holds a search (without
+            ``resume``/``overwrite``), a corrupted state file on resume.
+    """
+    from lvsearch import ui
+    from lvsearch.search.evaluator import SupernetEvaluator
+    from lvsearch.space import SearchSpace
+    from lvsearch.train.distributed import barrier, init_distributed, shutdown
+    from lvsearch.train.supernet import load_supernet
+
+    config = config.resolved()
+    out = Path(opts.out).expanduser().resolve()
+    info = init_distributed(opts.device)
+    try:
+        _check_out(out, opts.resume, opts.overwrite)
+        if opts.cache_mb < 0:
+            raise LvsearchError(f"--cache-mb must be ≥ 0, got {opts.cache_mb}")
+        loaded = load_supernet(opts.supernet, device=info.device)
+        if opts.space is not None:
+            want = SearchSpace.load(opts.space)
+            if want.to_dict() | {"name": "", "description": ""} != loaded.space.to_dict() | {"name": "", "description": ""}:
+                raise LvsearchError(
+                    f"--space {opts.space} ({want.num_slots} slots, ops {','.join(want.ops)}, {want.connectivity}) does "
+                    f"not match supernet {opts.supernet} ({loaded.space.num_slots} slots, ops "
+                    f"{','.join(loaded.space.ops)}, {loaded.space.connectivity})",
+                    fix="omit --space (the supernet's space is used) or pass the supernet trained on that space",
+                )
+        dev, _ = load_dev(loaded, opts.data, opts.dev_sequences)
+        constraints = Constraints(opts.max_params, opts.max_flops)
+        evaluator = SupernetEvaluator(
+            loaded.supernet, dev, seq_len=loaded.config.train.seq_len, batch_size=opts.batch_size,
+            cache_bytes=int(opts.cache_mb * (1 << 20)), constraints=constraints, device=info.device, info=info,
+        )
+        extra = {
+            "supernet": str(Path(loaded.run_dir).resolve()), "supernet_step": loaded.step,
+            "tokenizer_sha256": loaded.run_config["data"]["tokenizer_sha256"],
+            "dev_sequences": int(dev.input_ids.shape[0]), "seq_len": int(dev.input_ids.shape[1]),
+            "dev_seed": loaded.config.eval.seed, "max_params": opts.max_params, "max_flops": opts.max_flops,
+        }
+        if info.is_main:
+            if opts.overwrite and not opts.resume and out.is_dir():
+                _clear(out)
+            out.mkdir(parents=True, exist_ok=True)
+        barrier(info)
+        phases = [(config.strategy, out, config)]
+        if opts.compare_random and config.strategy != "random":
+            rcfg = SearchConfig(**dict(config.to_dict(), strategy="random", seed=config.seed + 1_000_003))
+            phases.append(("random", out / RANDOM_DIR, rcfg))
+        results: dict[str, SearchResult] = {}
+        show = show_progress and info.is_main
+        for label, folder, cfg in phases:
+            if info.is_main:
+                folder.mkdir(parents=True, exist_ok=True)
+            barrier(info)
+            live = None
+
+            def on_iteration(search: Search, t: int, label=label) -> None:
+                best = search.evaluator.memo[search.topk[0]]
+                if info.is_main:
+                    arch_from_key(best.key).to_json(search.out / "best.json", space=loaded.space.name,
+                                            meta=_best_meta(best, loaded, search.config, label))
+                if live is not None:
+                    s = evaluator.stats
+                    live.update(topk_table(search, f"{label}: iteration {t + 1}/{search.config.iterations} — "
+                                                   f"{len(search.history)} evaluated, {s.seconds:.0f}s computing"))
+
+            search = Search(loaded.space, evaluator, cfg, out=folder, write=info.is_main,
+                            on_iteration=on_iteration, extra_state=extra)
+            resume_phase = opts.resume and (folder / STATE).exists()
+            if show:
+                from rich.live import Live
+
+                with Live(console=ui.console, refresh_per_second=2, transient=False) as live:
+                    res = search.run(resume=resume_phase, max_iterations=max_iterations)
+            else:
+                res = search.run(resume=resume_phase, max_iterations=max_iterations)
+            results[label] = res
+            if res.iteration and info.is_main:
+                best = res.best
+                arch_from_key(best.key).to_json(
+                    folder / "best.json", space=loaded.space.name, meta=_best_meta(best, loaded, cfg, label))
+            if not res.done:
+                break
+        if info.is_main:
+            plot_curves({k: v.curve for k, v in results.items()}, out / "search_curve.png",
+                        title=f"search over {loaded.space.name} (supernet step {loaded.step})")
+        barrier(info)
+        return results
+    finally:
+        shutdown(info)
