@@ -1,11 +1,14 @@
-"""``lvsearch evaluate MODEL_DIR``: BLiMP (zero-shot), fine-tuning tasks and MLM dev metrics.
+"""``lvsearch evaluate --model DIR``: BLiMP (zero-shot), fine-tuning tasks and MLM dev metrics.
 
 Every input is checked before any long computation starts (model directory, BLiMP files, task
 files, prepared data and its tokenizer, the report path), so a bad argument fails in seconds
 with one message and nothing is written. The JSON report (atomic write) holds everything needed
 to compare models: per-paradigm / per-phenomenon BLiMP accuracy with tie counts, fine-tuning
-results per seed and aggregated, MLM dev metrics, the model config and timings.
-``lvsearch evaluate --compare A.json B.json ...`` prints reports side by side.
+results per seed and aggregated, MLM dev metrics, the model config and timings; a Markdown
+table of the headline numbers is written beside it (same path, ``.md``).
+``lvsearch evaluate --compare A.json B.json ...`` prints reports side by side;
+``lvsearch report RUN_OR_MODEL_OR_REPORT ...`` writes them side by side as Markdown with one α
+heatmap per model (:mod:`lvsearch.eval.report`, which holds the one comparison-table builder).
 """
 
 from __future__ import annotations
@@ -16,8 +19,8 @@ from pathlib import Path
 
 from lvsearch.errors import LvsearchError
 
-REPORT_FORMAT = "lvsearch.eval-report/v1"
-DEFAULT_REPORT_NAME = "eval_report.json"
+from lvsearch.eval.report import DEFAULT_REPORT_NAME, REPORT_FORMAT, summary_rows  # noqa: F401 (re-exported)
+
 BLIMP_LIMIT_RULE = "first N pairs of each paradigm, in file order"
 
 EPILOG = """\
@@ -27,15 +30,33 @@ what is measured:
                Default folder: ../shared/data/blimp next to the repository, when it exists.
                ELECTRA models: the generator's MLM head when generator.safetensors exists,
                otherwise "not applicable" (the RTD discriminator has no trained MLM head).
-  fine-tuning  --task DIR (train.tsv, dev.tsv, optional test.tsv) or a HF dataset NAME:CONFIG;
+  fine-tuning  --task DIR (train.tsv, dev.tsv, optional test.tsv) or a HF dataset [hf:]NAME:CONFIG;
                best dev epoch per seed, test metrics of that epoch, mean/std/median over seeds.
-  MLM          --data DIR (from 'lvsearch data prepare'): accuracy and loss on the fixed masked
+  MLM          --mlm-data DIR (alias --data; from 'lvsearch data prepare'): accuracy and loss on the fixed masked
                dev set the architecture search uses; the tokenizer must be the model's.
 
+report: REPORT.json (default MODEL_DIR/eval_report.json) and REPORT.md beside it (Markdown table);
+  both are refused when they exist unless --overwrite.
+
 examples:
-  lvsearch evaluate runs/small/model --blimp-limit 100 --out small.json
-  lvsearch evaluate runs/small/model --no-blimp --task ../shared/data/tasks/rte --seeds 3
+  lvsearch evaluate --model runs/small/model --blimp-limit 100 --out small.json
+  lvsearch evaluate --model runs/small/model --no-blimp --task ../shared/data/tasks/rte --task hf:glue:rte
   lvsearch evaluate --compare small.json medium.json
+  lvsearch report runs/best runs/bert --out report
+"""
+
+REPORT_EPILOG = """\
+each argument is one of:
+  RUN           a retrain run folder (reads RUN/model/eval_report.json; column named RUN)
+  MODEL_DIR     a model directory holding eval_report.json
+  REPORT.json   a report written by 'lvsearch evaluate --out' (α from its recorded model folder)
+
+writes into --out (default ./report): report.md (one column per model: parameters, arch,
+per-phenomenon BLiMP, task scores, MLM dev accuracy) and alpha_<name>.png per model (ELC-BERT
+Figure 1 style: rows = slots, columns = inputs 0..N-1, α = softmax over each slot's inputs).
+
+example:
+  lvsearch report runs/best runs/bert runs/random-best --out report
 """
 
 
@@ -57,7 +78,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("model", nargs="?", metavar="MODEL_DIR", help="model directory (config.json, model.safetensors, tokenizer.json)")
+    p.add_argument("model", nargs="?", metavar="MODEL_DIR", help="model directory (same as --model)")
+    p.add_argument("--model", dest="model_opt", metavar="DIR",
+                   help="model directory (config.json, model.safetensors, tokenizer.json)")
     p.add_argument("--out", metavar="REPORT.json", help=f"JSON report (default: MODEL_DIR/{DEFAULT_REPORT_NAME})")
     p.add_argument("--overwrite", action="store_true", help="replace an existing report")
     p.add_argument("--device", default="cpu", help="torch device (default: cpu)")
@@ -71,7 +94,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--blimp-token-budget", type=_positive_int, default=8192, metavar="T",
                    help="max rows × padded length per forward pass (default: 8192)")
     f = p.add_argument_group("fine-tuning")
-    f.add_argument("--task", action="append", default=[], metavar="DIR_OR_HF", help="task folder or HF NAME:CONFIG (repeatable)")
+    f.add_argument("--task", action="append", default=[], metavar="DIR_OR_HF",
+                   help="task folder, or HF dataset hf:NAME:CONFIG / NAME:CONFIG (repeatable)")
     f.add_argument("--epochs", type=_positive_int, default=3, help="epochs (default: 3)")
     f.add_argument("--lr", type=float, default=3e-4, help="peak learning rate of the top slot and classifier (default: 3e-4)")
     f.add_argument("--layer-decay", type=float, default=0.8, help="layer-wise LR decay per slot (default: 0.8; 1 = off)")
@@ -81,11 +105,36 @@ def register(sub: argparse._SubParsersAction) -> None:
     f.add_argument("--train-limit", type=_positive_int, metavar="N", help="use a seeded sample of N training examples")
     f.add_argument("--eval-limit", type=_positive_int, metavar="N", help="use the first N dev and test examples")
     m = p.add_argument_group("MLM dev metrics")
-    m.add_argument("--data", metavar="DIR", help="prepared dataset (lvsearch data prepare --out DIR)")
+    m.add_argument("--mlm-data", "--data", dest="data", metavar="DIR",
+                   help="prepared dataset (lvsearch data prepare --out DIR); --data is an alias")
     m.add_argument("--dev-sequences", type=_positive_int, default=256, help="dev sequences (default: 256, as the search)")
     m.add_argument("--dev-seq-len", type=_positive_int, help="dev sequence length (default: the dataset's)")
     m.add_argument("--dev-seed", type=int, default=1234, help="seed of the dev sample and masks (default: 1234)")
     p.set_defaults(func=run)
+
+    r = sub.add_parser(
+        "report",
+        help="lay evaluated models side by side: report.md and α heatmaps",
+        description="Lay several evaluated models side by side (e.g. EA-searched vs bert vs random-search best): "
+                    "a Markdown table and one α heatmap PNG per model.",
+        epilog=REPORT_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    r.add_argument("sources", nargs="+", metavar="RUN_OR_MODEL_OR_REPORT", help="run folder, model directory or report JSON")
+    r.add_argument("--out", default="report", metavar="DIR", help="output folder (default: ./report)")
+    r.add_argument("--overwrite", action="store_true", help="replace report.md / heatmaps already in --out")
+    r.set_defaults(func=run_report)
+
+
+def run_report(args: argparse.Namespace) -> int:
+    """``lvsearch report``: see :func:`lvsearch.eval.report.write_report`."""
+    from lvsearch import ui
+    from lvsearch.eval.report import write_report
+
+    res = write_report(args.sources, args.out, overwrite=args.overwrite)
+    ui.console.print(f"report written to {res['markdown']} ({len(res['heatmaps'])} α heatmaps: "
+                     + ", ".join(p.name for p in res["heatmaps"].values()) + ")", highlight=False)
+    return 0
 
 
 def default_blimp_dir() -> Path:
@@ -98,15 +147,24 @@ def default_blimp_dir() -> Path:
 def run(args: argparse.Namespace) -> int:
     if args.compare:
         return compare_reports(args.compare)
-    if not args.model:
-        raise LvsearchError("no model directory given", fix="lvsearch evaluate MODEL_DIR [options] (or --compare A.json B.json)")
+    if args.model and args.model_opt and Path(args.model).resolve() != Path(args.model_opt).resolve():
+        raise LvsearchError(f"two different model directories given: {args.model} (positional) and --model {args.model_opt}",
+                            fix="give the model directory once: lvsearch evaluate --model DIR")
+    model_arg = args.model_opt or args.model
+    if not model_arg:
+        raise LvsearchError("no model directory given", fix="lvsearch evaluate --model DIR [options] (or --compare A.json B.json)")
     t_start = time.perf_counter()
-    model_dir = Path(args.model)
+    model_dir = Path(model_arg)
     out = Path(args.out) if args.out else model_dir / DEFAULT_REPORT_NAME
-    if out.exists() and not args.overwrite:
-        raise LvsearchError(f"report {out} already exists", fix="pass --overwrite to replace it, or another --out")
-    if out.is_dir():
-        raise LvsearchError(f"--out {out} is a folder", fix="pass a file name such as report.json")
+    md_out = out.with_suffix(".md")
+    if md_out == out:
+        raise LvsearchError(f"--out {out} ends in .md; the Markdown table goes beside the JSON report",
+                            fix="pass a JSON file name such as report.json")
+    for path, what in ((out, "report"), (md_out, "Markdown report")):
+        if path.exists() and not args.overwrite:
+            raise LvsearchError(f"{what} {path} already exists", fix="pass --overwrite to replace it, or another --out")
+        if path.is_dir():
+            raise LvsearchError(f"--out {out}: {path} is a folder", fix="pass a file name such as report.json")
 
     # ---- check every input before long work
     if args.threads:
@@ -172,8 +230,8 @@ def run(args: argparse.Namespace) -> int:
                             "reason": "RTD discriminator has no MLM head (no generator.safetensors in the model directory)"}
     if paradigms is None and not tasks and data is None and not (blimp_note and blimp_note["status"] == "not applicable") \
             and mlm_note is None:
-        raise LvsearchError("nothing to evaluate (BLiMP skipped, no --task, no --data)",
-                            fix="pass --blimp DIR, --task DIR or --data DIR")
+        raise LvsearchError("nothing to evaluate (BLiMP skipped, no --task, no --mlm-data)",
+                            fix="pass --blimp DIR, --task DIR or --mlm-data DIR")
 
     # ---- run
     import torch
@@ -242,47 +300,17 @@ def run(args: argparse.Namespace) -> int:
         report["mlm"] = mlm_note
 
     report["timings"]["total_s"] = time.perf_counter() - t_start
-    from lvsearch.io import atomic_write_json
+    from lvsearch.eval.report import single_report_markdown
+    from lvsearch.io import atomic_write_bytes, atomic_write_json
 
-    if out.exists() and not args.overwrite:  # appeared while we were computing
-        raise LvsearchError(f"report {out} appeared during the evaluation", fix="pass --overwrite or another --out")
+    for path in (out, md_out):
+        if path.exists() and not args.overwrite:  # appeared while we were computing
+            raise LvsearchError(f"{path} appeared during the evaluation", fix="pass --overwrite or another --out")
     atomic_write_json(out, report)
+    atomic_write_bytes(md_out, single_report_markdown(report).encode("utf-8"))
     print_summary(report)
-    ui.console.print(f"report written to {out}", highlight=False)
+    ui.console.print(f"report written to {out} and {md_out}", highlight=False)
     return 0
-
-
-def _fmt(v, digits: int = 4) -> str:
-    return "—" if v is None else f"{v:.{digits}f}"
-
-
-def summary_rows(report: dict) -> list[tuple[str, str]]:
-    """``(metric, value)`` rows summarising one report (used by the summary and --compare)."""
-    rows: list[tuple[str, str]] = []
-    blimp = report.get("blimp") or {}
-    if blimp.get("status") == "done":
-        rows.append(("BLiMP mean over paradigms", _fmt(blimp["mean_over_paradigms"])))
-        rows.append(("BLiMP mean over pairs", _fmt(blimp["mean_over_pairs"])))
-        rows.append(("BLiMP pairs / ties", f"{blimp['pairs']} / {blimp['ties']}"))
-        for term, r in blimp["phenomena"].items():
-            rows.append((f"  {term}", _fmt(r["accuracy"])))
-        sps = blimp.get("sentences_per_second")
-        rows.append(("BLiMP sentences/s", "—" if sps is None else f"{sps:.0f}"))
-    elif blimp:
-        rows.append(("BLiMP", f"{blimp.get('status')}: {blimp.get('reason')}"))
-    for name, ft in (report.get("finetune") or {}).items():
-        split = "test" if "test" in ft["aggregate"] else "dev"
-        for metric, s in ft["aggregate"][split].items():
-            if s["mean"] is None:
-                continue
-            rows.append((f"{name} {split} {metric}", f"{s['mean']:.4f} ± {s['std']:.4f} (median {s['median']:.4f}, n={s['n']})"))
-    mlm = report.get("mlm") or {}
-    if mlm.get("status") == "done":
-        rows.append(("MLM dev accuracy", _fmt(mlm["accuracy"])))
-        rows.append(("MLM dev loss", _fmt(mlm["loss"])))
-    elif mlm:
-        rows.append(("MLM", f"{mlm.get('status')}: {mlm.get('reason')}"))
-    return rows
 
 
 def print_summary(report: dict) -> None:
@@ -300,7 +328,8 @@ def print_summary(report: dict) -> None:
 
 
 def compare_reports(paths: list[str]) -> int:
-    """Print reports side by side (stdout); metrics missing from a report show as —.
+    """Print reports side by side (stdout) with :func:`lvsearch.eval.report.comparison_table`
+    (the table ``lvsearch report`` writes as Markdown); metrics missing from a report show as —.
 
     Raises:
         LvsearchError: a file is missing, not JSON, or not an evaluation report.
@@ -308,28 +337,14 @@ def compare_reports(paths: list[str]) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from lvsearch.io import read_json
+    from lvsearch.eval.report import comparison_table, read_report
 
-    reports = []
-    for p in paths:
-        r = read_json(p, what="evaluation report")
-        if not isinstance(r, dict) or r.get("format") != REPORT_FORMAT:
-            raise LvsearchError(f"{p} is not an lvsearch evaluation report (format {REPORT_FORMAT!r} expected)",
-                                fix="pass files written by 'lvsearch evaluate --out'")
-        reports.append(r)
-    per = [dict(summary_rows(r)) for r in reports]
-    keys: list[str] = []
-    for rows in (summary_rows(r) for r in reports):
-        for k, _ in rows:
-            if k not in keys:
-                keys.append(k)
+    reports = [read_report(p) for p in paths]
     table = Table(title="evaluation reports")
     table.add_column("metric", no_wrap=True)
     for p, r in zip(paths, reports):
         table.add_column(f"{r['model']['name']}\n{Path(p).name}", justify="right")
-    table.add_row("parameters", *[f"{r['model']['num_params']:,}" for r in reports])
-    table.add_row("objective", *[r["model"]["config"]["objective"] for r in reports])
-    for k in keys:
-        table.add_row(k, *[d.get(k, "—") for d in per])
+    for metric, values in comparison_table(reports):
+        table.add_row(metric, *values)
     Console().print(table)
     return 0

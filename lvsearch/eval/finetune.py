@@ -1,8 +1,8 @@
 """Fine-tuning on sentence / sentence-pair classification and regression tasks.
 
 Tasks come from a folder of ``train.tsv``, ``dev.tsv`` and optional ``test.tsv`` (tab-separated,
-header row, no quoting) or from a Hugging Face dataset given as ``NAME:CONFIG`` (e.g.
-``glue:rte``; needs the hub or a local cache). Column roles are detected from standard names:
+header row, no quoting) or from a Hugging Face dataset given as ``NAME:CONFIG`` or
+``hf:NAME:CONFIG`` (e.g. ``glue:rte``; needs the hub or a local cache). Column roles are detected from standard names:
 
 * text: the pairs ``sentence1/sentence2``, ``premise/hypothesis``, ``question/sentence``,
   ``question1/question2``, ``question/passage``; else a single ``sentence`` or ``text`` column;
@@ -293,7 +293,16 @@ def load_task_hf(spec: str) -> TaskData:
 
 
 def load_task(spec: str) -> TaskData:
-    """A task folder when ``spec`` is an existing path, else a Hugging Face ``NAME:CONFIG``."""
+    """A task folder when ``spec`` is an existing path, else a Hugging Face ``NAME:CONFIG``.
+
+    ``hf:NAME[:CONFIG]`` (the issue's spelling) always means a Hugging Face dataset: the
+    ``hf:`` prefix is stripped and the rest goes to :func:`load_task_hf`, even when a folder of
+    that name exists. Raises LvsearchError as :func:`load_task_folder` / :func:`load_task_hf`.
+    """
+    if spec.startswith("hf:"):
+        if not spec[3:]:
+            raise LvsearchError(f"--task {spec!r} names no dataset", fix="e.g. --task hf:glue:rte")
+        return load_task_hf(spec[3:])
     p = Path(spec)
     if p.exists() or os.sep in spec or spec.startswith("."):
         return load_task_folder(p)

@@ -1,0 +1,322 @@
+"""Comparison tables and α heatmaps of evaluation reports (``lvsearch report``).
+
+One implementation of the comparison table, :func:`comparison_table`, feeds three outputs:
+the terminal table of ``lvsearch evaluate --compare``, the Markdown file ``lvsearch evaluate``
+writes next to its JSON report (one column), and ``report.md`` of ``lvsearch report`` (one
+column per model). Reports are the JSON files written by ``lvsearch evaluate``
+(format ``lvsearch.eval-report/v1``); see :mod:`lvsearch.eval.cli`.
+
+The α heatmap follows ELC-BERT (Charpentier & Samuel 2023, Figure 1): rows are slots 1..N,
+columns are inputs 0..N-1 (0 = embedding output), each cell is α = softmax of the slot's mixing
+logits over the inputs it reads (0 for inputs it does not read; every row sums to 1), taken
+from ``Encoder.alpha_matrix()`` of the loaded model. A purely sequential architecture gives a
+one-hot (shifted identity) matrix; it is drawn all the same.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from lvsearch.errors import LvsearchError
+
+REPORT_FORMAT = "lvsearch.eval-report/v1"
+DEFAULT_REPORT_NAME = "eval_report.json"
+REPORT_MD = "report.md"
+_EVALUATE_FIRST = "run 'lvsearch evaluate --model MODEL_DIR' first (it writes MODEL_DIR/eval_report.json)"
+
+
+def _fmt(v, digits: int = 4) -> str:
+    return "—" if v is None else f"{v:.{digits}f}"
+
+
+def summary_rows(report: dict) -> list[tuple[str, str]]:
+    """``(metric, value)`` rows of one report: BLiMP (mean over paradigms and pairs, pairs /
+    ties, per phenomenon, sentences/s), fine-tuning (``TASK SPLIT METRIC`` → mean ± sample std
+    (median, n) over seeds; test when labeled, else dev) and MLM dev accuracy / loss (nats).
+    Stages that were skipped or not applicable give one row with their status and reason."""
+    rows: list[tuple[str, str]] = []
+    blimp = report.get("blimp") or {}
+    if blimp.get("status") == "done":
+        rows.append(("BLiMP mean over paradigms", _fmt(blimp["mean_over_paradigms"])))
+        rows.append(("BLiMP mean over pairs", _fmt(blimp["mean_over_pairs"])))
+        rows.append(("BLiMP pairs / ties", f"{blimp['pairs']} / {blimp['ties']}"))
+        for term, r in blimp["phenomena"].items():
+            rows.append((f"  {term}", _fmt(r["accuracy"])))
+        sps = blimp.get("sentences_per_second")
+        rows.append(("BLiMP sentences/s", "—" if sps is None else f"{sps:.0f}"))
+    elif blimp:
+        rows.append(("BLiMP", f"{blimp.get('status')}: {blimp.get('reason')}"))
+    for name, ft in (report.get("finetune") or {}).items():
+        split = "test" if "test" in ft["aggregate"] else "dev"
+        for metric, s in ft["aggregate"][split].items():
+            if s["mean"] is None:
+                continue
+            rows.append((f"{name} {split} {metric}", f"{s['mean']:.4f} ± {s['std']:.4f} (median {s['median']:.4f}, n={s['n']})"))
+    mlm = report.get("mlm") or {}
+    if mlm.get("status") == "done":
+        rows.append(("MLM dev accuracy", _fmt(mlm["accuracy"])))
+        rows.append(("MLM dev loss", _fmt(mlm["loss"])))
+    elif mlm:
+        rows.append(("MLM", f"{mlm.get('status')}: {mlm.get('reason')}"))
+    return rows
+
+
+def arch_compact(report: dict) -> str:
+    """Compact op string of the report's model (``"sfsf"``), with ``+mixing`` when some slot
+    reads several inputs (the full inputs are in the α heatmap and the JSON)."""
+    from lvsearch.arch import Arch
+
+    arch = Arch.from_dict(report["model"]["config"]["arch"])
+    return arch.compact if arch.is_sequential else f"{arch.compact} +mixing"
+
+
+def comparison_table(reports: Sequence[dict]) -> list[tuple[str, list[str]]]:
+    """Rows ``(metric, [value per report])``: parameters, objective, arch, then the union of
+    :func:`summary_rows` in first-seen order; a metric missing from a report shows as ``—``."""
+    per = [dict(summary_rows(r)) for r in reports]
+    keys: list[str] = []
+    for r in reports:
+        for k, _ in summary_rows(r):
+            if k not in keys:
+                keys.append(k)
+    rows: list[tuple[str, list[str]]] = [
+        ("parameters", [f"{r['model']['num_params']:,}" for r in reports]),
+        ("objective", [r["model"]["config"]["objective"] for r in reports]),
+        ("arch", [arch_compact(r) for r in reports]),
+    ]
+    rows += [(k, [d.get(k, "—") for d in per]) for k in keys]
+    return rows
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ").strip() or " "
+
+
+def markdown_table(reports: Sequence[dict], names: Sequence[str]) -> str:
+    """A GitHub-flavoured Markdown table of :func:`comparison_table`, one column per report,
+    headed by ``names`` (``|`` in cells is escaped)."""
+    lines = ["| metric | " + " | ".join(_md_cell(n) for n in names) + " |",
+             "|---|" + "---:|" * len(names)]
+    for metric, values in comparison_table(reports):
+        label = metric.strip()
+        if metric.startswith("  "):  # a BLiMP phenomenon
+            label = f"BLiMP · {label}"
+        lines.append(f"| {_md_cell(label)} | " + " | ".join(_md_cell(v) for v in values) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def single_report_markdown(report: dict) -> str:
+    """The Markdown file ``lvsearch evaluate`` writes beside its JSON report."""
+    m = report["model"]
+    head = (f"# Evaluation of {m['name']}\n\n"
+            f"Model folder: `{m['folder']}` · {m['num_params']:,} parameters · objective "
+            f"{m['config']['objective']} · lvsearch {report.get('lvsearch_version', '?')}\n\n")
+    return head + markdown_table([report], [m["name"]])
+
+
+def check_report(report, path: Path) -> dict:
+    """Check the keys the tables read.
+
+    Raises:
+        LvsearchError: not an ``lvsearch.eval-report/v1`` object, or ``model.name``,
+            ``model.num_params``, ``model.config.arch`` / ``objective`` missing or malformed.
+    """
+    fix = "pass a file written by 'lvsearch evaluate' (or re-run it)"
+    if not isinstance(report, dict) or report.get("format") != REPORT_FORMAT:
+        raise LvsearchError(f"{path} is not an lvsearch evaluation report (format {REPORT_FORMAT!r} expected)", fix=fix)
+    try:
+        m = report["model"]
+        assert isinstance(m["name"], str) and isinstance(m["num_params"], int)
+        assert isinstance(m["config"]["objective"], str)
+        arch_compact(report)
+        comparison_table([report])
+    except LvsearchError as e:
+        raise LvsearchError(f"evaluation report {path} is malformed: {str(e).splitlines()[0]}", fix=fix) from None
+    except (KeyError, TypeError, AssertionError, AttributeError, ValueError) as e:
+        detail = f"missing key {e}" if isinstance(e, KeyError) else "unexpected structure"
+        raise LvsearchError(f"evaluation report {path} is malformed ({detail})", fix=fix) from None
+    return report
+
+
+def read_report(path: str | Path) -> dict:
+    """Read and check one report JSON. Raises LvsearchError (missing, not JSON, malformed)."""
+    from lvsearch.io import read_json
+
+    path = Path(path)
+    return check_report(read_json(path, what="evaluation report"), path)
+
+
+@dataclass
+class ReportSource:
+    """One column of ``lvsearch report``: its label, report path, report and model folder."""
+
+    label: str
+    report_path: Path
+    report: dict
+    model_dir: Path
+
+
+def resolve_source(arg: str) -> ReportSource:
+    """Find the report of a retrain run folder (``RUN/model/eval_report.json``), a model
+    directory (``MODEL/eval_report.json``) or a report JSON file, and the model directory whose
+    weights give α (a JSON file's recorded ``model.folder``, else the file's own folder).
+
+    Raises:
+        LvsearchError: the path does not exist, holds no report (says to run ``lvsearch
+            evaluate``), the report is malformed, or its model directory is gone.
+    """
+    p = Path(arg)
+    if not p.exists():
+        raise LvsearchError(f"{p} not found", fix="pass a retrain run folder, a model directory or an eval_report.json")
+    if p.is_dir():
+        for folder, label in ((p, p.name), (p / "model", p.name)):
+            if (folder / DEFAULT_REPORT_NAME).is_file():
+                report_path, model_dir = folder / DEFAULT_REPORT_NAME, folder
+                break
+        else:
+            kind = "model directory" if (p / "config.json").is_file() else \
+                "retrain run folder" if (p / "model" / "config.json").is_file() else "folder"
+            raise LvsearchError(f"{kind} {p} has no evaluation report ({DEFAULT_REPORT_NAME} in it or in its model/)",
+                                fix=_EVALUATE_FIRST)
+        if label == "model" and p.resolve().parent.name:  # RUN/model given directly: name it after RUN
+            label = p.resolve().parent.name
+        report = read_report(report_path)
+    else:
+        report_path = p
+        report = read_report(p)
+        recorded = Path(report["model"]["folder"])
+        model_dir = recorded if (recorded / "config.json").is_file() else p.parent
+        if not (model_dir / "config.json").is_file():
+            raise LvsearchError(f"the model directory of report {p} ({recorded}) is gone; the α heatmap needs its weights",
+                                fix="pass the model directory or run folder instead, or restore the model")
+        label = p.stem if p.name != DEFAULT_REPORT_NAME else model_dir.name
+        if label == "model":
+            label = model_dir.resolve().parent.name or label
+    return ReportSource(label=label, report_path=report_path, report=report, model_dir=model_dir)
+
+
+def _unique_labels(labels: list[str]) -> list[str]:
+    seen: dict[str, int] = {}
+    out = []
+    for lab in labels:
+        seen[lab] = seen.get(lab, 0) + 1
+        out.append(lab if seen[lab] == 1 else f"{lab}#{seen[lab]}")
+    return out
+
+
+def heatmap_name(label: str) -> str:
+    """File name of a model's α heatmap: ``alpha_<label>.png`` (unsafe characters → ``_``)."""
+    return "alpha_" + (re.sub(r"[^A-Za-z0-9._-]+", "_", label).strip("._") or "model") + ".png"
+
+
+def plot_alpha(alpha, ops: Sequence[str], title: str, path: str | Path) -> None:
+    """Draw α as an ELC-BERT Figure 1 style heatmap PNG (matplotlib, Agg backend).
+
+    Args:
+        alpha: ``(N, N)`` array-like; row ``n-1`` = slot ``n``, column ``i`` = input ``i``.
+        ops: the N op codes (``"SA"``, ``"FF"``, ``"DC"``), used as row labels.
+        title: figure title (the arch's compact string).
+        path: output PNG, written atomically.
+    """
+    import io
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from lvsearch.io import atomic_write_bytes
+
+    a = np.asarray(alpha, dtype=float)
+    n = a.shape[0]
+    size = min(2.0 + 0.35 * n, 12.0)
+    fig, ax = plt.subplots(figsize=(size + 1.2, size))
+    im = ax.imshow(a, cmap="viridis", vmin=0.0, vmax=1.0, aspect="equal")
+    ax.set_xticks(range(n))
+    ax.set_xticklabels([str(i) for i in range(n)], fontsize=7)
+    ax.set_yticks(range(n))
+    ax.set_yticklabels([f"{i + 1} {op}" for i, op in enumerate(ops)], fontsize=7)
+    ax.set_xlabel("input (0 = embeddings, i = output of slot i)")
+    ax.set_ylabel("slot")
+    ax.set_title(title, fontsize=9)
+    if n <= 12:
+        for r in range(n):
+            for c in range(n):
+                if a[r, c] > 0:
+                    ax.text(c, r, f"{a[r, c]:.2f}", ha="center", va="center", fontsize=6,
+                            color="black" if a[r, c] > 0.6 else "white")
+    fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04, label="α")
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=120)
+    plt.close(fig)
+    atomic_write_bytes(path, buf.getvalue())
+
+
+def _alpha_section(label: str, arch, alpha) -> list[str]:
+    """Markdown lines listing the α of every slot that mixes several inputs."""
+    lines = []
+    for n, inputs in enumerate(arch.inputs, start=1):
+        if len(inputs) > 1:
+            parts = ", ".join(f"h{i} {float(alpha[n - 1, i]):.3f}" for i in inputs)
+            lines.append(f"- {label}, slot {n} ({arch.ops[n - 1]}): {parts}")
+    return lines
+
+
+def write_report(sources: Sequence[str], out: str | Path, *, overwrite: bool = False) -> dict:
+    """``lvsearch report``: ``OUT/report.md`` (one column per model) and one α heatmap PNG per
+    model (``OUT/alpha_<label>.png``).
+
+    Args:
+        sources: run folders, model directories or report JSON files (see :func:`resolve_source`).
+        out: output folder (created).
+        overwrite: replace files of a previous report in ``out``.
+
+    Returns:
+        ``{"markdown": Path, "heatmaps": {label: Path}, "labels": [...]}``.
+
+    Raises:
+        LvsearchError: see :func:`resolve_source`; ``out`` is a file; ``out`` already holds
+            ``report.md`` or one of the PNGs and ``overwrite`` is false (checked before any
+            model is loaded; nothing is written then).
+    """
+    from lvsearch.io import atomic_write_bytes
+    from lvsearch.modeldir import load_model
+
+    resolved = [resolve_source(s) for s in sources]
+    labels = _unique_labels([s.label for s in resolved])
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise LvsearchError(f"--out {out} is a file", fix="pass a folder (default: ./report)")
+    targets = [out / REPORT_MD] + [out / heatmap_name(lab) for lab in labels]
+    if len({t.name for t in targets}) != len(targets):
+        raise LvsearchError("two models would get the same heatmap file name", fix="rename one of the folders")
+    existing = [t.name for t in targets if t.exists()]
+    if existing and not overwrite:
+        raise LvsearchError(f"--out {out} already holds {', '.join(existing)}", fix="pass --overwrite to replace them, or another --out")
+
+    heatmaps: dict[str, Path] = {}
+    alpha_lines: list[str] = []
+    for src, lab in zip(resolved, labels):
+        loaded = load_model(src.model_dir)
+        alpha = loaded.encoder.alpha_matrix()
+        title = f"{lab}: {loaded.arch.compact}"
+        path = out / heatmap_name(lab)
+        plot_alpha(alpha.numpy(), loaded.arch.ops, title, path)
+        heatmaps[lab] = path
+        alpha_lines += _alpha_section(lab, loaded.arch, alpha)
+
+    md = ["# lvsearch report", "",
+          "Models: " + ", ".join(f"**{lab}** (`{s.report_path}`)" for lab, s in zip(labels, resolved)), "",
+          markdown_table([s.report for s in resolved], labels), "## α (ELC-BERT layer mixing)", "",
+          "Heatmaps (rows = slots, columns = inputs 0..N-1, α = softmax over each slot's inputs):", ""]
+    md += [f"- {lab}: ![{lab}]({p.name})" for lab, p in heatmaps.items()]
+    md += ["", "Slots that mix several inputs:" if alpha_lines else "Every slot reads one input (sequential): α is one-hot.", ""]
+    md += alpha_lines
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(out / REPORT_MD, ("\n".join(md).rstrip() + "\n").encode("utf-8"))
+    return {"markdown": out / REPORT_MD, "heatmaps": heatmaps, "labels": labels}
