@@ -152,7 +152,7 @@ def memory(data_dir: str, batch: int) -> dict:
     return {
         "peak_rss_mib": out,
         "ratio_supernet_over_standalone": out["supernet"] / out["standalone"],
-        "ratio_above_baseline": (out["supernet"] - base) / (out["standalone"] - base),
+        "ratio_above_baseline": (out["supernet"] - base) / (out["standalone"] - base) if out["standalone"] > base else None,
     }
 
 

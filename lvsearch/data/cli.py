@@ -112,7 +112,6 @@ def _prepare(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from lvsearch import ui
     from lvsearch.data.shards import PreparedData
     from lvsearch.errors import LvsearchError
 
@@ -123,5 +122,5 @@ def _verify(args: argparse.Namespace) -> int:
             f"{args.data} failed verification:\n" + "\n".join(f"    {p}" for p in problems),
             fix="re-run 'lvsearch data prepare' with --overwrite",
         )
-    ui.console.print(f"{args.data}: shards, tokenizer{'' if args.no_sources else ' and sources'} match the manifest")
+    print(f"{args.data}: shards, tokenizer{'' if args.no_sources else ' and sources'} match the manifest")
     return 0

@@ -149,7 +149,7 @@ def check_out_folder(out: Path, *, overwrite: bool) -> None:
     state = (
         "its sources changed since tokenisation:\n" + "\n".join(f"    {c}" for c in changed)
         if changed
-        else "its recorded sources are unchanged"
+        else "the sources it was made from are unchanged since tokenisation"
     )
     raise LvsearchError(
         f"--out {out} already holds a prepared dataset; {state}",

@@ -108,7 +108,7 @@ class PreparedData:
         if not (folder / MANIFEST).is_file():
             raise LvsearchError(
                 f"{folder} is not a prepared dataset (no {MANIFEST})",
-                fix="point --data at the --out folder of 'lvsearch data prepare'",
+                fix="give the --out folder of 'lvsearch data prepare'",
             )
         manifest = read_json(folder / MANIFEST, what="dataset manifest")
         if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:

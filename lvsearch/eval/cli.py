@@ -184,7 +184,15 @@ def run(args: argparse.Namespace) -> int:
         blimp_dir = Path(args.blimp)
     elif default_blimp_dir().is_dir():
         blimp_dir = default_blimp_dir()
+    elif args.blimp_limit is not None:
+        raise LvsearchError(
+            f"--blimp-limit given, but no --blimp folder and the default {default_blimp_dir()} is absent",
+            fix="pass --blimp DIR (a folder of BLiMP *.jsonl files), or drop --blimp-limit / use --no-blimp",
+        )
     else:
+        from lvsearch import ui
+
+        ui.warn(f"BLiMP skipped: no --blimp given and {default_blimp_dir()} is absent")
         blimp_note = {"status": "skipped", "reason": f"no --blimp given and {default_blimp_dir()} is absent"}
     paradigms = None
     scorer_model, head = loaded.encoder, "MLM head of the model"

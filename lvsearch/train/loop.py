@@ -193,10 +193,19 @@ def train(
     final_eval: dict = {}
     t0 = time.perf_counter()
     tokens_done_here = 0
-    with ui.progress(enabled=show_progress and info.is_main) as bar:
+    stop = _GracefulInterrupt(enabled=not info.enabled)
+    with stop, ui.progress(enabled=show_progress and info.is_main) as bar:
         task = bar.add_task(label, total=cfg.steps, completed=start, info="")
         module.train()
         for step in range(start, cfg.steps):
+            if stop.requested:
+                if step > start:
+                    save_checkpoint(run_dir, step, module, optimizer, {**checkpoint_extra, "tokens": step * tokens_per_step},
+                                    keep=cfg.keep_checkpoints)
+                    ui.console.print(f"interrupted: checkpoint saved at step {step}; continue with --resume")
+                else:
+                    ui.console.print("interrupted before the first step completed: nothing to save")
+                raise KeyboardInterrupt
             torch.manual_seed(step_seed(cfg.seed, step, info.rank, "dropout"))
             lr = lr_at(step, cfg)
             for g in optimizer.param_groups:
@@ -272,6 +281,38 @@ def train(
         "tokens_per_s": tokens_done_here / elapsed if elapsed > 0 else None,
         "final_eval": final_eval,
     }
+
+
+class _GracefulInterrupt:
+    """Turn the first Ctrl-C (SIGINT) into a request honoured at the next step boundary, where
+    the loop saves a checkpoint and stops; a second Ctrl-C interrupts at once. Single-process
+    runs only: under torchrun each rank would see the signal at a different step."""
+
+    def __init__(self, enabled: bool):
+        self.enabled, self.requested, self._old = enabled, False, None
+
+    def _handler(self, signum, frame):
+        import signal
+
+        self.requested = True
+        signal.signal(signal.SIGINT, self._old)  # a second Ctrl-C raises immediately
+
+    def __enter__(self):
+        import signal
+        import threading
+
+        if self.enabled and threading.current_thread() is threading.main_thread():
+            self._old = signal.signal(signal.SIGINT, self._handler)
+        else:
+            self.enabled = False
+        return self
+
+    def __exit__(self, *exc):
+        import signal
+
+        if self.enabled and signal.getsignal(signal.SIGINT) == self._handler:
+            signal.signal(signal.SIGINT, self._old)
+        return False
 
 
 def _to(value, device: torch.device):
