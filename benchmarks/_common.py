@@ -42,3 +42,32 @@ def write_result(name: str, result: dict) -> Path:
     path = RESULTS / f"{name}.json"
     atomic_write_json(path, result)
     return path
+
+
+#: Python code that prints this process's peak resident memory (VmHWM, MiB) on exit, as
+#: ``PEAK_RSS_MIB <value>`` on stderr. VmHWM belongs to the address space that execve creates,
+#: so, unlike ``ru_maxrss``, it does not inherit the peak of the parent that spawned the child.
+REPORT_PEAK_RSS = (
+    "import atexit, sys\n"
+    "def _peak():\n"
+    "    for line in open('/proc/self/status'):\n"
+    "        if line.startswith('VmHWM:'):\n"
+    "            print('PEAK_RSS_MIB', int(line.split()[1]) / 1024, file=sys.stderr)\n"
+    "atexit.register(_peak)\n"
+)
+
+
+def parse_peak_rss(stderr: str) -> float:
+    """The value printed by :data:`REPORT_PEAK_RSS` (MiB)."""
+    return float(stderr.rsplit("PEAK_RSS_MIB", 1)[1].split()[0])
+
+
+def prepared_data(given: str | None, tmp: str) -> str:
+    """``given`` (a prepared dataset), or the shared corpus prepared into ``tmp``."""
+    if given is not None:
+        return given
+    from lvsearch.data.prepare import prepare
+
+    out = f"{tmp}/corpus"
+    prepare([str(shared_data_dir() / "corpora")], out, show_progress=False)
+    return out

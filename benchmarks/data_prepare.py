@@ -21,7 +21,7 @@ import sys
 import tempfile
 import time
 
-from _common import machine, shared_data_dir, write_result
+from _common import REPORT_PEAK_RSS, machine, parse_peak_rss, shared_data_dir, write_result
 
 PEER = r"""
 import glob, sys, time
@@ -45,19 +45,16 @@ from lvsearch.cli import main
 sys.exit(main(sys.argv[1:]))
 """
 
-# Appended to each child's code: report the child's own peak RSS (KiB on Linux) on stderr.
-REPORT_RSS = "\nimport atexit, resource, sys\natexit.register(lambda: print('MAXRSS', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr))\n"
 
 
 def run_child(code: str, *argv: str) -> dict:
     """Run ``python -c code argv…`` in a fresh process; return wall seconds and its peak RSS (MiB)."""
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-c", REPORT_RSS + code, *argv], capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-c", REPORT_PEAK_RSS + code, *argv], capture_output=True, text=True)
     wall = time.perf_counter() - start
     if proc.returncode != 0:
         raise SystemExit(f"benchmark child failed:\n{proc.stderr}")
-    rss_kib = int(proc.stderr.rsplit("MAXRSS", 1)[1].split()[0])
-    return {"seconds": wall, "peak_rss_mib": rss_kib / 1024}
+    return {"seconds": wall, "peak_rss_mib": parse_peak_rss(proc.stderr)}
 
 
 def main() -> None:

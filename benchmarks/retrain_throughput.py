@@ -18,7 +18,7 @@ import statistics
 import tempfile
 import time
 
-from _common import machine, shared_data_dir, write_result
+from _common import machine, prepared_data, write_result
 
 import torch  # noqa: E402
 
@@ -32,7 +32,6 @@ def main() -> None:
 
     from lvsearch.arch import reference_arch
     from lvsearch.config import RetrainConfig, load_config
-    from lvsearch.data.prepare import prepare
     from lvsearch.data.shards import PreparedData
     from lvsearch.space import SearchSpace
     from lvsearch.train.distributed import DistInfo
@@ -40,10 +39,7 @@ def main() -> None:
     from lvsearch.train.retrain import build_module, retrain_dims
 
     with tempfile.TemporaryDirectory() as tmp:
-        data_dir = args.data
-        if data_dir is None:
-            data_dir = f"{tmp}/corpus"
-            prepare([str(shared_data_dir() / "corpora")], data_dir, show_progress=False)
+        data_dir = prepared_data(args.data, tmp)
         data = PreparedData.open(data_dir)
         space = SearchSpace.load("lvbert")
         archs = {name: reference_arch(name, space) for name in ("bert", "lvbert-paper")}

@@ -9,7 +9,7 @@ shared corpus), batch 32 × seq 128, 15% MLM masking, fp32, interleaved in one p
     intermediate 1024, same vocabulary, sdpa attention), labels −100 off the masked positions.
 Reported: median step time, tokens/s and the ratio lvsearch / HF.
 
-Memory — peak RSS of a training step, each in a fresh process (so the peak is that
+Memory — peak RSS (VmHWM) of a training step, each in a fresh process (so the peak is that
 configuration's alone): the supernet training the ``lvbert-paper`` path vs the standalone
 ``Encoder`` extracted for the same path, both with AdamW, batch 32 × 128. Reported as full
 peaks and as peaks above a baseline process that loads torch, lvsearch and the data only.
@@ -28,7 +28,7 @@ import sys
 import tempfile
 import time
 
-from _common import REPO, machine, shared_data_dir, write_result
+from _common import REPO, REPORT_PEAK_RSS, machine, parse_peak_rss, prepared_data, write_result
 
 import torch  # noqa: E402
 
@@ -112,7 +112,7 @@ def throughput(data_dir: str, steps: int, batch: int, seq: int) -> dict:
 
 
 MEMORY_CHILD = r"""
-import resource, sys, json, torch
+import sys, json, torch
 sys.path.insert(0, sys.argv[1] + "/benchmarks")
 from supernet_train import batches, SMALL
 from lvsearch.arch import reference_arch
@@ -136,7 +136,6 @@ if mode != "baseline":
         (out["loss_sum"] / out["count"]).backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
-print(json.dumps({"peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
 
 
@@ -144,10 +143,10 @@ def memory(data_dir: str, batch: int) -> dict:
     out = {}
     for mode in ("baseline", "supernet", "standalone"):
         proc = subprocess.run(
-            [sys.executable, "-c", MEMORY_CHILD, str(REPO), mode, data_dir, str(batch)],
+            [sys.executable, "-c", REPORT_PEAK_RSS + MEMORY_CHILD, str(REPO), mode, data_dir, str(batch)],
             capture_output=True, text=True, check=True,
         )
-        out[mode] = json.loads(proc.stdout.strip().splitlines()[-1])["peak_rss_mib"]
+        out[mode] = parse_peak_rss(proc.stderr)
     base = out["baseline"]
     return {
         "peak_rss_mib": out,
@@ -163,12 +162,7 @@ def main() -> None:
     ap.add_argument("--data", help="a prepared dataset (default: prepare the shared corpus into a temp folder)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        data_dir = args.data
-        if data_dir is None:
-            from lvsearch.data.prepare import prepare
-
-            data_dir = f"{tmp}/corpus"
-            prepare([str(shared_data_dir() / "corpora")], data_dir, show_progress=False)
+        data_dir = prepared_data(args.data, tmp)
         result = {
             "benchmark": "supernet_train",
             "shape": {**SMALL, "slots": 24, "batch": args.batch, "seq": 128},

@@ -81,6 +81,24 @@ def read_json(path: str | os.PathLike, *, what: str = "JSON file") -> Any:
         ) from None
 
 
+def iter_jsonl(path: str | os.PathLike, text: str, *, fix: str):
+    """Yield ``(line number, object)`` for every non-blank line of JSONL ``text`` read from ``path``.
+
+    Raises:
+        LvsearchError: a line is not valid JSON or not a JSON object (names file and line).
+    """
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise LvsearchError(f"{path}, line {lineno}: not valid JSON ({e.msg})", fix=fix) from None
+        if not isinstance(obj, dict):
+            raise LvsearchError(f"{path}, line {lineno}: expected a JSON object", fix=fix)
+        yield lineno, obj
+
+
 def sha256_file(path: str | os.PathLike, chunk_bytes: int = 1 << 20) -> str:
     """Hex SHA-256 of a file's bytes, read in ``chunk_bytes`` chunks."""
     h = hashlib.sha256()

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
 import math
 from pathlib import Path
 
 from lvsearch.errors import LvsearchError
+from lvsearch.io import iter_jsonl
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -73,17 +73,7 @@ def read_curve(path: str | Path, xkey: str, ykey: str) -> tuple[list[float], lis
 
     if path.suffix.lower() == ".jsonl":
         keys: set[str] = set()
-        for lineno, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise LvsearchError(f"{path}, line {lineno}: not valid JSON ({e.msg})",
-                                    fix="write one JSON object per line") from None
-            if not isinstance(obj, dict):
-                raise LvsearchError(f"{path}, line {lineno}: expected a JSON object",
-                                    fix="write one JSON object per line")
+        for lineno, obj in iter_jsonl(path, text, fix="write one JSON object per line"):
             keys.update(obj)
             if ykey not in obj or obj[ykey] is None:
                 skipped += 1

@@ -23,7 +23,6 @@ Paradigm folders are read in BLiMP's JSONL format (one object per line with at l
 from __future__ import annotations
 
 import bisect
-import json
 import time
 from collections import defaultdict
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from lvsearch.errors import LvsearchError
+from lvsearch.io import iter_jsonl
 
 REQUIRED_KEYS = ("sentence_good", "sentence_bad", "UID", "linguistics_term")
 
@@ -77,16 +77,7 @@ def read_blimp(folder: str | Path, *, limit: int | None = None) -> list[Paradigm
             text = path.read_text(encoding="utf-8")
         except UnicodeDecodeError:
             raise LvsearchError(f"{path} is not UTF-8 text", fix="pass the original BLiMP JSONL files") from None
-        for lineno, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise LvsearchError(f"{path}, line {lineno}: not valid JSON ({e.msg})",
-                                    fix="repair the line or restore the original BLiMP file") from None
-            if not isinstance(obj, dict):
-                raise LvsearchError(f"{path}, line {lineno}: expected a JSON object", fix="restore the original BLiMP file")
+        for lineno, obj in iter_jsonl(path, text, fix="repair the line or restore the original BLiMP file"):
             missing = [k for k in REQUIRED_KEYS if k not in obj]
             if missing:
                 raise LvsearchError(f"{path}, line {lineno}: missing key(s) {', '.join(missing)}",
