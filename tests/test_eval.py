@@ -700,8 +700,8 @@ def test_report_two_models(two_evaluated, tmp_path, capsys):
     assert sorted(p.name for p in out.iterdir()) == ["alpha_elc.png", "alpha_seqrun.png", "report.md"]
     md = (out / "report.md").read_text()
     assert "| metric | seqrun | elc |" in md and "| arch | sfsf | sfsf +mixing |" in md
-    r_seq = json.loads((run / "model" / "eval_report.json").read_text())
-    r_elc = json.loads((elc_dir / "eval_report.json").read_text())
+    r_seq = json.loads((run / "model" / "results.json").read_text())
+    r_elc = json.loads((elc_dir / "results.json").read_text())
     assert f"| MLM dev accuracy | {r_seq['mlm']['accuracy']:.4f} | {r_elc['mlm']['accuracy']:.4f} |" in md
     assert f"| parameters | {r_seq['model']['num_params']:,} | {r_elc['model']['num_params']:,} |" in md
     # α of the multi-input slots: listed in report.md, equal to the model's, strictly inside (0, 1).
@@ -723,7 +723,7 @@ def test_report_two_models(two_evaluated, tmp_path, capsys):
     rc, text = _run_cli(["report", str(run), str(elc_dir), "--out", str(out)], capsys)
     assert rc == 2 and "already holds" in text and "report.md" in text and "--overwrite" in text
     assert (out / "report.md").read_bytes() == before
-    rc, text = _run_cli(["report", str(run), str(elc_dir / "eval_report.json"), "--out", str(out), "--overwrite"], capsys)
+    rc, text = _run_cli(["report", str(run), str(elc_dir / "results.json"), "--out", str(out), "--overwrite"], capsys)
     assert rc == 0, text
     assert "| metric | seqrun | elc |" in (out / "report.md").read_text()
 
@@ -731,7 +731,7 @@ def test_report_two_models(two_evaluated, tmp_path, capsys):
 def test_report_errors(two_evaluated, model_dir, tmp_path, capsys):
     run, elc_dir = two_evaluated
     bare = _copy_model(model_dir, tmp_path)
-    (bare / "eval_report.json").unlink(missing_ok=True)
+    (bare / "results.json").unlink(missing_ok=True)
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
     partial = tmp_path / "partial.json"

@@ -35,7 +35,7 @@ what is measured:
   MLM          --mlm-data DIR (alias --data; from 'lvsearch data prepare'): accuracy and loss on the fixed masked
                dev set the architecture search uses; the tokenizer must be the model's.
 
-report: REPORT.json (default MODEL_DIR/eval_report.json) and REPORT.md beside it (Markdown table);
+report: REPORT.json (default MODEL_DIR/results.json) and REPORT.md beside it (Markdown table);
   both are refused when they exist unless --overwrite.
 
 examples:
@@ -47,8 +47,8 @@ examples:
 
 REPORT_EPILOG = """\
 each argument is one of:
-  RUN           a retrain run folder (reads RUN/model/eval_report.json; column named RUN)
-  MODEL_DIR     a model directory holding eval_report.json
+  RUN           a retrain run folder (reads RUN/model/results.json; column named RUN)
+  MODEL_DIR     a model directory holding results.json
   REPORT.json   a report written by 'lvsearch evaluate --out' (α from its recorded model folder)
 
 writes into --out (default ./report): report.md (one column per model: parameters, arch,

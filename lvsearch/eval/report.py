@@ -23,9 +23,9 @@ from typing import Sequence
 from lvsearch.errors import LvsearchError
 
 REPORT_FORMAT = "lvsearch.eval-report/v1"
-DEFAULT_REPORT_NAME = "eval_report.json"
+DEFAULT_REPORT_NAME = "results.json"
 REPORT_MD = "report.md"
-_EVALUATE_FIRST = "run 'lvsearch evaluate --model MODEL_DIR' first (it writes MODEL_DIR/eval_report.json)"
+_EVALUATE_FIRST = "run 'lvsearch evaluate --model MODEL_DIR' first (it writes MODEL_DIR/results.json)"
 
 
 def _fmt(v, digits: int = 4) -> str:
@@ -160,8 +160,8 @@ class ReportSource:
 
 
 def resolve_source(arg: str) -> ReportSource:
-    """Find the report of a retrain run folder (``RUN/model/eval_report.json``), a model
-    directory (``MODEL/eval_report.json``) or a report JSON file, and the model directory whose
+    """Find the report of a retrain run folder (``RUN/model/results.json``), a model
+    directory (``MODEL/results.json``) or a report JSON file, and the model directory whose
     weights give α (a JSON file's recorded ``model.folder``, else the file's own folder).
 
     Raises:
@@ -170,7 +170,7 @@ def resolve_source(arg: str) -> ReportSource:
     """
     p = Path(arg)
     if not p.exists():
-        raise LvsearchError(f"{p} not found", fix="pass a retrain run folder, a model directory or an eval_report.json")
+        raise LvsearchError(f"{p} not found", fix="pass a retrain run folder, a model directory or an results.json")
     if p.is_dir():
         for folder, label in ((p, p.name), (p / "model", p.name)):
             if (folder / DEFAULT_REPORT_NAME).is_file():
