@@ -20,11 +20,13 @@ from lvsearch.io import iter_jsonl
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("scaling", help="fit scaling laws (M1-M4) to learning curves")
+    p = sub.add_parser("scaling", help="fit scaling laws (M1-M4) to learning curves",
+                       description="Fit the learning-curve estimators M1-M4 of Alabdulmohsin, Neyshabur & Zhai "
+                       "(2022) and extrapolate.")
     p.set_defaults(group_parser=p)
     ss = p.add_subparsers(dest="scaling_command", metavar="SUBCOMMAND")
     f = ss.add_parser("fit", help="fit M1-M4 to one learning curve and extrapolate",
-                      description=__doc__.split("\n\n")[1])
+                      description=__doc__.split("\n\n")[1].replace("``", ""))
     f.add_argument("curve", help="learning curve: .csv (header row) or .jsonl (one object per line)")
     f.add_argument("--x", default="tokens", help="column/key of the training amount (default: tokens)")
     f.add_argument("--y", default="loss", help="column/key of the loss (default: loss)")

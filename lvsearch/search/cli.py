@@ -58,7 +58,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--compare-random", action="store_true", help="also run random search with the same number of evaluations")
     p.add_argument("--resume", action="store_true", help="continue the search in --out")
     p.add_argument("--overwrite", action="store_true", help="replace a search already in --out")
-    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="default: cuda when available")
     p.set_defaults(func=_evolve)
 
     a = sub.add_parser("arch", help="inspect architectures", description="Inspect architecture files and names.")
@@ -67,7 +67,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     show = asub.add_parser("show", help="print an architecture readably",
                            description="Print an architecture (best.json, or a name: bert, sandwich, lvbert-paper, "
                            "random:SEED): op strip, inputs per slot, α weights and size when a supernet is given.")
-    show.add_argument("arch", metavar="FILE_OR_NAME")
+    show.add_argument("arch", metavar="FILE_OR_NAME", help="architecture JSON or reference name (bert, sandwich, lvbert-paper, random:SEED)")
     show.add_argument("--supernet", default=None, metavar="RUN", help="trained supernet: adds α weights, params, FLOPs")
     show.add_argument("--space", default=None, metavar="NAME", help="search space (needed for names without --supernet)")
     show.set_defaults(func=_arch_show)
@@ -78,16 +78,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Sample architectures spread over the supernet-fitness range, train each from scratch for "
         "--steps steps on the supernet's data and recipe, and report Kendall tau, Spearman rho and top-k overlap.",
     )
-    r.add_argument("--supernet", required=True, metavar="RUN")
+    r.add_argument("--supernet", required=True, metavar="RUN", help="folder of 'lvsearch train-supernet'")
     r.add_argument("--archs", type=int, default=8, metavar="N", help="architectures trained standalone (default 8)")
     r.add_argument("--steps", type=int, default=200, metavar="S", help="standalone training steps each (default 200)")
     r.add_argument("--pool", type=int, default=None, metavar="M", help="random pool scored on the supernet (default max(50, 5N))")
     r.add_argument("--out", default=None, metavar="DIR", help="output folder (default RUN/rank_check)")
-    r.add_argument("--data", default=None, metavar="DIR")
-    r.add_argument("--dev-sequences", type=int, default=None, metavar="N")
-    r.add_argument("--seed", type=int, default=0)
-    r.add_argument("--overwrite", action="store_true")
-    r.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    r.add_argument("--data", default=None, metavar="DIR", help="prepared data (default: the folder recorded in the supernet run)")
+    r.add_argument("--dev-sequences", type=int, default=None, metavar="N", help="dev sequences scored (default: the supernet recipe's)")
+    r.add_argument("--seed", type=int, default=0, help="seed of the architecture pool (default 0)")
+    r.add_argument("--overwrite", action="store_true", help="replace an earlier rank check in --out")
+    r.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="default: cuda when available")
     r.set_defaults(func=_rank_check)
 
 
