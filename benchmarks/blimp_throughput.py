@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import os
 import time
-from pathlib import Path
 
 from _common import machine, shared_data_dir, write_result
 

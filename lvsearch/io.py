@@ -81,6 +81,19 @@ def read_json(path: str | os.PathLike, *, what: str = "JSON file") -> Any:
         ) from None
 
 
+def save_figure(fig, path: str | os.PathLike, *, dpi: int | None = None) -> None:
+    """Write a matplotlib figure as PNG atomically (rendered in memory, then
+    :func:`atomic_write_bytes`), and close it."""
+    import io
+
+    import matplotlib.pyplot as plt
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi)
+    plt.close(fig)
+    atomic_write_bytes(path, buf.getvalue())
+
+
 def iter_jsonl(path: str | os.PathLike, text: str, *, fix: str):
     """Yield ``(line number, object)`` for every non-blank line of JSONL ``text`` read from ``path``.
 

@@ -196,7 +196,7 @@ def _plot(args, x, y, n_fit, fitted) -> None:
     import matplotlib.pyplot as plt
     import numpy as np
 
-    from lvsearch.io import atomic_write_bytes
+    from lvsearch.io import save_figure
 
     hi = max([x[-1], *args.predict_at])
     grid = np.geomspace(x[0], hi * 1.05, 200)
@@ -211,10 +211,5 @@ def _plot(args, x, y, n_fit, fitted) -> None:
     ax.set_ylabel(args.y)
     ax.set_title(Path(args.curve).name)
     ax.legend(fontsize=8)
-    import io
-
-    buf = io.BytesIO()
     fig.tight_layout()
-    fig.savefig(buf, format="png", dpi=120)
-    plt.close(fig)
-    atomic_write_bytes(args.plot, buf.getvalue())
+    save_figure(fig, args.plot, dpi=120)

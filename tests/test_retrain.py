@@ -7,7 +7,6 @@ import math
 import shutil
 from pathlib import Path
 
-import pytest
 import torch
 from safetensors.torch import load_file
 

@@ -221,15 +221,13 @@ def plot_alpha(alpha, ops: Sequence[str], title: str, path: str | Path) -> None:
         title: figure title (the arch's compact string).
         path: output PNG, written atomically.
     """
-    import io
-
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import numpy as np
 
-    from lvsearch.io import atomic_write_bytes
+    from lvsearch.io import save_figure
 
     a = np.asarray(alpha, dtype=float)
     n = a.shape[0]
@@ -251,10 +249,7 @@ def plot_alpha(alpha, ops: Sequence[str], title: str, path: str | Path) -> None:
                             color="black" if a[r, c] > 0.6 else "white")
     fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04, label="α")
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=120)
-    plt.close(fig)
-    atomic_write_bytes(path, buf.getvalue())
+    save_figure(fig, path, dpi=120)
 
 
 def _alpha_section(label: str, arch, alpha) -> list[str]:

@@ -544,14 +544,12 @@ def plot_curves(curves: dict[str, list[dict]], path: str | Path, title: str = ""
         curves: label -> :attr:`SearchResult.curve`.
         path: PNG path (written atomically).
     """
-    import io
-
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from lvsearch.io import atomic_write_bytes
+    from lvsearch.io import save_figure
 
     fig, ax = plt.subplots(figsize=(6, 4), dpi=120)
     for i, (label, curve) in enumerate(curves.items()):
@@ -565,7 +563,4 @@ def plot_curves(curves: dict[str, list[dict]], path: str | Path, title: str = ""
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    plt.close(fig)
-    atomic_write_bytes(path, buf.getvalue())
+    save_figure(fig, path)

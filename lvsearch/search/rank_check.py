@@ -178,14 +178,12 @@ def rank_check(supernet: str | Path, *, num_archs: int = 8, steps: int = 200, po
 
 
 def _scatter(xs, ys, report: dict, path: Path) -> None:
-    import io
-
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from lvsearch.io import atomic_write_bytes
+    from lvsearch.io import save_figure
 
     fig, ax = plt.subplots(figsize=(5, 4), dpi=120)
     ax.scatter(xs, ys)
@@ -195,7 +193,4 @@ def _scatter(xs, ys, report: dict, path: Path) -> None:
     ax.set_title(f"Kendall τ {fmt(report['kendall_tau'])}, Spearman ρ {fmt(report['spearman_rho'])}")
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    plt.close(fig)
-    atomic_write_bytes(path, buf.getvalue())
+    save_figure(fig, path)

@@ -58,6 +58,21 @@ def check_new_run(out: Path, *, overwrite: bool, run_format: str) -> None:
     shutil.rmtree(out)
 
 
+def read_run_config(run_dir: Path, run_format: str, cls: type, *, missing_fix: str) -> tuple[Any, dict]:
+    """``(config dataclass, recorded config.json)`` of a run folder of job ``run_format``.
+
+    Raises:
+        LvsearchError: ``config.json`` is missing (``missing_fix`` says what to do), unreadable,
+            or belongs to another job.
+    """
+    if not (run_dir / CONFIG).is_file():
+        raise LvsearchError(f"{run_dir} holds no run ({CONFIG} missing; a {run_format} run was expected)", fix=missing_fix)
+    recorded = read_json(run_dir / CONFIG, what="run config")
+    if not isinstance(recorded, dict) or recorded.get("format") != run_format:
+        raise LvsearchError(f"{run_dir / CONFIG} is not a {run_format} run config", fix="check the path")
+    return build_dataclass(cls, recorded["config"], str(run_dir / CONFIG)), recorded
+
+
 def resume_config(out: Path, cls: type, run_format: str, recipe: str | None, overrides: list[str]) -> tuple[Any, dict]:
     """The recorded configuration of the run in ``out`` (for ``--resume``).
 
@@ -65,12 +80,7 @@ def resume_config(out: Path, cls: type, run_format: str, recipe: str | None, ove
         LvsearchError: no run or no checkpoint in ``out``, a run of another job, or a
             ``recipe``/``overrides`` that resolve to a different configuration.
     """
-    if not (out / CONFIG).is_file():
-        raise LvsearchError(f"--resume: {out} holds no run ({CONFIG} missing)", fix="start without --resume")
-    recorded = read_json(out / CONFIG, what="run config")
-    if not isinstance(recorded, dict) or recorded.get("format") != run_format:
-        raise LvsearchError(f"--resume: {out / CONFIG} is not a {run_format} run", fix="check --out")
-    config = build_dataclass(cls, recorded["config"], str(out / CONFIG))
+    config, recorded = read_run_config(out, run_format, cls, missing_fix="start without --resume")
     if recipe or overrides:
         new, _ = load_config(cls, recipe, overrides)
         a, b = normalise(to_jsonable(new)), recorded["config"]

@@ -30,19 +30,19 @@ import torch
 
 from lvsearch import __version__
 from lvsearch.arch import Arch, resolve_arch
-from lvsearch.config import SamplingConfig, SupernetConfig, build_dataclass, load_config, to_jsonable
+from lvsearch.config import SamplingConfig, SupernetConfig, load_config, to_jsonable
 from lvsearch.data.loader import DevSet, fixed_dev_set
 from lvsearch.data.masking import IGNORE_INDEX
 from lvsearch.data.shards import TOKENIZER, PreparedData
 from lvsearch.errors import LvsearchError
-from lvsearch.io import atomic_write_json, read_json
+from lvsearch.io import atomic_write_json
 from lvsearch.model import ModelDims, Supernet
 from lvsearch.space import SearchSpace
 from lvsearch.train.checkpoint import latest_checkpoint, load_checkpoint
 from lvsearch.train.distributed import DistInfo, barrier, init_distributed, shutdown
 from lvsearch.train.loop import step_seed, train
 from lvsearch.train.objectives import MaskedBatches, SupernetMLM, evaluate_mlm, mlm_log_metrics
-from lvsearch.train.run import CONFIG, check_new_run, check_same_tokenizer, normalise, resume_config
+from lvsearch.train.run import CONFIG, check_new_run, check_same_tokenizer, normalise, read_run_config, resume_config
 
 RUN_FORMAT = "lvsearch.supernet-run/v1"
 
@@ -251,12 +251,7 @@ def load_supernet(run_dir: str | Path, *, device: str | torch.device = "cpu") ->
         LvsearchError: not a run folder, no checkpoint, or a truncated/modified checkpoint.
     """
     run_dir = Path(run_dir)
-    if not (run_dir / CONFIG).is_file():
-        raise LvsearchError(f"{run_dir} is not a supernet run ({CONFIG} missing)", fix="pass the --out folder of 'lvsearch train-supernet'")
-    rc = read_json(run_dir / CONFIG, what="run config")
-    if not isinstance(rc, dict) or rc.get("format") != RUN_FORMAT:
-        raise LvsearchError(f"{run_dir / CONFIG} is not an lvsearch supernet run config", fix="check the path")
-    config = build_dataclass(SupernetConfig, rc["config"], str(run_dir / CONFIG))
+    config, rc = read_run_config(run_dir, RUN_FORMAT, SupernetConfig, missing_fix="pass the --out folder of 'lvsearch train-supernet'")
     space = SearchSpace.from_dict(rc["space"], source=run_dir / CONFIG)
     dims = ModelDims.from_dict(rc["dims"], source=str(run_dir / CONFIG))
     path = latest_checkpoint(run_dir)
