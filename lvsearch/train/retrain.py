@@ -26,7 +26,6 @@ for scaling-law fits), ``checkpoints/``, ``summary.json`` and ``model/`` (the mo
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -36,7 +35,7 @@ from torch import nn
 
 from lvsearch import __version__
 from lvsearch.arch import Arch, resolve_arch
-from lvsearch.config import MODEL_SIZES, RetrainConfig, load_config, to_jsonable
+from lvsearch.config import MODEL_SIZES, RetrainConfig, to_jsonable
 from lvsearch.data.loader import fixed_dev_set
 from lvsearch.data.masking import IGNORE_INDEX
 from lvsearch.data.shards import TOKENIZER, PreparedData
@@ -47,7 +46,7 @@ from lvsearch.space import SearchSpace
 from lvsearch.train.distributed import DistInfo, barrier, init_distributed, shutdown
 from lvsearch.train.loop import train
 from lvsearch.train.objectives import MaskedBatches, evaluate_mlm, mlm_log_metrics, mlm_sums
-from lvsearch.train.run import check_new_run, check_same_tokenizer, normalise, resume_config
+from lvsearch.train.run import begin_run, normalise, select_config
 
 RUN_FORMAT = "lvsearch.retrain-run/v1"
 MODEL_DIR = "model"
@@ -325,43 +324,36 @@ def retrain(
     info = init_distributed(device)
     try:
         data = PreparedData.open(data_dir)
+        if not resume and arch_spec is None:
+            raise LvsearchError("--arch is required for a new run", fix="e.g. --arch best.json or --arch bert")
+        resolved: list[Arch] = []
+
+        def check_new(config: RetrainConfig) -> None:
+            _check_provenance(arch_spec, data)
+            resolved.append(resolve_arch(arch_spec, _space(config, None, arch_spec)))
+
+        config, recorded = select_config(
+            out, RetrainConfig, RUN_FORMAT, recipe, list(overrides), resume=resume, overwrite=overwrite, data=data,
+            info=info, check_new=check_new,
+        )
         if resume:
-            config, recorded = resume_config(out, RetrainConfig, RUN_FORMAT, recipe, list(overrides))
-            check_same_tokenizer(recorded, data.tokenizer_sha256, data.folder, out)
             arch = Arch.from_dict(recorded["arch"], source=out / "config.json")
             if arch_spec is not None and resolve_arch(arch_spec, _space(config, arch.num_slots)) != arch:
                 raise LvsearchError(f"--resume with another --arch than the run in {out}", fix="omit --arch on resume")
         else:
-            if arch_spec is None:
-                raise LvsearchError("--arch is required for a new run", fix="e.g. --arch best.json or --arch bert")
-            config, _ = load_config(RetrainConfig, recipe, list(overrides))
-            _check_provenance(arch_spec, data)
-            arch = resolve_arch(arch_spec, _space(config, None, arch_spec))
-            if info.is_main:
-                check_new_run(out, overwrite=overwrite, run_format=RUN_FORMAT)
-            barrier(info)
+            arch = resolved[0]
         dims = retrain_dims(config, data.vocab_size, data.special_ids.pad, config.train.seq_len)
         module = build_module(config, arch, dims)
         objective = RetrainObjective(module, data, config, info)
-        if info.is_main and not resume:
-            out.mkdir(parents=True, exist_ok=True)
-            atomic_write_json(out / "config.json", {
-                "format": RUN_FORMAT,
-                "lvsearch_version": __version__,
-                "config": normalise(to_jsonable(config)),
-                "arch": arch.to_dict(),
-                "arch_source": str(arch_spec),
-                "dims": dims.to_dict(),
-                "generator_dims": module.generator.dims.to_dict() if isinstance(module, Electra) else None,
-                "data": {
-                    "folder": str(data.folder.resolve()),
-                    "tokenizer_sha256": data.tokenizer_sha256,
-                    "vocab_size": data.vocab_size,
-                },
-                "world_size": info.world_size,
-            })
-            shutil.copyfile(data.folder / TOKENIZER, out / TOKENIZER)
-        barrier(info)
+        begin_run(out, {
+            "format": RUN_FORMAT,
+            "lvsearch_version": __version__,
+            "config": normalise(to_jsonable(config)),
+            "arch": arch.to_dict(),
+            "arch_source": str(arch_spec),
+            "dims": dims.to_dict(),
+            "generator_dims": module.generator.dims.to_dict() if isinstance(module, Electra) else None,
+        }, data, info, resume=resume)
         t = config.train
         summary = train(
             objective, t, out, info,

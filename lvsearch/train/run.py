@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from lvsearch.config import build_dataclass, load_config, to_jsonable
 from lvsearch.errors import LvsearchError
@@ -107,3 +107,65 @@ def check_same_tokenizer(recorded: dict, data_sha: str, data_folder: Path, out: 
             f"(sha256 {data_sha[:12]}… vs {recorded['data']['tokenizer_sha256'][:12]}…)",
             fix=f"pass the --data folder the run was started with ({recorded['data']['folder']})",
         )
+
+
+def select_config(
+    out: Path,
+    cls: type,
+    run_format: str,
+    recipe: str | None,
+    overrides: list[str],
+    *,
+    resume: bool,
+    overwrite: bool,
+    data,
+    info,
+    check_new: Callable[[Any], None] | None = None,
+) -> tuple[Any, dict | None]:
+    """The configuration of a run: the recorded one on ``resume`` (same tokenizer required),
+    else the recipe with ``overrides``, checked by ``check_new(config)`` and then
+    :func:`check_new_run` (rank 0; ``overwrite`` deletes an old run only after every check
+    passed). Returns ``(config, recorded config.json or None)``.
+
+    Raises:
+        LvsearchError: see :func:`resume_config`, :func:`check_same_tokenizer`,
+            :func:`check_new_run` and ``check_new``.
+    """
+    from lvsearch.train.distributed import barrier
+
+    if resume:
+        config, recorded = resume_config(out, cls, run_format, recipe, overrides)
+        check_same_tokenizer(recorded, data.tokenizer_sha256, data.folder, out)
+        return config, recorded
+    config, _ = load_config(cls, recipe, overrides)
+    if check_new is not None:
+        check_new(config)
+    if info.is_main:
+        check_new_run(out, overwrite=overwrite, run_format=run_format)
+    barrier(info)
+    return config, None
+
+
+def begin_run(out: Path, record: dict, data, info, *, resume: bool) -> None:
+    """Write ``config.json`` (``record`` plus the data's folder, tokenizer hash and vocabulary
+    size, and the world size) and a copy of the data's tokenizer into a new run folder (rank 0;
+    nothing on resume), then wait for every rank."""
+    from lvsearch.data.shards import TOKENIZER
+    from lvsearch.io import atomic_write_json
+    from lvsearch.train.distributed import barrier
+
+    if info.is_main and not resume:
+        out.mkdir(parents=True, exist_ok=True)
+        record = {
+            **record,
+            "data": {
+                "folder": str(data.folder.resolve()),
+                "tokenizer_sha256": data.tokenizer_sha256,
+                "vocab_size": data.vocab_size,
+                "train_tokens": data.num_tokens("train"),
+            },
+            "world_size": info.world_size,
+        }
+        atomic_write_json(out / CONFIG, record)
+        shutil.copyfile(data.folder / TOKENIZER, out / TOKENIZER)
+    barrier(info)

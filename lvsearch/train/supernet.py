@@ -21,7 +21,6 @@ Run folder::
 from __future__ import annotations
 
 import random
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,10 +29,10 @@ import torch
 
 from lvsearch import __version__
 from lvsearch.arch import Arch, resolve_arch
-from lvsearch.config import SamplingConfig, SupernetConfig, load_config, to_jsonable
+from lvsearch.config import SamplingConfig, SupernetConfig, to_jsonable
 from lvsearch.data.loader import DevSet, fixed_dev_set
 from lvsearch.data.masking import IGNORE_INDEX
-from lvsearch.data.shards import TOKENIZER, PreparedData
+from lvsearch.data.shards import PreparedData
 from lvsearch.errors import LvsearchError
 from lvsearch.io import atomic_write_json
 from lvsearch.model import ModelDims, Supernet
@@ -42,7 +41,7 @@ from lvsearch.train.checkpoint import latest_checkpoint, load_checkpoint
 from lvsearch.train.distributed import DistInfo, barrier, init_distributed, shutdown
 from lvsearch.train.loop import step_seed, train
 from lvsearch.train.objectives import MaskedBatches, SupernetMLM, evaluate_mlm, mlm_log_metrics
-from lvsearch.train.run import CONFIG, check_new_run, check_same_tokenizer, normalise, read_run_config, resume_config
+from lvsearch.train.run import CONFIG, begin_run, normalise, read_run_config, select_config
 
 RUN_FORMAT = "lvsearch.supernet-run/v1"
 
@@ -174,14 +173,9 @@ def train_supernet(
     info = init_distributed(device)
     try:
         data = PreparedData.open(data_dir)
-        if resume:
-            config, recorded = resume_config(out, SupernetConfig, RUN_FORMAT, recipe, list(overrides))
-            check_same_tokenizer(recorded, data.tokenizer_sha256, data.folder, out)
-        else:
-            config, _ = load_config(SupernetConfig, recipe, list(overrides))
-            if info.is_main:
-                check_new_run(out, overwrite=overwrite, run_format=RUN_FORMAT)
-            barrier(info)
+        config, _ = select_config(
+            out, SupernetConfig, RUN_FORMAT, recipe, list(overrides), resume=resume, overwrite=overwrite, data=data, info=info
+        )
         space = build_space(config)
         dims = build_dims(config, data.vocab_size, data.special_ids.pad, config.train.seq_len)
         torch.manual_seed(config.train.seed)
@@ -190,26 +184,15 @@ def train_supernet(
         if info.is_main:
             for note in objective.notes:
                 ui.console.print(note)
-        run_config = {
+        record = {
             "format": RUN_FORMAT,
             "lvsearch_version": __version__,
             "config": normalise(to_jsonable(config)),
             "space": space.to_dict(),
             "dims": dims.to_dict(),
-            "data": {
-                "folder": str(data.folder.resolve()),
-                "tokenizer_sha256": data.tokenizer_sha256,
-                "vocab_size": data.vocab_size,
-                "train_tokens": data.num_tokens("train"),
-            },
             "panel": {name: arch.key for name, arch in objective.panel.items()},
-            "world_size": info.world_size,
         }
-        if info.is_main and not resume:
-            out.mkdir(parents=True, exist_ok=True)
-            atomic_write_json(out / CONFIG, run_config)
-            shutil.copyfile(data.folder / TOKENIZER, out / TOKENIZER)
-        barrier(info)
+        begin_run(out, record, data, info, resume=resume)
         t = config.train
         summary = train(
             objective,
