@@ -253,8 +253,9 @@ def test_bad_inputs(supernet_run: Path, tmp_path: Path, capsys):
     bad("--supernet", str(other), "--out", str(tmp_path / "o7"), match="prepared with another tokenizer")
 
     out = tmp_path / "s"
+    # A bare family name matches the supernet's shrunk space (NAME@N).
     assert main(["evolve", "--supernet", sn, "--out", str(out), "--population", "4", "--iterations", "1",
-                 "--topk", "2", "--dev-sequences", "8"]) == 0
+                 "--topk", "2", "--dev-sequences", "8", "--space", "lvbert"]) == 0
     capsys.readouterr()
     bad("--supernet", sn, "--out", str(out), "--population", "4", "--iterations", "1", "--topk", "2",
         match="already holds a search")

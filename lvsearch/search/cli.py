@@ -54,7 +54,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=None, help="search seed (default 0)")
     p.add_argument("--cache-mb", type=float, default=512.0, metavar="MB", help="prefix-cache budget (default 512)")
     p.add_argument("--data", default=None, metavar="DIR", help="prepared data (default: the folder recorded in the run)")
-    p.add_argument("--space", default=None, metavar="NAME", help="expected search space (checked against the supernet's)")
+    p.add_argument("--space", default=None, metavar="NAME", help="expected search space, checked against the supernet's (a bare family name such as lvbert matches the supernet's lvbert@N)")
     p.add_argument("--compare-random", action="store_true", help="also run random search with the same number of evaluations")
     p.add_argument("--resume", action="store_true", help="continue the search in --out")
     p.add_argument("--overwrite", action="store_true", help="replace a search already in --out")
