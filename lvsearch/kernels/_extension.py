@@ -130,19 +130,25 @@ def load_extension(verbose: bool = False):
 # compile-only check (no GPU, no CUDA torch needed)
 
 
-def find_nvcc() -> str | None:
-    """``$CUDA_HOME/bin/nvcc``, ``nvcc`` on PATH, or ``/usr/local/cuda/bin/nvcc``."""
-    candidates = []
-    if os.environ.get("CUDA_HOME"):
-        candidates.append(str(Path(os.environ["CUDA_HOME"]) / "bin" / "nvcc"))
+def find_cuda_home() -> Path | None:
+    """The CUDA toolkit root (with ``bin/nvcc`` and ``include/cuda_runtime.h``): ``$CUDA_HOME``,
+    ``$CUDA_PATH``, the toolkit of the ``nvcc`` on PATH (following symlinks), or
+    ``/usr/local/cuda``; None when there is none."""
+    candidates = [Path(os.environ[v]) for v in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(v)]
     on_path = shutil.which("nvcc")
     if on_path:
-        candidates.append(on_path)
-    candidates.append("/usr/local/cuda/bin/nvcc")
-    for c in candidates:
-        if Path(c).is_file() and os.access(c, os.X_OK):
-            return c
+        candidates.append(Path(on_path).resolve().parent.parent)
+    candidates.append(Path("/usr/local/cuda"))
+    for home in candidates:
+        if (home / "bin" / "nvcc").is_file() and (home / "include" / "cuda_runtime.h").is_file():
+            return home
     return None
+
+
+def find_nvcc() -> str | None:
+    """``nvcc`` of :func:`find_cuda_home`, or None."""
+    home = find_cuda_home()
+    return None if home is None else str(home / "bin" / "nvcc")
 
 
 def arch_flags(arch_list: str | None = None) -> list[str]:
@@ -184,13 +190,14 @@ def compile_objects(out_dir: Path, arch_list: str | None = None) -> list[Path]:
     import torch
     import torch.utils.cpp_extension as cpp
 
-    nvcc = find_nvcc()
-    if nvcc is None:
-        raise LvsearchError("no nvcc found for the compile-only check", fix="install the CUDA toolkit or set CUDA_HOME")
+    home = find_cuda_home()
+    if home is None:
+        raise LvsearchError("no CUDA toolkit (nvcc + headers) found for the compile-only check",
+                            fix="install the CUDA toolkit or set CUDA_HOME")
+    nvcc, cuda_include = str(home / "bin" / "nvcc"), home / "include"
     cxx = os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++")
     if cxx is None:
         raise LvsearchError("no C++ compiler found for the compile-only check", fix="install g++ or set CXX")
-    cuda_include = Path(nvcc).resolve().parent.parent / "include"
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     torch_includes = [f"-isystem{p}" for p in cpp.include_paths()]

@@ -19,9 +19,17 @@
 // dynamic_conv_launch.h, so a CPU machine with nvcc can compile-check it.
 // K is a template parameter (3, 5, 7, 9, 15, 31); any other K returns LVDC_BAD_KERNEL_SIZE.
 
+#ifdef LVDC_HOST_EMULATION
+// Tests only (tests/kernel_emulation/): the same kernels compiled as host C++ and run on the
+// CPU, one std::thread per CUDA thread, to check their indexing without a GPU.
+#include "lvdc_host_emulation.h"
+#else
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+#define LVDC_DYNAMIC_SMEM(name) extern __shared__ unsigned char name[]
+#define LVDC_LAUNCH(kernel, grid, block, smem, stream, ...) kernel<<<grid, block, smem, stream>>>(__VA_ARGS__)
+#endif
 
 #include "dynamic_conv_launch.h"
 
@@ -81,7 +89,7 @@ forward_kernel(const T* __restrict__ value, const T* __restrict__ weights,
                int64_t heads, int64_t n_tiles, int tile, bool softmax) {
   using A = typename Acc<T>::type;
   constexpr int left = (K - 1) / 2;
-  extern __shared__ unsigned char smem_raw[];
+  LVDC_DYNAMIC_SMEM(smem_raw);
   A* p_smem = reinterpret_cast<A*>(smem_raw);  // [tile][nh][K]
 
   const int64_t b = blockIdx.x / n_tiles;
@@ -291,7 +299,8 @@ int forward_t(const void* value, const void* weights, const uint8_t* mask, void*
   if (smem > kSmemBudget) return LVDC_BAD_SHAPE;
   const int64_t n_tiles = (length + tile - 1) / tile;
   const dim3 grid(static_cast<unsigned>(batch * n_tiles), static_cast<unsigned>((hidden + kChannels - 1) / kChannels));
-  forward_kernel<T, K><<<grid, kChannels, smem, stream>>>(
+  const auto kernel = forward_kernel<T, K>;
+  LVDC_LAUNCH(kernel, grid, kChannels, smem, stream,
       static_cast<const T*>(value), static_cast<const T*>(weights), mask, static_cast<T*>(out),
       static_cast<A*>(probs_out), length, hidden, heads, n_tiles, tile, softmax != 0);
   return launch_status();
@@ -304,7 +313,8 @@ int backward_value_t(const void* grad_out, const void* probs, const uint8_t* mas
   const int tile = kMaxTile;
   const int64_t n_tiles = (length + tile - 1) / tile;
   const dim3 grid(static_cast<unsigned>(batch * n_tiles), static_cast<unsigned>((hidden + kChannels - 1) / kChannels));
-  backward_value_kernel<T, K><<<grid, kChannels, 0, stream>>>(
+  const auto kernel = backward_value_kernel<T, K>;
+  LVDC_LAUNCH(kernel, grid, kChannels, 0, stream,
       static_cast<const T*>(grad_out), static_cast<const A*>(probs), mask, static_cast<T*>(grad_value),
       length, hidden, heads, n_tiles, tile);
   return launch_status();
@@ -317,7 +327,8 @@ int backward_weights_t(const void* grad_out, const void* value, const void* prob
   using A = typename Acc<T>::type;
   const int64_t n_tiles = (length + kWarpsPerBlock - 1) / kWarpsPerBlock;
   const dim3 grid(static_cast<unsigned>(batch * n_tiles), static_cast<unsigned>(heads));
-  backward_weights_kernel<T, K><<<grid, kWarpsPerBlock * 32, 0, stream>>>(
+  const auto kernel = backward_weights_kernel<T, K>;
+  LVDC_LAUNCH(kernel, grid, kWarpsPerBlock * 32, 0, stream,
       static_cast<const T*>(grad_out), static_cast<const T*>(value), static_cast<const A*>(probs), mask,
       static_cast<T*>(grad_weights), length, hidden, heads, n_tiles, softmax != 0);
   return launch_status();
