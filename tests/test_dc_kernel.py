@@ -348,6 +348,62 @@ def test_emulated_launchers_reject_bad_arguments(emulated):
     assert emulated.lvdc_forward(0, 9, _ptr(v), _ptr(w), None, _ptr(out), None, 1, 4, 8, 3, 1, None) == -3
 
 
+class EmulatedExtension:
+    """The binding's Python interface over the emulated launchers (CPU tensors)."""
+
+    def __init__(self, lib):
+        self.lib, self.saved_probs = lib, []
+
+    def forward(self, value, weights, padding_mask, softmax, save_probs):
+        b, l, h = value.shape
+        heads, k = weights.shape[2:]
+        out = torch.empty_like(value)
+        probs = torch.empty(weights.shape, dtype=torch.float64 if value.dtype == torch.float64 else torch.float32)
+        self.saved_probs.append(save_probs)
+        rc = self.lib.lvdc_forward(_DTYPE_CODE[value.dtype], k, _ptr(value), _ptr(weights), _ptr(padding_mask),
+                                   _ptr(out), _ptr(probs) if save_probs else None, b, l, h, heads, int(softmax), None)
+        assert rc == 0
+        return [out, probs if save_probs else None]
+
+    def backward_value(self, grad_out, probs, padding_mask):
+        b, l, h = grad_out.shape
+        grad_value = torch.empty_like(grad_out)
+        assert self.lib.lvdc_backward_value(_DTYPE_CODE[grad_out.dtype], probs.shape[3], _ptr(grad_out), _ptr(probs),
+                                            _ptr(padding_mask), _ptr(grad_value), b, l, h, probs.shape[2], None) == 0
+        return grad_value
+
+    def backward_weights(self, grad_out, value, probs, padding_mask, softmax):
+        b, l, h = value.shape
+        grad_weights = torch.empty(probs.shape, dtype=value.dtype)
+        assert self.lib.lvdc_backward_weights(_DTYPE_CODE[value.dtype], probs.shape[3], _ptr(grad_out), _ptr(value),
+                                              _ptr(probs), _ptr(padding_mask), _ptr(grad_weights), b, l, h,
+                                              probs.shape[2], int(softmax), None) == 0
+        return grad_weights
+
+
+@pytest.mark.parametrize("softmax", [True, False], ids=["logits", "kernels"])
+def test_fused_autograd_function_over_emulated_kernels(emulated, monkeypatch, softmax):
+    """The autograd wiring of the fused path (saved tensors, needs_input_grad, argument order)."""
+    fake = EmulatedExtension(emulated)
+    monkeypatch.setattr(dc, "load_extension", lambda: fake)
+    v, w, mask, _ = cpu_case(2, 6, 4, 2, 3, torch.float64, padded=True, seed=3)
+    if not softmax:
+        w = torch.softmax(w, -1)
+    v.requires_grad_()
+    w.requires_grad_()
+    monkeypatch.setattr(torch.Tensor, "is_cuda", property(lambda self: True))  # pass dynamic_conv_cuda's check
+    assert torch.autograd.gradcheck(lambda a, c: dynamic_conv_cuda(a, c, mask, softmax=softmax), (v, w))
+    with torch.no_grad():
+        dynamic_conv_cuda(v, w, mask, softmax=softmax)
+    assert fake.saved_probs[-1] is False and fake.saved_probs[0] is True  # probs kept only for training
+    # only the value needs a gradient: backward_weights is not called
+    fake.backward_weights = None
+    out = dynamic_conv_cuda(v, w.detach(), mask, softmax=softmax)
+    (gv,) = torch.autograd.grad(out.sum(), (v,))
+    ref = dynamic_conv_torch(v, torch.softmax(w, -1) if softmax else w, mask)
+    torch.testing.assert_close(gv, torch.autograd.grad(ref.sum(), (v,))[0], rtol=1e-12, atol=1e-12)
+
+
 # ------------------------------------------------------------------ CUDA parity
 
 

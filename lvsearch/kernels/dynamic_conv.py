@@ -129,9 +129,10 @@ class _FusedDynamicConv(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, value, weights, padding_mask, softmax: bool):
+    def forward(ctx, value, weights, padding_mask, softmax: bool, save: bool = True):
+        # save: keep p for a backward. The caller decides (grad mode is off inside forward, and
+        # ctx.needs_input_grad only reflects requires_grad, so inference would keep p too).
         ext = load_extension()
-        save = bool(ctx.needs_input_grad[0] or ctx.needs_input_grad[1])
         out, probs = ext.forward(value, weights, padding_mask, softmax, save)
         ctx.softmax = softmax
         ctx.save_for_backward(value, probs if save else None, padding_mask)
@@ -148,7 +149,7 @@ class _FusedDynamicConv(torch.autograd.Function):
             grad_value = ext.backward_value(grad_out, probs, padding_mask)
         if ctx.needs_input_grad[1]:
             grad_weights = ext.backward_weights(grad_out, value, probs, padding_mask, ctx.softmax)
-        return grad_value, grad_weights, None, None
+        return grad_value, grad_weights, None, None, None
 
 
 def dynamic_conv_cuda(value: torch.Tensor, weights: torch.Tensor,
@@ -191,7 +192,8 @@ def dynamic_conv_cuda(value: torch.Tensor, weights: torch.Tensor,
         padding_mask = padding_mask.to(device=value.device, dtype=torch.bool).contiguous()
     value = value.contiguous()
     weights = weights.to(value.dtype).contiguous()
-    return _FusedDynamicConv.apply(value, weights, padding_mask, softmax)
+    save = torch.is_grad_enabled() and (value.requires_grad or weights.requires_grad)
+    return _FusedDynamicConv.apply(value, weights, padding_mask, softmax, save)
 
 
 def requested_impl() -> str:
