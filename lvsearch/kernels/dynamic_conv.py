@@ -20,8 +20,8 @@ kernel logits, softmax over the taps fused into the CUDA kernel) are the dispatc
 
 ``$LVSEARCH_DC_IMPL`` = ``auto`` (default: the extension for CUDA tensors when it builds and
 the kernel size is instantiated, else torch), ``torch`` (always the reference) or ``cuda``
-(the extension or an :class:`~lvsearch.errors.LvsearchError`). The path chosen is logged once
-per (setting, device type, path) on the ``lvsearch.kernels`` logger; falling back to torch for
+(the extension or an :class:`~lvsearch.errors.LvsearchError`). Each distinct choice (setting,
+device type, path, reason) is logged once on the ``lvsearch.kernels`` logger; falling back to torch for
 CUDA tensors is also printed as a warning.
 """
 
