@@ -131,16 +131,22 @@ def main() -> None:
     def layer_inputs():
         return (x0.clone().requires_grad_(),)
 
+    # The layer calls dynamic_conv_softmax(value, logits, mask); swap in the unfold version.
+    ours_softmax = layers_mod.dynamic_conv_softmax
+
+    def unfold_softmax(value, logits, padding_mask=None):
+        return dynamic_conv_unfold(value, torch.softmax(logits, dim=-1), padding_mask)
+
     def layer_ours(x):
-        layers_mod.dynamic_conv = dynamic_conv
+        layers_mod.dynamic_conv_softmax = ours_softmax
         return layer(x, mask)
 
     def layer_unfold(x):
-        layers_mod.dynamic_conv = dynamic_conv_unfold
+        layers_mod.dynamic_conv_softmax = unfold_softmax
         try:
             return layer(x, mask)
         finally:
-            layers_mod.dynamic_conv = dynamic_conv
+            layers_mod.dynamic_conv_softmax = ours_softmax
 
     from transformers import ConvBertConfig
     from transformers.models.convbert.modeling_convbert import ConvBertSelfAttention

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lvsearch.kernels.dynamic_conv import dynamic_conv
+from lvsearch.kernels.dynamic_conv import dynamic_conv_softmax
 
 #: LayerNorm epsilon used throughout (BERT/ELECTRA value).
 LN_EPS = 1e-12
@@ -107,9 +107,18 @@ class DynamicConv(SlotLayer):
       ``kernel`` (``F.conv1d`` with ``groups=H``, no bias), ``pointwise``: H -> H linear.
     - eq. 15: ``D = softmax_K(reshape(S W_dyn))`` — ``kernel`` (H -> heads*K), softmax over the
       K taps: one kernel per conv head and position.
-    - eq. 16: ``C = LightConv(V, D)`` — :func:`lvsearch.kernels.dynamic_conv.dynamic_conv`,
-      each head's kernel shared across its ``H/heads`` channels.
+    - eq. 16: ``C = LightConv(V, D)`` — :func:`lvsearch.kernels.dynamic_conv.dynamic_conv_softmax`
+      (softmax of eq. 15 and the convolution in one call; one fused kernel on CUDA), each
+      head's kernel shared across its ``H/heads`` channels.
     - eq. 17: ``out`` (H -> H), then residual + LayerNorm (:class:`SlotLayer`).
+
+    Folded projection: there is no nonlinearity between ``pointwise`` and ``kernel``, so the
+    logits ``(Depthwise(V) W_pw^T + b_pw) W_dyn^T + b_dyn`` are computed as
+    ``Depthwise(V) (W_dyn W_pw)^T + (W_dyn b_pw + b_dyn)`` (:meth:`kernel_logits`): the same
+    function of the same parameters (same gradients up to float rounding), but the
+    ``(B, L, H)`` pointwise output is never formed and the ``B L H^2`` matmul becomes
+    ``B L H heads K`` plus a per-step ``heads K H^2`` fold. The parameters and their names
+    are unchanged, so checkpoints are compatible.
 
     Zeroing V at padding before both convolutions means the contents of padding positions
     never reach real tokens.
@@ -131,14 +140,27 @@ class DynamicConv(SlotLayer):
         self.kernel = nn.Linear(hidden, heads * kernel_size)
         self.out = nn.Linear(hidden, hidden)
 
+    def kernel_logits(self, v: torch.Tensor) -> torch.Tensor:
+        """Kernel logits of eq. 14-15 before the softmax, with ``W_dyn W_pw`` folded.
+
+        Args:
+            v: ``(B, L, H)`` GLU value, zeroed at padding.
+
+        Returns:
+            ``(B, L, heads * K)``: ``Depthwise(v) (W_dyn W_pw)^T + (W_dyn b_pw + b_dyn)``.
+        """
+        dw = self.depthwise(v.transpose(1, 2)).transpose(1, 2)
+        weight = self.kernel.weight @ self.pointwise.weight
+        bias = torch.addmv(self.kernel.bias, self.kernel.weight, self.pointwise.bias)
+        return F.linear(dw, weight, bias)
+
     def transform(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
         b, l, _ = x.shape
         v = F.glu(self.value(x), dim=-1)
         if mask is not None:
             v = v.masked_fill(~mask.unsqueeze(-1), 0.0)
-        s = self.pointwise(self.depthwise(v.transpose(1, 2)).transpose(1, 2))
-        d = torch.softmax(self.kernel(s).view(b, l, self.heads, self.kernel_size), dim=-1)
-        return self.out(dynamic_conv(v, d, mask))
+        logits = self.kernel_logits(v).view(b, l, self.heads, self.kernel_size)
+        return self.out(dynamic_conv_softmax(v, logits, mask))
 
 
 def make_layer(op: str, dims) -> SlotLayer:
