@@ -26,6 +26,7 @@ COMMAND_MODULES = [
     "lvsearch.search.cli",
     "lvsearch.eval.cli",
     "lvsearch.scaling_cli",
+    "lvsearch.quickstart.cli",
 ]
 
 
@@ -44,6 +45,49 @@ def build_parser() -> argparse.ArgumentParser:
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)
     return parser
+
+
+def _subparsers(parser: argparse.ArgumentParser, prefix: str = "lvsearch") -> list[tuple[str, argparse.ArgumentParser]]:
+    """``(command line, parser)`` of every command, depth first, in ``--help`` order."""
+    out = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                out.append((f"{prefix} {name}", sub))
+                out.extend(_subparsers(sub, f"{prefix} {name}"))
+    return out
+
+
+def cli_reference_markdown() -> str:
+    """``docs/cli.md``: the ``--help`` of ``lvsearch`` and of every command, at a fixed width
+    of 100 columns so the text does not depend on the terminal. ``tests/test_cli_docs.py``
+    checks that the committed file equals this; regenerate it with
+    ``python -c "import lvsearch.cli as c; c.write_cli_reference()"``."""
+    old = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = "100"
+    try:
+        parser = build_parser()
+        parts = ["# lvsearch command-line reference", "",
+                 "Generated from `--help` by `lvsearch.cli.cli_reference_markdown()`; a test keeps it in sync.", "",
+                 "## lvsearch", "", "```", parser.format_help().rstrip(), "```", ""]
+        for line, sub in _subparsers(parser):
+            parts += [f"## {line}", "", "```", sub.format_help().rstrip(), "```", ""]
+        return "\n".join(parts)
+    finally:
+        if old is None:
+            os.environ.pop("COLUMNS", None)
+        else:
+            os.environ["COLUMNS"] = old
+
+
+def write_cli_reference(path: str | None = None) -> None:
+    """Write :func:`cli_reference_markdown` to ``docs/cli.md`` of the checkout (or ``path``)."""
+    from pathlib import Path
+
+    from lvsearch.io import atomic_write_bytes
+
+    target = Path(path) if path else Path(__file__).resolve().parents[1] / "docs" / "cli.md"
+    atomic_write_bytes(target, cli_reference_markdown().encode("utf-8"))
 
 
 def main(argv: list[str] | None = None) -> int:

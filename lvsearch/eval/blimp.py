@@ -202,7 +202,8 @@ def evaluate_blimp(
     Each distinct sentence is scored once. ``progress(done, total)`` counts distinct sentences.
 
     Returns:
-        JSON-ready dict: ``paradigms`` (per UID: term, field, pairs, correct, ties, accuracy),
+        JSON-ready dict: ``paradigms`` (per UID: term, field, pairs, correct, ties, accuracy,
+        ``per_pair_correct`` — one ``"1"``/``"0"`` per pair in file order, for paired tests),
         ``phenomena`` (per linguistics_term: mean accuracy over its paradigms, pairs, correct,
         ties, paradigms), ``mean_over_paradigms``, ``mean_over_pairs``, ``pairs``, ``ties``,
         ``sentences`` (distinct), ``tokens_scored`` (masked positions), ``seconds`` and
@@ -223,14 +224,17 @@ def evaluate_blimp(
     by_term: dict[str, list[str]] = defaultdict(list)
     for p in paradigms:
         correct = ties = 0
+        outcome = []
         for g, b in p.pairs:
             sg, sb = scores[unique[g]], scores[unique[b]]
             correct += sg > sb
             ties += sg == sb
+            outcome.append("1" if sg > sb else "0")
         n = len(p.pairs)
         per_paradigm[p.uid] = {
             "linguistics_term": p.linguistics_term, "field": p.field, "pairs": n,
             "correct": int(correct), "ties": int(ties), "accuracy": correct / n,
+            "per_pair_correct": "".join(outcome),
         }
         by_term[p.linguistics_term].append(p.uid)
     phenomena = {}

@@ -53,7 +53,11 @@ def mlm_dev_metrics(
             rounding).
 
     Returns:
-        ``{"accuracy", "loss", "predicted_tokens", "sequences", "seq_len", "seed"}``.
+        ``{"accuracy", "loss", "predicted_tokens", "sequences", "seq_len", "seed",
+        "per_target_correct"}``; the last is one character per masked target, ``"1"`` when the
+        argmax prediction is the true token, in the fixed dev set's order — the same targets
+        for every model of the same data, so two models can be compared pair by pair
+        (paired bootstrap, :mod:`lvsearch.quickstart`).
 
     Raises:
         LvsearchError: ``seq_len`` exceeds the model's ``max_len``; the dev split is too small.
@@ -72,6 +76,7 @@ def mlm_dev_metrics(
     model.eval()
     loss_sum = 0.0
     correct = total = 0
+    outcomes: list[str] = []
     with torch.inference_mode():
         for ids, labels in dev.batches(batch_size):
             ids, labels = ids.to(device), labels.to(device)
@@ -80,8 +85,10 @@ def mlm_dev_metrics(
             logits = model.mlm_logits(hidden[sel]).float()  # (P, V)
             target = labels[sel]
             loss_sum += float(F.cross_entropy(logits, target, reduction="sum"))
-            correct += int((logits.argmax(-1) == target).sum())
+            hit = logits.argmax(-1) == target
+            correct += int(hit.sum())
             total += int(sel.sum())
+            outcomes.append("".join("1" if h else "0" for h in hit.tolist()))
     if total == 0:
         raise LvsearchError(f"the dev set of {data.folder} has no masked tokens", fix="prepare more dev text")
     return {
@@ -91,6 +98,7 @@ def mlm_dev_metrics(
         "sequences": len(dev),
         "seq_len": L,
         "seed": seed,
+        "per_target_correct": "".join(outcomes),
     }
 
 

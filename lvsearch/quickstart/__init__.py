@@ -1,0 +1,2 @@
+"""``lvsearch quickstart``: corpus → tokenizer → supernet → evolution → retrain → evaluation →
+report, in one resumable command (see :mod:`lvsearch.quickstart.job`)."""

@@ -1,0 +1,429 @@
+"""The ``lvsearch quickstart`` job: the whole pipeline on real text in one command.
+
+Stages, each writing into its own folder of ``OUT`` through the same job functions as the
+single verbs, each skipped when its output is complete and resumed when it is partial:
+
+=============  ==================================================  =========================
+stage          what                                                output
+=============  ==================================================  =========================
+data           ``data prepare`` (WordPiece, 4096 pieces)           ``data/``
+supernet       ``train-supernet`` with ``recipes/quickstart.yaml``  ``supernet/``
+search         ``evolve --compare-random`` (EA and random search,  ``search/``,
+               same number of evaluations)                         ``search/random/``
+finalists      successive halving over the EA top-k                ``finalists/``
+retrain        every arm from scratch, same objective/steps/data   ``retrain/ARM[-seedK]/``
+evaluate       MLM dev accuracy, BLiMP, fine-tuning                ``eval/ARM[-seedK].json``
+rank           supernet fitness of every arm's architecture        ``rank.json``
+report         ``report.md`` and figures                           ``report.md``, ``*.png``
+=============  ==================================================  =========================
+
+The four arms are the EA's pick, the random search's best, ``bert`` (SA/FF interleaved) and one
+``random:SEED`` architecture; all are retrained with the same recipe, objective, steps, data and
+seeds, so the only difference between them is the architecture.
+
+``OUT/quickstart.json`` records the settings, the plan (:mod:`lvsearch.quickstart.plan`) and the
+wall time and outcome of every stage; re-running the same command resumes, and a command
+with other settings on the same ``OUT`` is refused (nothing is overwritten).
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from lvsearch.errors import LvsearchError
+from lvsearch.io import atomic_write_json, read_json
+from lvsearch.quickstart.plan import Plan, make_plan
+
+FORMAT = "lvsearch.quickstart/v1"
+STATE = "quickstart.json"
+DEFAULT_DATA = "builtin:python-docs"
+ARMS = ("ea", "random-search", "bert", "random-arch")
+ARM_TITLES = {
+    "ea": "EA (searched)",
+    "random-search": "random-search best",
+    "bert": "bert (SA/FF interleaved)",
+    "random-arch": "random architecture",
+}
+
+
+@dataclass
+class QuickstartSettings:
+    """What the user asked for; a resumed run must ask for the same.
+
+    Attributes:
+        data: any ``data prepare`` input (folder, text files, ``builtin:python-docs``, ``hf:...``
+            is not accepted here: use a local copy or ``data prepare`` first).
+        minutes: the budget (see :func:`~lvsearch.quickstart.plan.make_plan`).
+        seeds: pretraining seeds per arm.
+        objective: ``mlm`` (default; MLM accuracy and BLiMP compare across arms) or ``electra``.
+        space: search space family (``lvbert-elc``: order and ELC connectivity; ``lvbert``: order).
+        tasks: fine-tuning task folders / HF specs (``lvsearch evaluate --task``).
+        blimp: BLiMP folder, or None to skip BLiMP.
+        supernet_recipe, retrain_recipe: recipes (bundled names or YAML paths).
+    """
+
+    data: str = DEFAULT_DATA
+    minutes: float = 20.0
+    seeds: int = 1
+    objective: str = "mlm"
+    space: str = "lvbert-elc"
+    tasks: list[str] = field(default_factory=list)
+    blimp: str | None = None
+    supernet_recipe: str = "quickstart"
+    retrain_recipe: str = "retrain-quickstart"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class Context:
+    out: Path
+    settings: QuickstartSettings
+    plan: Plan
+    state: dict
+    device: str = "auto"
+    show_progress: bool = True
+
+    @property
+    def data_dir(self) -> Path:
+        return self.out / "data"
+
+    @property
+    def supernet_dir(self) -> Path:
+        return self.out / "supernet"
+
+    @property
+    def search_dir(self) -> Path:
+        return self.out / "search"
+
+    def run_names(self, arm: str) -> list[str]:
+        """Run/report names of ``arm``: ``ARM`` for seed 0, ``ARM-seedK`` for the others."""
+        return [arm if k == 0 else f"{arm}-seed{k}" for k in range(self.plan.seeds)]
+
+    def save(self) -> None:
+        atomic_write_json(self.out / STATE, self.state)
+
+
+def _normalise_settings(s: QuickstartSettings) -> dict:
+    d = s.to_dict()
+    d["minutes"] = float(d["minutes"])
+    for key in ("blimp",):
+        if d[key] is not None:
+            d[key] = str(Path(d[key]).expanduser().resolve())
+    d["tasks"] = [str(Path(t).expanduser().resolve()) if Path(t).exists() else t for t in d["tasks"]]
+    if not str(d["data"]).startswith(("builtin:", "hf:")) and Path(d["data"]).exists():
+        d["data"] = str(Path(d["data"]).expanduser().resolve())
+    return d
+
+
+def _check_settings(settings: QuickstartSettings) -> None:
+    if settings.objective not in ("mlm", "electra"):
+        raise LvsearchError(f"--objective must be mlm or electra, got {settings.objective!r}")
+    if str(settings.data).startswith("hf:"):
+        raise LvsearchError(f"--data {settings.data}: hub datasets are not read by quickstart",
+                            fix="run 'lvsearch data prepare --hf-dataset NAME --out DIR' yourself, or pass a local folder")
+    if not str(settings.data).startswith("builtin:") and not Path(settings.data).exists():
+        raise LvsearchError(f"--data {settings.data} does not exist",
+                            fix="pass a folder or text file, or omit --data to use the embedded builtin:python-docs corpus")
+    if settings.blimp is not None and not Path(settings.blimp).is_dir():
+        raise LvsearchError(f"--blimp {settings.blimp} is not a folder", fix="pass a folder of BLiMP *.jsonl files, or --no-blimp")
+    from lvsearch.eval.finetune import load_task
+    from lvsearch.space import SearchSpace
+
+    SearchSpace.load(settings.space)
+    names = [load_task(t).name for t in settings.tasks]  # fails early on a bad task folder
+    if len(set(names)) != len(names):
+        raise LvsearchError(f"two --task arguments have the same name ({', '.join(names)})", fix="give each task once")
+
+
+def open_context(out: str | Path, settings: QuickstartSettings, *, device: str = "auto",
+                 show_progress: bool = True) -> Context:
+    """Create ``OUT`` (or reopen it for resuming) and return the context.
+
+    Raises:
+        LvsearchError: bad settings; ``OUT`` is a file, a non-empty folder that holds no
+            quickstart, or a quickstart with other settings.
+    """
+    _check_settings(settings)
+    out = Path(out).expanduser().resolve()
+    plan = make_plan(settings.minutes, settings.seeds)
+    wanted = _normalise_settings(settings)
+    path = out / STATE
+    if out.exists() and not out.is_dir():
+        raise LvsearchError(f"--out {out} is a file", fix="choose a folder path")
+    if path.exists():
+        state = read_json(path, what="quickstart state")
+        if not isinstance(state, dict) or state.get("format") != FORMAT:
+            raise LvsearchError(f"{path} is not a quickstart state file ({FORMAT})",
+                                fix="choose another --out, or delete the folder to start again")
+        if state.get("settings") != wanted:
+            old = state.get("settings") or {}
+            diff = sorted(k for k in set(old) | set(wanted) if old.get(k) != wanted.get(k))
+            raise LvsearchError(
+                f"{out} holds a quickstart with other settings ({', '.join(f'{k}: {old.get(k)!r} → {wanted.get(k)!r}' for k in diff)})",
+                fix="re-run with the same arguments to resume it, or choose another --out",
+            )
+    else:
+        if out.is_dir() and any(out.iterdir()):
+            raise LvsearchError(f"--out {out} is not empty and holds no quickstart", fix="choose a new or empty folder")
+        out.mkdir(parents=True, exist_ok=True)
+        state = {"format": FORMAT, "settings": wanted, "plan": plan.to_dict(), "stages": {}}
+        atomic_write_json(path, state)
+    return Context(out, settings, plan, state, device=device, show_progress=show_progress)
+
+
+# ------------------------------------------------------------------------------- stages
+def stage_data(ctx: Context) -> dict:
+    from lvsearch.data.prepare import PrepareSettings, prepare
+    from lvsearch.data.shards import PreparedData
+
+    if (ctx.data_dir / "manifest.json").exists():
+        data = PreparedData.open(ctx.data_dir)
+        return {"skipped": "already prepared", "train_tokens": data.manifest["splits"]["train"]["tokens"]}
+    res = prepare([ctx.settings.data], ctx.data_dir, PrepareSettings(vocab_size=ctx.plan.vocab_size),
+                  show_progress=ctx.show_progress)
+    data = PreparedData.open(ctx.data_dir)
+    return {"train_tokens": data.manifest["splits"]["train"]["tokens"], "dev_tokens": data.manifest["splits"]["dev"]["tokens"],
+            "vocab_size": data.vocab_size, "seconds_prepare": getattr(res, "seconds", None)}
+
+
+def _train_state(run: Path, steps: int) -> str:
+    """``done`` (summary at ``steps``), ``partial`` (a checkpoint to resume) or ``new``."""
+    from lvsearch.train.checkpoint import latest_checkpoint
+
+    if (run / "summary.json").exists() and read_json(run / "summary.json").get("steps") == steps:
+        return "done"
+    if (run / "config.json").exists() and latest_checkpoint(run) is not None:
+        return "partial"
+    return "new"
+
+
+def supernet_overrides(ctx: Context) -> list[str]:
+    p = ctx.plan
+    return [f"space={ctx.settings.space}", f"train.steps={p.supernet_steps}",
+            f"train.eval_every={max(10, p.supernet_steps // 4)}", f"train.checkpoint_every={max(10, p.supernet_steps // 10)}",
+            f"eval.dev_sequences={p.search_dev_sequences}"]
+
+
+def stage_supernet(ctx: Context) -> dict:
+    from lvsearch.train.supernet import train_supernet
+
+    run = ctx.supernet_dir
+    status = _train_state(run, ctx.plan.supernet_steps)
+    if status == "done":
+        return {"skipped": "already trained"}
+    summary = train_supernet(ctx.settings.supernet_recipe, ctx.data_dir, run, overrides=supernet_overrides(ctx),
+                             resume=status == "partial", overwrite=status == "new" and run.exists(),
+                             device=ctx.device, show_progress=ctx.show_progress)
+    return {"resumed_from": summary.get("resumed_from"), "tokens_per_s": summary.get("tokens_per_s"),
+            "unigram_accuracy": summary.get("unigram_accuracy")}
+
+
+def _search_done(folder: Path) -> bool:
+    from lvsearch.search.evolution import STATE as SEARCH_STATE
+
+    path = folder / SEARCH_STATE
+    if not path.exists() or not (folder / "best.json").exists():
+        return False
+    s = read_json(path, what="search state")
+    return int(s.get("iteration", 0)) >= int((s.get("config") or {}).get("iterations", 1 << 30))
+
+
+def stage_search(ctx: Context) -> dict:
+    from lvsearch.search.evolution import STATE as SEARCH_STATE
+    from lvsearch.search.evolution import SearchConfig
+    from lvsearch.search.job import RANDOM_DIR, EvolveOptions, evolve
+
+    folder = ctx.search_dir
+    if _search_done(folder) and _search_done(folder / RANDOM_DIR):
+        return {"skipped": "already searched"}
+    p = ctx.plan
+    opts = EvolveOptions(supernet=ctx.supernet_dir, out=folder, dev_sequences=p.search_dev_sequences,
+                         compare_random=True, resume=(folder / SEARCH_STATE).exists(), device=ctx.device)
+    cfg = SearchConfig(population=p.population, iterations=p.iterations, topk=min(p.topk, p.population), seed=0)
+    results = evolve(opts, cfg, show_progress=ctx.show_progress)
+    return {k: {"best": r.best.key, "fitness": r.best.fitness} for k, r in results.items()}
+
+
+def arm_arch_spec(ctx: Context, arm: str) -> str:
+    """The ``retrain --arch`` value of ``arm``."""
+    from lvsearch.search.job import RANDOM_DIR
+
+    if arm == "ea":
+        survivor = ctx.state.get("stages", {}).get("finalists", {}).get("result", {}).get("arch_json")
+        return survivor or str(ctx.search_dir / "best.json")
+    if arm == "random-search":
+        return str(ctx.search_dir / RANDOM_DIR / "best.json")
+    if arm == "bert":
+        return "bert"
+    if arm == "random-arch":
+        return f"random:{ctx.plan.random_arch_seed}"
+    raise ValueError(arm)
+
+
+def retrain_overrides(ctx: Context, seed: int) -> list[str]:
+    """Recipe overrides shared by every retrained arm (only ``train.seed`` differs by seed)."""
+    p = ctx.plan
+    slots = read_json(ctx.supernet_dir / "config.json", what="supernet run config")["space"]["num_slots"]
+    return [f"space={ctx.settings.space}", f"num_slots={slots}", f"objective={ctx.settings.objective}",
+            f"train.steps={p.retrain_steps}", f"train.eval_every={p.curve_every}", f"train.seed={seed}",
+            f"train.checkpoint_every={max(p.curve_every, p.retrain_steps // 6)}", f"eval.dev_sequences={p.curve_sequences}"]
+
+
+def retrain_arm(ctx: Context, arm: str, seed: int, run: Path) -> dict:
+    from lvsearch.train.retrain import retrain
+
+    status = _train_state(run, ctx.plan.retrain_steps)
+    if status == "done":
+        return read_json(run / "summary.json")
+    spec = None if status == "partial" else arm_arch_spec(ctx, arm)
+    return retrain(spec, None if status == "partial" else ctx.settings.retrain_recipe, ctx.data_dir, run,
+                   overrides=[] if status == "partial" else retrain_overrides(ctx, seed),
+                   resume=status == "partial", overwrite=status == "new" and run.exists(),
+                   device=ctx.device, show_progress=ctx.show_progress)
+
+
+def stage_retrain(ctx: Context) -> dict:
+    out = {}
+    for arm in ARMS:
+        for seed, name in enumerate(ctx.run_names(arm)):
+            s = retrain_arm(ctx, arm, seed, ctx.out / "retrain" / name)
+            out[name] = {"tokens_per_s": s.get("tokens_per_s"), "params": s.get("params")}
+    return out
+
+
+def evaluate_argv(ctx: Context, model: Path, report: Path) -> list[str]:
+    """``lvsearch evaluate`` arguments of one arm (the same for every arm)."""
+    p = ctx.plan
+    argv = ["evaluate", "--model", str(model), "--out", str(report), "--mlm-data", str(ctx.data_dir),
+            "--dev-sequences", str(p.mlm_dev_sequences), "--device", "cpu" if ctx.device == "auto" else ctx.device]
+    if ctx.settings.blimp is None:
+        argv.append("--no-blimp")
+    else:
+        argv += ["--blimp", ctx.settings.blimp, "--blimp-limit", str(p.blimp_limit)]
+    for t in ctx.settings.tasks:
+        argv += ["--task", t]
+    if ctx.settings.tasks:
+        argv += ["--train-limit", str(p.finetune_train_limit), "--eval-limit", str(p.finetune_eval_limit),
+                 "--epochs", str(p.finetune_epochs), "--seeds", str(p.finetune_seeds)]
+    return argv
+
+
+def stage_evaluate(ctx: Context) -> dict:
+    from lvsearch.cli import build_parser
+
+    done = {}
+    for arm in ARMS:
+        for name in ctx.run_names(arm):
+            report = ctx.out / "eval" / f"{name}.json"
+            if report.exists():
+                done[name] = "skipped (exists)"
+                continue
+            report.parent.mkdir(parents=True, exist_ok=True)
+            args = build_parser().parse_args(evaluate_argv(ctx, ctx.out / "retrain" / name / "model", report))
+            args.func(args)
+            done[name] = "evaluated"
+    return done
+
+
+def stage_rank(ctx: Context) -> dict:
+    """Supernet fitness (the search's own dev set) of every arm's architecture, vs the
+    standalone MLM dev accuracy of the retrained arm: Kendall τ and Spearman ρ (scipy)."""
+    import numpy as np
+    from scipy import stats
+
+    from lvsearch.arch import Arch
+    from lvsearch.search.evaluator import SupernetEvaluator
+    from lvsearch.search.job import load_dev
+    from lvsearch.train.supernet import load_supernet
+
+    loaded = load_supernet(ctx.supernet_dir)
+    dev, _ = load_dev(loaded, ctx.data_dir, ctx.plan.search_dev_sequences)
+    ev = SupernetEvaluator(loaded.supernet, dev, seq_len=loaded.config.train.seq_len)
+    rows = []
+    for arm in ARMS:
+        arch = Arch.from_dict(read_json(ctx.out / "retrain" / arm / "config.json")["arch"])
+        fit = ev.evaluate(arch)
+        accs = [read_json(ctx.out / "eval" / f"{n}.json")["mlm"]["accuracy"] for n in ctx.run_names(arm)]
+        rows.append({"arm": arm, "arch": arch.key, "supernet_fitness": fit.fitness, "supernet_loss": fit.loss,
+                     "standalone_accuracy": float(np.mean(accs)), "standalone_seeds": len(accs)})
+    x = [r["supernet_fitness"] for r in rows]
+    y = [r["standalone_accuracy"] for r in rows]
+    with warnings.catch_warnings():  # constant inputs (e.g. every arm on the unigram plateau) give NaN
+        warnings.simplefilter("ignore")
+        tau = stats.kendalltau(x, y)
+        rho = stats.spearmanr(x, y)
+    result = {"rows": rows, "n": len(rows), "kendall_tau": _finite(tau.statistic), "kendall_p": _finite(tau.pvalue),
+              "spearman_rho": _finite(rho.statistic), "spearman_p": _finite(rho.pvalue),
+              "dev_sequences": int(dev.input_ids.shape[0]), "supernet_step": loaded.step}
+    atomic_write_json(ctx.out / "rank.json", result)
+    return {"kendall_tau": result["kendall_tau"], "n": len(rows)}
+
+
+def _finite(v) -> float | None:
+    import math
+
+    v = float(v)
+    return v if math.isfinite(v) else None
+
+
+def stage_report(ctx: Context) -> dict:
+    from lvsearch.quickstart.report import write_quickstart_report
+
+    path = write_quickstart_report(ctx)
+    return {"report": str(path)}
+
+
+STAGES: list[tuple[str, Callable[[Context], dict]]] = [
+    ("data", stage_data),
+    ("supernet", stage_supernet),
+    ("search", stage_search),
+    ("retrain", stage_retrain),
+    ("evaluate", stage_evaluate),
+    ("rank", stage_rank),
+    ("report", stage_report),
+]
+
+
+def run_quickstart(out: str | Path, settings: QuickstartSettings, *, device: str = "auto",
+                   show_progress: bool = True, stop_after: str | None = None) -> Context:
+    """Run (or resume) every stage; returns the context (``ctx.state`` has the outcomes).
+
+    Each stage's wall time is added to ``quickstart.json`` (over resumed sessions), so the
+    report's per-stage times are the real cost. ``stop_after`` ends after the named stage.
+
+    Raises:
+        LvsearchError: bad settings or a stage's own errors (bad data, ...).
+    """
+    from lvsearch import ui
+
+    ctx = open_context(out, settings, device=device, show_progress=show_progress)
+    total = len(STAGES)
+    t_run = time.perf_counter()
+    for i, (name, fn) in enumerate(STAGES, start=1):
+        rec = ctx.state["stages"].setdefault(name, {"seconds": 0.0})
+        if rec.get("status") == "done" and name != "report":
+            ui.console.rule(f"[bold]stage {i}/{total}: {name}[/bold] — done earlier ({rec['seconds']:.0f} s)")
+            continue
+        elapsed = sum(s.get("seconds", 0.0) for s in ctx.state["stages"].values())
+        ui.console.rule(f"[bold]stage {i}/{total}: {name}[/bold] — {elapsed / 60:.1f} of ~{ctx.plan.minutes:.0f} min used")
+        rec["status"] = "running"
+        ctx.save()
+        t0 = time.perf_counter()
+        try:
+            result = fn(ctx)
+        finally:
+            rec["seconds"] = rec.get("seconds", 0.0) + (time.perf_counter() - t0)
+            ctx.save()
+        rec.update(status="done", result=result)
+        ctx.save()
+        if stop_after == name:
+            break
+    ctx.state["wall_seconds_this_process"] = time.perf_counter() - t_run
+    ctx.save()
+    return ctx

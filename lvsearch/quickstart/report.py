@@ -1,0 +1,369 @@
+"""``report.md`` of a quickstart run: the four arms, their differences with their spread, the
+search, the finalists, the rank check, the cost per stage and what was cut to fit.
+
+Honesty rules (issue 7): every arm is trained identically (the table shows the shared
+settings); a difference is called a win only when its 95% interval excludes zero:
+
+* MLM dev accuracy and BLiMP: paired bootstrap over the evaluation items (the same masked dev
+  targets / the same BLiMP pairs for every arm; ``scipy.stats.bootstrap(paired=True)``,
+  percentile interval, 2,000 resamples, seed 0). With several pretraining seeds the items of
+  all seeds are paired seed by seed, and the seed spread is shown beside it. With one seed the
+  interval covers evaluation-sample noise only; pretraining-seed noise is then unmeasured and
+  the report says so.
+* Fine-tuning: mean ± std over fine-tuning seeds; with fewer than two seeds per arm no verdict.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from lvsearch.io import atomic_write_bytes, read_json
+
+if TYPE_CHECKING:  # pragma: no cover
+    from lvsearch.quickstart.job import Context
+
+OP_COLOURS = {"SA": "#4C72B0", "FF": "#DD8452", "DC": "#55A868"}
+RESAMPLES = 2000
+
+
+# ------------------------------------------------------------------------------- statistics
+def _bits(s: str) -> np.ndarray:
+    return np.frombuffer(s.encode("ascii"), dtype=np.uint8) - ord("0")
+
+
+def paired_difference(a: np.ndarray, b: np.ndarray, *, confidence: float = 0.95) -> dict:
+    """Mean of ``a − b`` over paired 0/1 outcomes with a paired-bootstrap interval.
+
+    Args:
+        a, b: equal-length arrays of per-item outcomes (1 = correct) of two models on the same items.
+
+    Returns:
+        ``{"diff", "low", "high", "n", "verdict"}`` with verdict ``ahead``/``behind`` when the
+        interval excludes 0, else ``within noise``.
+
+    Raises:
+        ValueError: different lengths or no items.
+    """
+    from scipy import stats
+
+    a = np.asarray(a, dtype=float)
+    b = np.asarray(b, dtype=float)
+    if a.shape != b.shape or a.size == 0:
+        raise ValueError(f"paired outcomes must have the same non-zero length, got {a.shape} and {b.shape}")
+    diff = float(a.mean() - b.mean())
+    d = a - b
+    if np.all(d == d[0]):
+        low = high = float(d[0])
+    else:
+        res = stats.bootstrap((d,), np.mean, confidence_level=confidence, n_resamples=RESAMPLES,
+                              method="percentile", random_state=np.random.default_rng(0), vectorized=True)
+        low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
+    verdict = "ahead" if low > 0 else "behind" if high < 0 else "within noise"
+    return {"diff": diff, "low": low, "high": high, "n": int(a.size), "verdict": verdict}
+
+
+def _mlm_outcomes(report: dict) -> np.ndarray | None:
+    m = report.get("mlm") or {}
+    s = m.get("per_target_correct")
+    return None if not s else _bits(s)
+
+
+def _blimp_outcomes(report: dict) -> np.ndarray | None:
+    b = report.get("blimp") or {}
+    if b.get("status") != "done":
+        return None
+    parts = [p.get("per_pair_correct", "") for _, p in sorted(b["paradigms"].items())]
+    return _bits("".join(parts)) if all(parts) else None
+
+
+def _task_scores(report: dict) -> dict[str, tuple[str, list[float]]]:
+    """``{task: (metric, per-seed values)}`` on test when labelled, else dev."""
+    out = {}
+    for name, ft in (report.get("finetune") or {}).items():
+        split = "test" if "test" in ft["aggregate"] else "dev"
+        metric = ft.get("select_metric") or next(iter(ft["aggregate"][split]))
+        vals = [r[split][metric] for r in ft.get("per_seed", []) if r.get(split) and r[split].get(metric) is not None]
+        out[name] = (f"{split} {metric}", [float(v) for v in vals])
+    return out
+
+
+# ------------------------------------------------------------------------------- figures
+def plot_arch_strips(archs: dict[str, object], path: Path) -> None:
+    """One row per arm: slots as boxes coloured by op (SA/FF/DC), arcs for every input other
+    than the previous slot (ELC connectivity)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Arc, Patch, Rectangle
+
+    from lvsearch.io import save_figure
+
+    rows = list(archs.items())
+    n = max(a.num_slots for _, a in rows)
+    fig, ax = plt.subplots(figsize=(1.2 + 0.75 * (n + 1), 0.3 + 1.25 * len(rows)))
+    for r, (label, arch) in enumerate(rows):
+        y = (len(rows) - 1 - r) * 1.25
+        ax.add_patch(Rectangle((0, y), 0.8, 0.5, facecolor="#DDDDDD", edgecolor="black"))
+        ax.text(0.4, y + 0.25, "emb", ha="center", va="center", fontsize=7)
+        for s, (op, inputs) in enumerate(zip(arch.ops, arch.inputs), start=1):
+            ax.add_patch(Rectangle((s, y), 0.8, 0.5, facecolor=OP_COLOURS.get(op, "white"), edgecolor="black"))
+            ax.text(s + 0.4, y + 0.25, op, ha="center", va="center", fontsize=7, color="white")
+            for i in inputs:
+                if i == s - 1:
+                    continue
+                width = s - i
+                ax.add_patch(Arc(((s + i) / 2 + 0.4, y + 0.5), width, 0.5 + 0.08 * width, theta1=0, theta2=180,
+                                 linewidth=0.6, color="#555555", alpha=0.7))
+        ax.text(-0.2, y + 0.25, label, ha="right", va="center", fontsize=8)
+    ax.set_xlim(-0.2, n + 1)
+    ax.set_ylim(-0.3, len(rows) * 1.25 + 0.2)
+    ax.axis("off")
+    ax.legend(handles=[Patch(color=c, label=k) for k, c in OP_COLOURS.items()], loc="upper right",
+              bbox_to_anchor=(1.0, 1.08), ncol=3, fontsize=7, frameon=False)
+    ax.set_title("architectures (arcs: inputs other than the previous slot)", fontsize=9, loc="left")
+    fig.tight_layout()
+    save_figure(fig, path, dpi=120)
+
+
+def plot_learning_curves(curves: dict[str, list[dict]], path: Path) -> None:
+    """Dev MLM loss (nats) against tokens seen, one line per run."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from lvsearch.io import save_figure
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    for label, rows in curves.items():
+        pts = [(r["tokens"], r["dev_mlm_loss"]) for r in rows if r.get("dev_mlm_loss") is not None]
+        if pts:
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=".", label=label)
+    ax.set_xlabel("tokens seen")
+    ax.set_ylabel("dev MLM loss (nats)")
+    ax.set_title("retraining curves (same data, steps and seed policy)", fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    save_figure(fig, path, dpi=120)
+
+
+# ------------------------------------------------------------------------------- report
+def _fmt(v, digits: int = 4) -> str:
+    return "—" if v is None else f"{v:.{digits}f}"
+
+
+def _pm(values: list[float], digits: int = 4) -> str:
+    if not values:
+        return "—"
+    if len(values) == 1:
+        return f"{values[0]:.{digits}f}"
+    return f"{np.mean(values):.{digits}f} ± {np.std(values, ddof=1):.{digits}f}"
+
+
+def _interval(d: dict) -> str:
+    return f"{d['diff']:+.4f} [{d['low']:+.4f}, {d['high']:+.4f}] → **{d['verdict']}**"
+
+
+def write_quickstart_report(ctx: "Context") -> Path:
+    """Write ``OUT/report.md`` and its PNGs; returns the report path."""
+    from lvsearch.arch import Arch
+    from lvsearch.eval.report import plot_alpha
+    from lvsearch.io import iter_jsonl
+    from lvsearch.quickstart.job import ARM_TITLES, ARMS
+    from lvsearch.search.job import RANDOM_DIR
+
+    out, plan, settings = ctx.out, ctx.plan, ctx.settings
+    names = {arm: ctx.run_names(arm) for arm in ARMS}
+    reports = {n: read_json(out / "eval" / f"{n}.json", what="evaluation report") for arm in ARMS for n in names[arm]}
+    archs = {arm: Arch.from_dict(read_json(out / "retrain" / arm / "config.json")["arch"]) for arm in ARMS}
+    summaries = {n: read_json(out / "retrain" / n / "summary.json") for arm in ARMS for n in names[arm]}
+    lines: list[str] = []
+    w = lines.append
+
+    # ---- header
+    stages = ctx.state.get("stages", {})
+    total_s = sum(s.get("seconds", 0.0) for s in stages.values())
+    w("# lvsearch quickstart report\n")
+    w(f"Data: `{settings.data}` · search space `{settings.space}` · retrain objective **{settings.objective}** · "
+      f"budget {plan.minutes:g} min (plan below) · wall time so far {total_s / 60:.1f} min · "
+      f"pretraining seeds per arm: {plan.seeds}.\n")
+    w(f"Every arm was retrained from scratch with the same recipe (`{settings.retrain_recipe}`), objective, "
+      f"{plan.retrain_steps} steps × {summaries[names['bert'][0]].get('tokens', 0) // max(1, plan.retrain_steps):,} "
+      f"tokens, data and seeds; only the architecture differs.\n")
+
+    # ---- arms table
+    w("## The four arms\n")
+    head = ["", *[ARM_TITLES[a] for a in ARMS]]
+    rows = [
+        ("architecture", [f"`{archs[a].compact}`" for a in ARMS]),
+        ("parameters", [f"{summaries[names[a][0]].get('params', 0):,}" for a in ARMS]),
+        ("MLM dev accuracy", [_pm([reports[n]["mlm"]["accuracy"] for n in names[a]]) for a in ARMS]),
+        ("MLM dev loss (nats)", [_pm([reports[n]["mlm"]["loss"] for n in names[a]], 3) for a in ARMS]),
+    ]
+    if all((reports[n].get("blimp") or {}).get("status") == "done" for n in reports):
+        rows.append(("BLiMP mean over paradigms", [_pm([reports[n]["blimp"]["mean_over_paradigms"] for n in names[a]]) for a in ARMS]))
+        terms = sorted(reports[names["bert"][0]]["blimp"]["phenomena"])
+        for t in terms:
+            rows.append((f"  BLiMP {t}", [_pm([reports[n]["blimp"]["phenomena"][t]["accuracy"] for n in names[a]]) for a in ARMS]))
+    else:
+        b = reports[names["bert"][0]].get("blimp") or {}
+        rows.append(("BLiMP", [f"{b.get('status', 'skipped')}: {b.get('reason', '')}"] * len(ARMS)))
+    task_scores = {n: _task_scores(r) for n, r in reports.items()}
+    for task in sorted(task_scores[names["bert"][0]]):
+        metric = task_scores[names["bert"][0]][task][0]
+        rows.append((f"{task} {metric}", [_pm([v for n in names[a] for v in task_scores[n][task][1]]) for a in ARMS]))
+    w("| " + " | ".join(head) + " |")
+    w("|" + "---|" * len(head))
+    for label, vals in rows:
+        w(f"| {label} | " + " | ".join(vals) + " |")
+    w("")
+    w("Values are the mean over pretraining seeds (± sample std when there are several); task scores "
+      "pool every (pretraining seed, fine-tuning seed) run.\n")
+
+    # ---- differences
+    w("## Differences against `bert`, with their spread\n")
+    w("Paired bootstrap over the same evaluation items (95% percentile interval, "
+      f"{RESAMPLES:,} resamples). A difference is a win only when its interval excludes 0.\n")
+    w("| arm | MLM dev accuracy − bert | BLiMP accuracy − bert | tasks |")
+    w("|---|---|---|---|")
+    comparisons = {}
+    for arm in ARMS:
+        if arm == "bert":
+            continue
+        cells = []
+        for kind, get in (("mlm", _mlm_outcomes), ("blimp", _blimp_outcomes)):
+            a = [get(reports[n]) for n in names[arm]]
+            b = [get(reports[n]) for n in names["bert"]]
+            if any(x is None for x in a + b) or any(x.shape != y.shape for x, y in zip(a, b)):
+                cells.append("—")
+                continue
+            d = paired_difference(np.concatenate(a), np.concatenate(b))
+            comparisons[(arm, kind)] = d
+            cells.append(_interval(d))
+        tcell = []
+        for task in sorted(task_scores[names["bert"][0]]):
+            va = [v for n in names[arm] for v in task_scores[n][task][1]]
+            vb = [v for n in names["bert"] for v in task_scores[n][task][1]]
+            if len(va) < 2 or len(vb) < 2:
+                tcell.append(f"{task}: {np.mean(va) - np.mean(vb):+.4f} (n={len(va)}, no spread: no verdict)")
+            else:
+                from scipy import stats
+
+                t = stats.ttest_ind(va, vb, equal_var=False)
+                verdict = "within noise" if not (t.pvalue < 0.05) else ("ahead" if np.mean(va) > np.mean(vb) else "behind")
+                tcell.append(f"{task}: {np.mean(va) - np.mean(vb):+.4f} (Welch p={t.pvalue:.2f}) → **{verdict}**")
+        w(f"| {ARM_TITLES[arm]} | {' | '.join(cells)} | {'; '.join(tcell) or '—'} |")
+    w("")
+    if plan.seeds == 1:
+        w("With one pretraining seed per arm these intervals cover evaluation-sample noise only; "
+          "the spread between pretraining seeds is **unmeasured** at this budget "
+          "(`--seeds 3` measures it, at about twice the wall time).\n")
+    ea = comparisons.get(("ea", "mlm"))
+    if ea is not None:
+        verdict = {"ahead": "the searched architecture is ahead of `bert` on MLM dev accuracy, beyond evaluation noise",
+                   "behind": "the searched architecture is behind `bert` on MLM dev accuracy, beyond evaluation noise",
+                   "within noise": "the searched architecture is not distinguishable from `bert` on MLM dev accuracy"}[ea["verdict"]]
+        rs = comparisons.get(("random-search", "mlm"))
+        extra = "" if rs is None else f"; the random-search pick is {rs['verdict']} ({rs['diff']:+.4f})"
+        w(f"**Summary:** {verdict} ({ea['diff']:+.4f}){extra}.\n")
+
+    # ---- figures
+    strip = out / "architectures.png"
+    plot_arch_strips({ARM_TITLES[a]: archs[a] for a in ARMS}, strip)
+    w("## Architectures\n")
+    w(f"![architectures]({strip.name})\n")
+    for a in ARMS:
+        w(f"- {ARM_TITLES[a]}: `{archs[a].key}`")
+    w("")
+    from lvsearch.modeldir import load_model
+
+    ea_model = load_model(out / "retrain" / "ea" / "model")
+    alpha = ea_model.encoder.alpha_matrix().numpy()
+    alpha_png = out / "alpha_ea.png"
+    plot_alpha(alpha, list(archs["ea"].ops), f"α of the searched model ({archs['ea'].compact})", alpha_png)
+    w("### α of the searched model (ELC-BERT Figure 1 style)\n")
+    w(f"![alpha]({alpha_png.name})\n")
+    multi = [(n, inp) for n, inp in enumerate(archs["ea"].inputs, start=1) if len(inp) > 1]
+    if multi:
+        w("Learned α of the slots that read several earlier outputs (h0 = embeddings):\n")
+        for n, inp in multi:
+            w(f"- slot {n} ({archs['ea'].ops[n - 1]}): " + ", ".join(f"h{i} {alpha[n - 1, i]:.3f}" for i in inp))
+        w("")
+    else:
+        w("The searched model reads only the previous slot everywhere (α is one-hot).\n")
+
+    curves = {}
+    for arm in ARMS:
+        path = out / "retrain" / arm / "curve.jsonl"
+        if path.exists():
+            curves[ARM_TITLES[arm]] = [o for _, o in iter_jsonl(path, path.read_text(encoding="utf-8"),
+                                                                 fix="re-run the retrain stage")]
+    curve_png = out / "learning_curves.png"
+    plot_learning_curves(curves, curve_png)
+    w("## Retraining curves\n")
+    w(f"![learning curves]({curve_png.name})\n")
+
+    # ---- search
+    w("## Search: evolution vs random search\n")
+    src = ctx.search_dir / "search_curve.png"
+    if src.exists():
+        shutil.copyfile(src, out / "search_curve.png")
+        w("![search curve](search_curve.png)\n")
+    ea_best = read_json(ctx.search_dir / "best.json")
+    rs_best = read_json(ctx.search_dir / RANDOM_DIR / "best.json")
+    w(f"Both searches made {plan.population} × {plan.iterations} = {plan.population * plan.iterations} evaluations "
+      f"(supernet weights, {plan.search_dev_sequences} fixed masked dev sequences). Best supernet fitness: "
+      f"EA {_fmt(ea_best['meta']['fitness'])} (`{Arch.from_dict(ea_best).compact}`), random search "
+      f"{_fmt(rs_best['meta']['fitness'])} (`{Arch.from_dict(rs_best).compact}`).\n")
+
+    fin = stages.get("finalists", {}).get("result")
+    if fin:
+        w("## Finalist pruning (successive halving with M4 extrapolation)\n")
+        for line in fin.get("report_lines", []):
+            w(line)
+        w("")
+
+    # ---- rank check
+    rank_path = out / "rank.json"
+    if rank_path.exists():
+        rk = read_json(rank_path)
+        w("## Supernet rank check\n")
+        w(f"Supernet fitness (inherited weights, step {rk['supernet_step']}, {rk['dev_sequences']} dev sequences) "
+          f"against the MLM dev accuracy of the same architectures trained from scratch, over the {rk['n']} arms: "
+          f"Kendall τ = {_fmt(rk['kendall_tau'], 2)} (p = {_fmt(rk['kendall_p'], 2)}), "
+          f"Spearman ρ = {_fmt(rk['spearman_rho'], 2)} (p = {_fmt(rk['spearman_p'], 2)}). "
+          f"With {rk['n']} points this is indicative only (`lvsearch rank-check` samples more).\n")
+        w("| arm | supernet fitness | standalone MLM accuracy |")
+        w("|---|---|---|")
+        for r in rk["rows"]:
+            w(f"| {ARM_TITLES[r['arm']]} | {_fmt(r['supernet_fitness'])} | {_fmt(r['standalone_accuracy'])} |")
+        w("")
+
+    # ---- cost and plan
+    w("## Wall time per stage\n")
+    w("| stage | seconds |")
+    w("|---|---|")
+    from lvsearch.quickstart.job import STAGES
+
+    for name, _ in STAGES:
+        if name in stages and name != "report":
+            w(f"| {name} | {stages[name].get('seconds', 0.0):.0f} |")
+    w(f"| **total** (before this report) | {sum(r.get('seconds', 0.0) for k, r in stages.items() if k != 'report'):.0f} |")
+    w("")
+    w("## What was cut to fit the budget\n")
+    w("| stage | this run | paper scale |")
+    w("|---|---|---|")
+    for stage, this, paper in plan.cuts():
+        w(f"| {stage} | {this} | {paper} |")
+    w("")
+    w("Plan (recorded in `quickstart.json`): " + ", ".join(f"{k} {v}" for k, v in plan.to_dict().items()) + ".\n")
+
+    path = out / "report.md"
+    atomic_write_bytes(path, ("\n".join(lines) + "\n").encode("utf-8"))
+    return path

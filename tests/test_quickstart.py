@@ -1,0 +1,198 @@
+"""`lvsearch quickstart` end to end on the shared corpus (tiny recipes, tiny budget), killed
+mid-stage and resumed; the embedded corpus; bad inputs; the report's statistics."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lvsearch.cli import main
+from lvsearch.quickstart.plan import make_plan
+from lvsearch.quickstart.report import paired_difference
+
+SUPERNET_RECIPE = """\
+space: lvbert
+num_slots: 4
+model: {hidden: 32, embedding: 16, ff_inner: 64, heads: 2, conv_kernel: 3, pre_ln: true, dropout: 0.1}
+train: {steps: 10, batch_size: 8, seq_len: 32, lr: 3.0e-3, warmup_steps: 4, log_every: 10,
+        eval_every: 0, checkpoint_every: 10, seed: 0}
+masking: {probability: 0.15, strategy: token}
+eval: {dev_sequences: 16, batch_size: 16, panel: [bert]}
+"""
+RETRAIN_RECIPE = """\
+space: lvbert
+num_slots: 4
+size: small
+model: {hidden: 32, embedding: 16, ff_inner: 64, heads: 2, conv_kernel: 3, pre_ln: true}
+objective: mlm
+train: {steps: 10, batch_size: 8, seq_len: 32, lr: 3.0e-3, warmup_steps: 4, log_every: 10,
+        eval_every: 5, checkpoint_every: 10}
+eval: {dev_sequences: 16, batch_size: 16}
+"""
+MINUTES = "0.2"  # the plan's floors: 40 supernet steps, 48 retrain steps, population 8 × 2
+
+
+def _recipes(folder: Path) -> tuple[str, str]:
+    sn, rt = folder / "tiny-supernet.yaml", folder / "tiny-retrain.yaml"
+    sn.write_text(SUPERNET_RECIPE)
+    rt.write_text(RETRAIN_RECIPE)
+    return str(sn), str(rt)
+
+
+def _argv(out: Path, recipes: tuple[str, str], data: str | None, extra: list[str]) -> list[str]:
+    argv = ["quickstart", "--out", str(out), "--minutes", MINUTES, "--supernet-config", recipes[0],
+            "--retrain-config", recipes[1], *extra]
+    return argv + (["--data", data] if data else [])
+
+
+@pytest.fixture(scope="module")
+def finished(shared_data: Path, corpora: Path, tmp_path_factory) -> dict:
+    """A quickstart on the shared corpus that is SIGKILLed during supernet training, then
+    re-run with the same command to completion."""
+    folder = tmp_path_factory.mktemp("qs")
+    recipes = _recipes(folder)
+    out = folder / "run"
+    task = shared_data / "tasks" / "sentence_polarity"
+    extra = ["--task", str(task), "--blimp", str(shared_data / "blimp")]
+    argv = _argv(out, recipes, str(corpora), extra)
+    env = dict(os.environ, LVSEARCH_QUIET="1", OMP_NUM_THREADS="1")
+    code = "import sys, torch; torch.set_num_threads(1); from lvsearch.cli import main; sys.exit(main(sys.argv[1:]))"
+    proc = subprocess.Popen([sys.executable, "-c", code, *argv], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    latest = out / "supernet" / "checkpoints" / "latest.json"
+    deadline = time.monotonic() + 300
+    while not latest.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    killed = proc.poll() is None
+    if killed:
+        proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert killed, f"the quickstart ended before its first supernet checkpoint: {proc.stderr.read()[-2000:]}"
+    before = json.loads((out / "quickstart.json").read_text())
+    assert before["stages"]["data"]["status"] == "done"
+    assert before["stages"]["supernet"].get("status") != "done"
+    assert main(argv) == 0
+    return {"out": out, "before": before, "argv": argv, "recipes": recipes, "folder": folder}
+
+
+def test_report_has_every_section_with_numbers(finished):
+    out = finished["out"]
+    text = (out / "report.md").read_text()
+    for section in ("## The four arms", "## Differences against `bert`", "## Architectures", "α of the searched model",
+                    "## Retraining curves", "## Search: evolution vs random search", "## Supernet rank check",
+                    "## Wall time per stage", "## What was cut to fit the budget"):
+        assert section in text, section
+    for row in ("MLM dev accuracy", "BLiMP mean over paradigms", "sentence_polarity test accuracy", "parameters"):
+        line = next(l for l in text.splitlines() if l.startswith(f"| {row}"))
+        assert len(re.findall(r"\d\.\d{4}|\d[\d,]{3,}", line)) >= 4, line  # a number for each of the four arms
+    assert re.search(r"Kendall τ = (-?\d\.\d\d|—)", text)
+    for png in ("architectures.png", "alpha_ea.png", "learning_curves.png", "search_curve.png"):
+        assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", png
+        assert f"]({png})" in text
+
+
+def test_arms_trained_identically(finished):
+    out = finished["out"]
+    configs = {}
+    for arm in ("ea", "random-search", "bert", "random-arch"):
+        rc = json.loads((out / "retrain" / arm / "config.json").read_text())
+        configs[arm] = (rc["config"], rc["dims"], rc["data"]["tokenizer_sha256"])
+        summary = json.loads((out / "retrain" / arm / "summary.json").read_text())
+        assert summary["steps"] == make_plan(float(MINUTES)).retrain_steps
+    first = next(iter(configs.values()))
+    assert all(c == first for c in configs.values())  # only the architecture differs
+    archs = {json.loads((out / "retrain" / a / "config.json").read_text())["arch"]["ops"].__repr__()
+             for a in configs}
+    assert len(archs) >= 2
+
+
+def test_killed_run_resumed_not_restarted(finished):
+    out, before = finished["out"], finished["before"]
+    state = json.loads((out / "quickstart.json").read_text())
+    assert all(s["status"] == "done" for s in state["stages"].values())
+    # data was not prepared again: its stage time is unchanged by the second process
+    assert state["stages"]["data"]["seconds"] == before["stages"]["data"]["seconds"]
+    summary = json.loads((out / "supernet" / "summary.json").read_text())
+    assert summary["resumed_from"] > 0  # continued from the checkpoint written before the kill
+    # a third run finds everything done and only rewrites the report
+    t0 = time.perf_counter()
+    assert main(finished["argv"]) == 0
+    assert time.perf_counter() - t0 < 60
+    again = json.loads((out / "quickstart.json").read_text())
+    assert again["stages"]["retrain"]["seconds"] == state["stages"]["retrain"]["seconds"]
+
+
+def test_other_settings_on_same_out_refused(finished, capsys):
+    out = finished["out"]
+    argv = list(finished["argv"])
+    argv[argv.index("--minutes") + 1] = "0.3"
+    snapshot = (out / "quickstart.json").read_bytes()
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "holds a quickstart with other settings" in err and "minutes" in err and "Traceback" not in err
+    assert (out / "quickstart.json").read_bytes() == snapshot
+
+
+def test_embedded_corpus_without_data(tmp_path, shared_data):
+    recipes = _recipes(tmp_path)
+    out = tmp_path / "run"
+    assert main(_argv(out, recipes, None, ["--no-blimp"])) == 0
+    manifest = json.loads((out / "data" / "manifest.json").read_text())
+    assert "builtin:python-docs" in json.dumps(manifest["sources"])
+    text = (out / "report.md").read_text()
+    assert "builtin:python-docs" in text and "## The four arms" in text
+
+
+def test_bad_inputs(tmp_path, capsys):
+    def bad(*argv: str, match: str) -> None:
+        code = main(["quickstart", "--out", str(tmp_path / "o"), *argv])
+        err = capsys.readouterr().err
+        assert code == 2 and match in err and "Traceback" not in err, err
+
+    bad("--minutes", "0", match="--minutes must be > 0")
+    bad("--seeds", "0", match="--seeds must be ≥ 1")
+    bad("--data", str(tmp_path / "missing"), match="does not exist")
+    bad("--space", "lvbertt", match="unknown search space")
+    bad("--task", str(tmp_path / "nope"), match="nope")
+    bad("--blimp", str(tmp_path / "nope"), match="is not a folder")
+    other = tmp_path / "busy"
+    other.mkdir()
+    (other / "keep.txt").write_text("mine")
+    code = main(["quickstart", "--out", str(other), "--no-blimp"])
+    assert code == 2 and "holds no quickstart" in capsys.readouterr().err
+    assert (other / "keep.txt").read_text() == "mine"
+    (tmp_path / "o").mkdir(exist_ok=True)
+    (tmp_path / "o" / "quickstart.json").write_text("{not json")
+    bad("--no-blimp", match="not valid JSON")
+
+
+def test_paired_difference_verdicts():
+    rng = np.random.default_rng(0)
+    b = rng.integers(0, 2, 2000)
+    better = np.where(rng.random(2000) < 0.3, 1, b)  # flips 0 → 1 on ~15% of items
+    d = paired_difference(better, b)
+    assert d["verdict"] == "ahead" and d["low"] > 0 and d["diff"] == pytest.approx(better.mean() - b.mean())
+    assert paired_difference(b, better)["verdict"] == "behind"
+    noise = rng.integers(0, 2, 2000)
+    assert paired_difference(noise, noise ^ (rng.random(2000) < 0.001))["verdict"] == "within noise"
+    assert paired_difference(b, b)["verdict"] == "within noise"
+    with pytest.raises(ValueError):
+        paired_difference(b, b[:10])
+
+
+def test_plan_scales_with_minutes():
+    small, default, large = make_plan(2), make_plan(20), make_plan(60)
+    assert small.supernet_steps < default.supernet_steps < large.supernet_steps
+    assert small.retrain_steps <= default.retrain_steps < large.retrain_steps
+    assert default.population * default.iterations <= large.population * large.iterations
+    assert make_plan(20, seeds=3).seeds == 3
+    assert {c[0] for c in default.cuts()} == {"supernet", "search", "retrain", "BLiMP", "fine-tuning"}
