@@ -308,6 +308,28 @@ def test_halving_falls_back_to_current_loss_for_short_curves():
     assert len(log["kept"]) == 2
 
 
+def test_halving_ranks_everyone_by_current_loss_when_one_curve_cannot_be_fitted():
+    curves = crossing_curves()
+    mixed = {n: (x[x <= 1e7], y[x <= 1e7]) for n, (x, y) in curves.items()}
+    mixed["mid"] = (mixed["mid"][0][:2], mixed["mid"][1][:2])  # too short for M4
+    log = halving_step(mixed, full_budget=1e9, eta=2, rule="m4", n_boot=5)
+    assert log["fallback"] is not None and "'mid'" in log["fallback"]
+    assert {e["score"] for e in log["candidates"].values()} == {e["last_loss"] for e in log["candidates"].values()}
+    assert all(e["scored_by"].startswith("current (fallback") for e in log["candidates"].values())
+    assert len(log["kept"]) == 2  # no interval keeps in the fallback
+    assert halving_step(mixed, full_budget=1e9, eta=2, rule="current")["fallback"] is None
+
+
+def test_successive_halving_counts_compute():
+    curves = crossing_curves()
+    sim = successive_halving(curves, rungs=[1e7, 3e7], full_budget=1e9, eta=2, rule="current")
+    cut1, cut2 = sim["rungs"][0]["cut"], sim["rungs"][1]["cut"]
+    assert (len(cut1), len(cut2), len(sim["survivors"])) == (2, 1, 1)
+    assert sim["compute"] == pytest.approx(2 * 1e7 + 1 * 3e7 + 1e9)
+    assert sim["compute_all"] == 4 * 1e9
+    assert {sim["trained"][n] for n in cut1} == {1e7}
+
+
 def test_halving_rejects_bad_arguments():
     with pytest.raises(LvsearchError):
         halving_step({}, full_budget=1.0)
