@@ -460,8 +460,9 @@ def run_finalists(
 
     rule = PRUNING[o.pruning]
     n_first = rungs[0] // t.eval_every - t.warmup_steps // t.eval_every
-    if rule == "m4" and not state["rounds"] and n_first < 4:
-        ui.warn(f"round 1 curves have {n_first} dev evaluation(s) after the warm-up; M4 needs 4: "
+    need = job.step_kwargs()["model_factory"]().n_params
+    if rule == "m4" and not state["rounds"] and n_first < need:
+        ui.warn(f"round 1 curves have {n_first} dev evaluation(s) after the warm-up; M4 needs {need}: "
                 "that round is ranked by current dev loss (raise the budget or lower train.eval_every)")
     ui.console.print(
         f"finalist pruning: {len(finalists)} finalists, budget {budget} steps, eta {o.eta}, rungs "
