@@ -504,7 +504,8 @@ def run_finalists(
         state["final"] = {
             "survivors": alive, "final_loss": losses, "pick": pick,
             "reason": "the last survivor" if len(alive) == 1 else
-            f"{len(alive)} finalists survived the last rung (intervals overlap): lowest dev loss at the full budget",
+            f"{len(alive)} finalists left after the last rung (overlapping intervals kept more than 1/eta "
+            "in some round): the lowest dev loss at the full budget",
             "steps_trained": reached, "compute_steps": sum(reached.values()),
             "compute_all_steps": len(finalists) * budget,
             "compute_fraction": sum(reached.values()) / (len(finalists) * budget),
@@ -590,28 +591,38 @@ def compare(job: _Job, state: dict) -> dict:
 
 
 def round_table(rec: dict, budget: int):
-    """A rich table of one round's decision."""
+    """A rich table of one round's decision (the full reasons are in ``finalists.json``)."""
     from rich.table import Table
 
     d = rec["decision"]
-    how = "current dev loss" if d["rule"] == "current" else "M4 prediction at the full budget"
+    predicted = d["rule"] == "m4" and not d.get("fallback")
+    how = "M4 prediction at the full budget" if predicted else "current dev loss"
     if d.get("fallback"):
-        how = f"current dev loss (fallback: {d['fallback']})"
+        how += f" (fallback: {d['fallback']})"
     tab = Table(title=f"round {rec['round']}: step {rec['budget_steps']} of {budget}; ranked by {how}",
                 title_justify="left")
-    for col in ("finalist", "points", "dev loss now", f"predicted @ {budget}", "interval", "decision", "reason"):
-        tab.add_column(col, justify="right" if col in ("points", "dev loss now", f"predicted @ {budget}") else "left")
-    predicted = d["rule"] == "m4" and not d.get("fallback")
-    for name in d["ranking"]:
+    tab.add_column("finalist", no_wrap=True)
+    for col in ("pts", "loss now", f"pred. @{budget}", "interval"):
+        tab.add_column(col, justify="right", no_wrap=True)
+    tab.add_column("decision", no_wrap=True)
+    k = d["n_keep_by_rank"]
+    for pos, name in enumerate(d["ranking"]):
         e = d["candidates"][name]
-        style = "green" if e["decision"] == "kept" else "red"
+        if e["decision"] == "cut":
+            verdict = "[red]cut[/red]"
+        elif pos < k:
+            verdict = f"[green]kept[/green]: top {k}"
+        else:
+            verdict = "[green]kept[/green]: interval"
         tab.add_row(
             name, str(e.get("n_points", "")), f"{e['last_loss']:.4f}",
             f"{e['score']:.4f}" if predicted else "—",
-            f"[{e['lo']:.4f}, {e['hi']:.4f}]" if predicted else "—",
-            f"[{style}]{e['decision']}[/{style}]", e["reason"],
+            f"{e['lo']:.4f}–{e['hi']:.4f}" if predicted else "—", verdict,
         )
-    tab.caption = f"compute so far: {rec['compute_steps']:,} steps ({rec['seconds']:.0f} s this round)"
+    what = "predicted loss" if predicted else "dev loss"
+    tab.caption = (f"cut-off {d['cutoff']:.4f} ({what} of rank {k})"
+                   + ("; 'interval': its 90% interval reaches the cut-off" if predicted else "")
+                   + f"; compute so far {rec['compute_steps']:,} steps ({rec['seconds']:.0f} s this round)")
     return tab
 
 
@@ -625,7 +636,7 @@ def summary_table(state: dict):
     fate, last = {}, dict(final["final_loss"])
     for r in state["rounds"]:
         for n in r["decision"]["cut"]:
-            fate[n] = f"cut in round {r['round']} (step {r['budget_steps']})"
+            fate[n] = f"cut in round {r['round']}"
             last[n] = r["decision"]["candidates"][n]["last_loss"]
     for n in final["survivors"]:
         fate[n] = "pick" if n == final["pick"] else "survived, not picked"
@@ -633,9 +644,9 @@ def summary_table(state: dict):
     tab = Table(title=f"finalist pruning ({state['settings']['pruning']}): compute "
                       f"{final['compute_steps']:,} of {final['compute_all_steps']:,} steps "
                       f"({100 * final['compute_fraction']:.1f}% of training all to {budget})", title_justify="left")
-    cols = ["finalist", "steps trained", "dev loss there"] + ([f"dev loss @ {budget}"] if full else []) + ["outcome"]
+    cols = ["finalist", "steps", "loss there"] + ([f"loss @{budget}"] if full else []) + ["outcome"]
     for col in cols:
-        tab.add_column(col, justify="left" if col in ("finalist", "outcome") else "right")
+        tab.add_column(col, justify="left" if col in ("finalist", "outcome") else "right", no_wrap=col != "outcome")
     for f in state["settings"]["finalists"]:
         n = f["name"]
         row = [n, f"{final['steps_trained'][n]:,}", "—" if n not in last else f"{last[n]:.4f}"]
@@ -651,8 +662,9 @@ def comparison_table(state: dict):
 
     c = state["comparison"]
     tab = Table(title="pick vs training every finalist to the full budget", title_justify="left")
-    for col in ("method", "pick", "dev loss at budget", "agrees", "regret", "compute"):
-        tab.add_column(col, justify="left" if col in ("method", "pick") else "right")
+    budget = state["settings"]["budget_steps"]
+    for col in ("method", "pick", f"loss @{budget}", "agrees", "regret", "compute"):
+        tab.add_column(col, justify="left" if col in ("method", "pick") else "right", no_wrap=True)
     for pruning, r in c["rules"].items():
         tab.add_row(pruning, r["pick"], f"{r['final_loss']:.4f}", "yes" if r["agrees"] else "no",
                     f"{r['regret']:+.4f}", f"{100 * r['compute_fraction']:.1f}%")
