@@ -246,8 +246,12 @@ class Estimator:
 
     # -- helpers -----------------------------------------------------------------------------
     def _beta_public(self) -> float:
-        # beta * (x / s)**c = (beta * s**-c) * x**c
-        return float(math.exp(self._p["log_beta"] - self._p["c"] * math.log(self._x_scale)))
+        # beta * (x / s)**c = (beta * s**-c) * x**c; a degenerate fit (steep c on a short curve)
+        # can put this beyond float range: reported as inf (predictions use the scaled params)
+        try:
+            return float(math.exp(self._p["log_beta"] - self._p["c"] * math.log(self._x_scale)))
+        except OverflowError:
+            return math.inf
 
 
 def _power_law_ls(logx: np.ndarray, target: np.ndarray, extra: np.ndarray | None = None):
@@ -839,7 +843,7 @@ def prediction_interval(
                 idx = np.unique(np.concatenate([[0, xa.size - 1], rng.integers(0, xa.size, xa.size)]))
                 m.fit(xa[idx], ya[idx])
             samples.append(np.atleast_1d(m.predict(xn)))
-        except (LvsearchError, ValueError, FloatingPointError):
+        except (LvsearchError, ValueError, ArithmeticError):
             failed += 1
     if samples:
         s = np.stack(samples)
@@ -917,7 +921,7 @@ def halving_step(
                                          seed=seed + i, level=level, method=method)
                 entry.update(score=float(pi["pred"][0]), lo=float(pi["lo"][0]), hi=float(pi["hi"][0]),
                              scored_by=factory().name, n_boot_ok=pi["n_ok"])
-            except LvsearchError as e:
+            except (LvsearchError, ArithmeticError) as e:
                 fallback = f"candidate {name!r}: {str(e).splitlines()[0]}"
         cand[name] = entry
     scored_by = "current" if rule == "current" else f"current (fallback: {fallback})"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -254,6 +255,16 @@ def test_prediction_interval_brackets_the_point_prediction():
     assert np.all(pi["hi"][1] - pi["lo"][1] >= pi["hi"][0] - pi["lo"][0])  # wider further out
     again = prediction_interval(lambda: M2(), x, y, [1e9, 1e10], n_boot=30, seed=3)
     np.testing.assert_array_equal(again["lo"], pi["lo"])
+
+
+def test_degenerate_bootstrap_refit_of_a_short_curve_does_not_crash():
+    # A real retrain dev-loss curve (5 points after the warm-up, 4 parameters): one residual
+    # resample drove M4 to c ~ -120, alpha ~ 1100, whose public beta overflowed a float.
+    x = [73728.0, 86016.0, 98304.0, 110592.0, 122880.0]
+    y = [6.902883775099874, 6.886238066061291, 6.86017312835103, 6.8483151627549415, 6.826950496740959]
+    pi = prediction_interval(lambda: M4(eps0=math.log(4096), fit_eps0=False), x, y, [491520.0], n_boot=50, seed=2)
+    assert np.isfinite(pi["pred"]).all() and pi["lo"][0] <= pi["pred"][0] <= pi["hi"][0]
+    assert pi["n_ok"] + pi["n_failed"] == 50
 
 
 def crossing_curves():
