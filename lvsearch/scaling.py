@@ -246,8 +246,12 @@ class Estimator:
 
     # -- helpers -----------------------------------------------------------------------------
     def _beta_public(self) -> float:
-        # beta * (x / s)**c = (beta * s**-c) * x**c
-        return float(math.exp(self._p["log_beta"] - self._p["c"] * math.log(self._x_scale)))
+        # beta * (x / s)**c = (beta * s**-c) * x**c; a degenerate fit (steep c on a short curve)
+        # can put this beyond float range: reported as inf (predictions use the scaled params)
+        try:
+            return float(math.exp(self._p["log_beta"] - self._p["c"] * math.log(self._x_scale)))
+        except OverflowError:
+            return math.inf
 
 
 def _power_law_ls(logx: np.ndarray, target: np.ndarray, extra: np.ndarray | None = None):
@@ -839,7 +843,7 @@ def prediction_interval(
                 idx = np.unique(np.concatenate([[0, xa.size - 1], rng.integers(0, xa.size, xa.size)]))
                 m.fit(xa[idx], ya[idx])
             samples.append(np.atleast_1d(m.predict(xn)))
-        except (LvsearchError, ValueError, FloatingPointError):
+        except (LvsearchError, ValueError, ArithmeticError):
             failed += 1
     if samples:
         s = np.stack(samples)
@@ -878,8 +882,10 @@ def halving_step(
       (:func:`prediction_interval`). The cut-off is the score of the last candidate kept by
       rank; a lower-ranked candidate is also kept when its interval's lower end is at or below
       that cut-off (its interval overlaps it), so pruning only drops candidates that are
-      confidently worse. A curve the estimator cannot fit (too few points, ...) falls back to
-      its last observed loss as score and interval; the reason is logged.
+      confidently worse. When the estimator cannot fit one of the curves (too few points, a
+      loss above ``eps0``, ...), *every* candidate of this step is ranked by its last observed
+      loss instead (a predicted final loss is not comparable with a current one); the log's
+      ``"fallback"`` gives the reason, ``None`` when every curve was fitted.
 
     Args:
         curves: name -> ``(x, y)``, each of shape ``(n_i,)``, x strictly increasing, y > 0.
@@ -890,7 +896,7 @@ def halving_step(
 
     Returns:
         decision log: ``{"rule", "full_budget", "eta", "n_keep_by_rank", "cutoff",
-        "ranking": [names, best first], "kept": [...], "cut": [...],
+        "fallback", "ranking": [names, best first], "kept": [...], "cut": [...],
         "candidates": {name: {"last_x", "last_loss", "score", "lo", "hi", "scored_by",
         "decision", "reason"}}}``.
 
@@ -905,21 +911,26 @@ def halving_step(
         raise LvsearchError(f"eta must be > 1, got {eta}", fix="use eta = 2 or 3")
     factory = model_factory or _default_factory
     cand: dict[str, dict] = {}
+    fallback = None
     for i, (name, (x, y)) in enumerate(curves.items()):
         xa, ya = validate_curve(x, y, source=f"candidate {name!r}")
-        entry = {"last_x": float(xa[-1]), "last_loss": float(ya[-1])}
-        if rule == "current":
-            entry.update(score=float(ya[-1]), lo=float(ya[-1]), hi=float(ya[-1]), scored_by="current")
-        else:
+        entry = {"last_x": float(xa[-1]), "last_loss": float(ya[-1]), "n_points": int(xa.size)}
+        if rule == "m4" and fallback is None:
             try:
                 pi = prediction_interval(factory, xa, ya, [full_budget], n_boot=n_boot,
                                          seed=seed + i, level=level, method=method)
                 entry.update(score=float(pi["pred"][0]), lo=float(pi["lo"][0]), hi=float(pi["hi"][0]),
                              scored_by=factory().name, n_boot_ok=pi["n_ok"])
-            except LvsearchError as e:
-                entry.update(score=float(ya[-1]), lo=float(ya[-1]), hi=float(ya[-1]),
-                             scored_by=f"current (fallback: {str(e).splitlines()[0]})")
+            except (LvsearchError, ArithmeticError) as e:
+                fallback = f"candidate {name!r}: {str(e).splitlines()[0]}"
         cand[name] = entry
+    scored_by = "current" if rule == "current" else f"current (fallback: {fallback})"
+    for entry in cand.values():
+        if rule == "current" or fallback is not None:
+            last = entry["last_loss"]
+            entry.update(score=last, lo=last, hi=last, scored_by=scored_by)
+            entry.pop("n_boot_ok", None)
+    rule_used = "m4" if rule == "m4" and fallback is None else "current"
     ranking = sorted(cand, key=lambda n: (cand[n]["score"], n))
     k = max(1, math.ceil(len(ranking) / eta))
     cutoff = cand[ranking[k - 1]]["score"]
@@ -929,18 +940,19 @@ def halving_step(
         if pos < k:
             e["decision"], e["reason"] = "kept", f"rank {pos + 1} of {len(ranking)} (top {k})"
             kept.append(name)
-        elif rule == "m4" and e["lo"] <= cutoff:
+        elif rule_used == "m4" and e["lo"] <= cutoff:
             e["decision"] = "kept"
             e["reason"] = (f"rank {pos + 1} but interval lower end {e['lo']:.4g} <= cut-off {cutoff:.4g}")
             kept.append(name)
         else:
             e["decision"] = "cut"
-            what = "last loss" if rule == "current" else "predicted loss"
-            extra = "" if rule == "current" else f", interval lower end {e['lo']:.4g}"
+            what = "last loss" if rule_used == "current" else "predicted loss"
+            extra = "" if rule_used == "current" else f", interval lower end {e['lo']:.4g}"
             e["reason"] = f"rank {pos + 1}: {what} {e['score']:.4g} > cut-off {cutoff:.4g}{extra}"
             cut.append(name)
     return {"rule": rule, "full_budget": float(full_budget), "eta": float(eta), "n_keep_by_rank": k,
-            "cutoff": float(cutoff), "ranking": ranking, "kept": kept, "cut": cut, "candidates": cand}
+            "cutoff": float(cutoff), "fallback": fallback, "ranking": ranking, "kept": kept, "cut": cut,
+            "candidates": cand}
 
 
 def successive_halving(
@@ -966,7 +978,10 @@ def successive_halving(
 
     Returns:
         ``{"rule", "rungs": [halving_step log + "budget"], "survivors": [...],
-        "full_budget"}``.
+        "full_budget", "trained": {name: training amount reached}, "compute",
+        "compute_all"}``: a candidate cut at rung ``r`` was trained to ``rungs[r]``, a survivor
+        to ``full_budget``; ``compute`` is their sum and ``compute_all`` = ``n * full_budget``
+        (training every candidate to the end), both in the unit of x.
 
     Raises:
         LvsearchError: rungs not increasing, or see :func:`halving_step`.
@@ -979,6 +994,7 @@ def successive_halving(
     if full_budget is None:
         full_budget = max(float(x.max()) for x, _ in arrays.values())
     alive = list(arrays)
+    trained = dict.fromkeys(alive, float(full_budget))
     log = []
     for budget in r:
         if len(alive) <= 1:
@@ -991,5 +1007,9 @@ def successive_halving(
         step = halving_step(sub, full_budget=full_budget, eta=eta, rule=rule, **step_kwargs)
         step["budget"] = budget
         log.append(step)
+        for n in step["cut"]:
+            trained[n] = budget
         alive = [n for n in alive if n in step["kept"]]
-    return {"rule": rule, "full_budget": float(full_budget), "rungs": log, "survivors": alive}
+    return {"rule": rule, "full_budget": float(full_budget), "rungs": log, "survivors": alive,
+            "trained": trained, "compute": float(sum(trained.values())),
+            "compute_all": float(len(trained) * full_budget)}

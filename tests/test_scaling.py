@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -256,6 +257,16 @@ def test_prediction_interval_brackets_the_point_prediction():
     np.testing.assert_array_equal(again["lo"], pi["lo"])
 
 
+def test_degenerate_bootstrap_refit_of_a_short_curve_does_not_crash():
+    # A real retrain dev-loss curve (5 points after the warm-up, 4 parameters): one residual
+    # resample drove M4 to c ~ -120, alpha ~ 1100, whose public beta overflowed a float.
+    x = [73728.0, 86016.0, 98304.0, 110592.0, 122880.0]
+    y = [6.902883775099874, 6.886238066061291, 6.86017312835103, 6.8483151627549415, 6.826950496740959]
+    pi = prediction_interval(lambda: M4(eps0=math.log(4096), fit_eps0=False), x, y, [491520.0], n_boot=50, seed=2)
+    assert np.isfinite(pi["pred"]).all() and pi["lo"][0] <= pi["pred"][0] <= pi["hi"][0]
+    assert pi["n_ok"] + pi["n_failed"] == 50
+
+
 def crossing_curves():
     """Four candidates; 'slow' is worst early but best at the full budget."""
     x = np.geomspace(1e6, 1e9, 31)
@@ -306,6 +317,28 @@ def test_halving_falls_back_to_current_loss_for_short_curves():
     log = halving_step(short, full_budget=1e9, eta=2, rule="m4", n_boot=5)
     assert all(e["scored_by"].startswith("current (fallback") for e in log["candidates"].values())
     assert len(log["kept"]) == 2
+
+
+def test_halving_ranks_everyone_by_current_loss_when_one_curve_cannot_be_fitted():
+    curves = crossing_curves()
+    mixed = {n: (x[x <= 1e7], y[x <= 1e7]) for n, (x, y) in curves.items()}
+    mixed["mid"] = (mixed["mid"][0][:2], mixed["mid"][1][:2])  # too short for M4
+    log = halving_step(mixed, full_budget=1e9, eta=2, rule="m4", n_boot=5)
+    assert log["fallback"] is not None and "'mid'" in log["fallback"]
+    assert {e["score"] for e in log["candidates"].values()} == {e["last_loss"] for e in log["candidates"].values()}
+    assert all(e["scored_by"].startswith("current (fallback") for e in log["candidates"].values())
+    assert len(log["kept"]) == 2  # no interval keeps in the fallback
+    assert halving_step(mixed, full_budget=1e9, eta=2, rule="current")["fallback"] is None
+
+
+def test_successive_halving_counts_compute():
+    curves = crossing_curves()
+    sim = successive_halving(curves, rungs=[1e7, 3e7], full_budget=1e9, eta=2, rule="current")
+    cut1, cut2 = sim["rungs"][0]["cut"], sim["rungs"][1]["cut"]
+    assert (len(cut1), len(cut2), len(sim["survivors"])) == (2, 1, 1)
+    assert sim["compute"] == pytest.approx(2 * 1e7 + 1 * 3e7 + 1e9)
+    assert sim["compute_all"] == 4 * 1e9
+    assert {sim["trained"][n] for n in cut1} == {1e7}
 
 
 def test_halving_rejects_bad_arguments():

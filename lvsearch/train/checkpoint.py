@@ -132,6 +132,21 @@ def latest_checkpoint(run_dir: str | Path) -> Path | None:
     return root / pointer["dir"]
 
 
+def latest_step(run_dir: str | Path) -> int:
+    """Optimizer steps of the checkpoint ``latest.json`` names (0 when the run has none).
+
+    Raises:
+        LvsearchError: ``latest.json`` is malformed.
+    """
+    path = latest_checkpoint(run_dir)
+    if path is None:
+        return 0
+    step = read_json(Path(run_dir) / CHECKPOINTS / LATEST, what="checkpoint pointer").get("step")
+    if not isinstance(step, int):
+        raise LvsearchError(f"{Path(run_dir) / CHECKPOINTS / LATEST} has no step", fix="delete it and resume")
+    return step
+
+
 def load_checkpoint(path: str | Path, *, with_optimizer: bool = True) -> Checkpoint:
     """Load and verify a checkpoint folder.
 

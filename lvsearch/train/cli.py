@@ -72,6 +72,18 @@ examples:
 bert, sandwich, lvbert-paper (24 slots), random:SEED. The result is a model directory in
 RUN/model for 'lvsearch evaluate', and RUN/curve.jsonl (dev metrics against tokens seen) for
 'lvsearch scaling fit'.
+
+finalist pruning (successive halving over the K best architectures of a search):
+  lvsearch retrain --arch runs/search/topk.json --finalists 4 --budget 600 \\
+      --config retrain-quickstart --data data/corpus --out runs/finalists
+  lvsearch retrain --arch bert,sandwich,random:1,random:2 --finalists 4 --budget 600 \\
+      --pruning current-loss --compare-full --config retrain-quickstart --data data/corpus --out runs/f
+
+All K train budget/eta^R steps with the full budget's learning-rate schedule; M4 is fitted to
+each dev-loss curve and the best 1/eta (plus any whose bootstrap interval reaches the cut-off)
+continue from their checkpoints, eta times longer, until one is trained to the budget.
+OUT/finalists.json logs every decision, OUT/best.json names the pick's model directory,
+OUT/finalists/NAME/ is each finalist's retrain run. Re-run the same command to continue.
 """
 
 
@@ -94,6 +106,16 @@ def register_retrain(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its latest checkpoint")
     p.add_argument("--overwrite", action="store_true", help="replace the run already in --out")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="default: cuda when available")
+    g = p.add_argument_group("finalist pruning (successive halving; see below)")
+    g.add_argument("--finalists", type=int, metavar="K", help="prune the first K architectures of --arch (topk.json, "
+                   "a JSON list of specs, or comma-separated names) by successive halving; --out is the job folder")
+    g.add_argument("--budget", type=int, metavar="STEPS", help="full training budget per finalist (default: the recipe's train.steps)")
+    g.add_argument("--eta", type=int, default=2, help="halving rate: keep the best 1/eta, multiply the budget by eta (default 2)")
+    g.add_argument("--pruning", choices=["extrapolate", "current-loss"], default="extrapolate",
+                   help="rank by the M4-extrapolated dev loss at the full budget (default) or by the current dev loss")
+    g.add_argument("--compare-full", action="store_true",
+                   help="also train the cut finalists to the budget: does each rule's pick agree with training all?")
+    g.add_argument("--n-boot", type=int, default=50, help="bootstrap refits per prediction interval (default 50)")
     p.set_defaults(func=_retrain)
 
 
@@ -106,6 +128,14 @@ def _retrain(args: argparse.Namespace) -> int:
         overrides.append(f"objective={args.objective}")
     if args.size:
         overrides.append(f"size={args.size}")
+    if args.finalists is not None:
+        return _finalists(args, overrides)
+    given = [f"--{k.replace('_', '-')}" for k in ("budget", "compare_full") if getattr(args, k)]
+    given += [f"--{k.replace('_', '-')}" for k, d in (("eta", 2), ("pruning", "extrapolate"), ("n_boot", 50)) if getattr(args, k) != d]
+    if given:
+        from lvsearch.errors import LvsearchError
+
+        raise LvsearchError(f"{', '.join(given)} only apply to finalist pruning", fix="add --finalists K, or drop them")
     summary = retrain(
         args.arch, args.config, args.data, args.out, overrides=overrides, resume=args.resume,
         overwrite=args.overwrite, device=args.device,
@@ -114,4 +144,18 @@ def _retrain(args: argparse.Namespace) -> int:
     for key, r in final.items():
         if key != "curve" and isinstance(r, dict):
             ui.console.print(f"  {key}: " + ", ".join(f"{k} {v:.4f}" for k, v in r.items() if isinstance(v, float)))
+    return 0
+
+
+def _finalists(args: argparse.Namespace, overrides: list[str]) -> int:
+    from lvsearch.errors import LvsearchError
+    from lvsearch.train.finalists import FinalistOptions, run_finalists
+
+    if not args.arch:
+        raise LvsearchError("--finalists needs --arch (topk.json, a JSON list, or comma-separated names)",
+                            fix="e.g. --arch runs/search/topk.json; re-run the same command to continue a job")
+    opts = FinalistOptions(finalists=args.finalists, budget=args.budget, eta=args.eta, pruning=args.pruning,
+                           compare_full=args.compare_full, n_boot=args.n_boot)
+    run_finalists(args.arch, args.config, args.data, args.out, opts, overrides=overrides, overwrite=args.overwrite,
+                  device=args.device)
     return 0

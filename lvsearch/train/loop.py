@@ -144,8 +144,9 @@ def train(
     checkpoint_extra: dict,
     label: str = "training",
     show_progress: bool = True,
+    stop_at: int | None = None,
 ) -> dict:
-    """Run (or resume) training to ``cfg.steps`` optimizer steps.
+    """Run (or resume) training to ``cfg.steps`` optimizer steps (or to ``stop_at``).
 
     Args:
         objective: module + micro-batches + evaluation.
@@ -155,16 +156,27 @@ def train(
         tokens_per_step: tokens in one global batch (for the x axis of learning curves).
         resume: continue from ``checkpoints/latest.json``.
         checkpoint_extra: JSON-able facts stored in every checkpoint (config, tokenizer hash…).
+        stop_at: stop after this many optimizer steps (``1 <= stop_at <= cfg.steps``), with an
+            evaluation and a checkpoint there, while the learning rate still follows the
+            schedule of ``cfg.steps``: the stopped run is an exact prefix of the full one, and
+            resuming it continues as if never stopped (finalist pruning relies on this). With
+            ``stop_at`` a multiple of ``eval_every`` its ``curve.jsonl`` is a prefix too. None:
+            train to ``cfg.steps``. Nothing is trained when the run is already past it.
 
     Returns:
-        Summary: steps, tokens, seconds, tokens/s, final evaluation.
+        Summary: steps reached, target_steps (``cfg.steps``), tokens, seconds, tokens/s,
+        final evaluation.
 
     Raises:
-        LvsearchError: resume without a valid checkpoint (missing, truncated, modified).
+        LvsearchError: resume without a valid checkpoint (missing, truncated, modified);
+            ``stop_at`` outside ``[1, cfg.steps]``.
     """
     from lvsearch import ui
 
     run_dir = Path(run_dir)
+    end = cfg.steps if stop_at is None else int(stop_at)
+    if not 1 <= end <= cfg.steps:
+        raise LvsearchError(f"stop_at={stop_at} must be between 1 and train.steps={cfg.steps}")
     module = objective.module.to(info.device)
     optimizer = make_optimizer(module, cfg)
     start = 0
@@ -197,7 +209,7 @@ def train(
     with stop, ui.progress(enabled=show_progress and info.is_main) as bar:
         task = bar.add_task(label, total=cfg.steps, completed=start, info="")
         module.train()
-        for step in range(start, cfg.steps):
+        for step in range(start, end):
             if stop.requested:
                 if step > start:
                     save_checkpoint(run_dir, step, module, optimizer, {**checkpoint_extra, "tokens": step * tokens_per_step},
@@ -231,7 +243,7 @@ def train(
             optimizer.zero_grad(set_to_none=True)
             done = step + 1
             tokens_done_here += tokens_per_step
-            if done % cfg.log_every == 0 or done == cfg.steps:
+            if done % cfg.log_every == 0 or done == end:
                 keys = sorted(sums)
                 totals = all_reduce_sum(torch.stack([sums[k] for k in keys]), info).tolist()
                 elapsed = time.perf_counter() - t0
@@ -252,7 +264,7 @@ def train(
                     )
                 metrics.write(record)
                 bar.update(task, info=f"loss {record['loss']:.3f} {record['tokens_per_s']:,.0f} tok/s")
-            is_eval = (cfg.eval_every and done % cfg.eval_every == 0) or done == cfg.steps
+            is_eval = (cfg.eval_every and done % cfg.eval_every == 0) or done == end
             if is_eval and info.is_main:
                 module.eval()
                 with torch.no_grad():
@@ -261,7 +273,7 @@ def train(
                 metrics.write({"step": done, "tokens": done * tokens_per_step, "eval": final_eval})
                 if "curve" in final_eval:
                     curve.write({"step": done, "tokens": done * tokens_per_step, **final_eval["curve"]})
-            is_ckpt = (cfg.checkpoint_every and done % cfg.checkpoint_every == 0) or done == cfg.steps
+            is_ckpt = (cfg.checkpoint_every and done % cfg.checkpoint_every == 0) or done == end
             if is_ckpt and info.is_main:
                 save_checkpoint(
                     run_dir,
@@ -273,10 +285,12 @@ def train(
                 )
             bar.update(task, completed=done)
     elapsed = time.perf_counter() - t0
+    reached = max(start, end)
     return {
-        "steps": cfg.steps,
+        "steps": reached,
+        "target_steps": cfg.steps,
         "resumed_from": start,
-        "tokens": cfg.steps * tokens_per_step,
+        "tokens": reached * tokens_per_step,
         "seconds_this_process": elapsed,
         "tokens_per_s": tokens_done_here / elapsed if elapsed > 0 else None,
         "final_eval": final_eval,

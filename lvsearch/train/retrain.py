@@ -270,6 +270,16 @@ def _check_provenance(arch_spec: str, data: PreparedData) -> None:
     if not (path.is_file() and path.suffix == ".json"):
         return
     meta = (read_json(path, what="architecture file") or {}).get("meta") or {}
+    check_provenance(meta, path, data)
+
+
+def check_provenance(meta: dict, source: str | Path, data: PreparedData) -> None:
+    """Architecture ``meta`` that records a tokenizer (``tokenizer_sha256``, or the
+    ``supernet`` run it was searched on) must match ``data``'s.
+
+    Raises:
+        LvsearchError: the tokenizers differ (the message names ``source``).
+    """
     sha = meta.get("tokenizer_sha256")
     if sha is None and meta.get("supernet"):
         sn_config = Path(meta["supernet"]) / "config.json"
@@ -277,7 +287,7 @@ def _check_provenance(arch_spec: str, data: PreparedData) -> None:
             sha = read_json(sn_config, what="supernet run config").get("data", {}).get("tokenizer_sha256")
     if sha is not None and sha != data.tokenizer_sha256:
         raise LvsearchError(
-            f"architecture {path} was searched on data with another tokenizer than {data.folder} "
+            f"architecture {source} was searched on data with another tokenizer than {data.folder} "
             f"(sha256 {sha[:12]}… vs {data.tokenizer_sha256[:12]}…)",
             fix="retrain on the data the search used, or prepare this data with that tokenizer (data prepare --tokenizer)",
         )
@@ -304,12 +314,16 @@ def retrain(
     overwrite: bool = False,
     device: str = "auto",
     show_progress: bool = True,
+    stop_at: int | None = None,
 ) -> dict:
     """Retrain an architecture from scratch; returns the summary (also ``summary.json``).
 
     Args:
         arch_spec: architecture JSON path or reference name (None on resume: the recorded one).
         recipe: retrain recipe (None: defaults, or the recorded one on resume).
+        stop_at: stop after this many steps with the learning-rate schedule of
+            ``train.steps`` (see :func:`lvsearch.train.loop.train`); the model directory and
+            ``summary.json`` describe the stopped model and ``--resume`` continues the run.
 
     Raises:
         LvsearchError: bad recipe/overrides/arch (unknown name, wrong slot count, invalid
@@ -362,6 +376,7 @@ def retrain(
             checkpoint_extra={"tokenizer_sha256": data.tokenizer_sha256, "arch": arch.key},
             label=f"retrain {arch.compact} ({config.objective})",
             show_progress=show_progress,
+            stop_at=stop_at,
         )
         if info.is_main:
             disc = module.discriminator if isinstance(module, Electra) else module.encoder
@@ -370,7 +385,7 @@ def retrain(
                 out / MODEL_DIR, disc, arch=arch, dims=dims, tokenizer_path=out / TOKENIZER,
                 objective=config.objective, generator=gen,
                 training_args=normalise(to_jsonable(config)),
-                extra={"run": str(out), "steps": t.steps, "tokens": summary["tokens"], "arch_source": str(arch_spec)},
+                extra={"run": str(out), "steps": summary["steps"], "tokens": summary["tokens"], "arch_source": str(arch_spec)},
             )
             summary["model_dir"] = str(out / MODEL_DIR)
             summary["params"] = disc.num_params()

@@ -1,0 +1,674 @@
+"""``lvsearch retrain --finalists K``: retrain the K best architectures of a search with
+successive halving, pruned by learning-curve extrapolation.
+
+Successive halving (Jamieson & Talwalkar 2016; Li et al. 2018, Hyperband's inner loop): train
+every finalist for a short budget, keep the best ``ceil(n / eta)``, multiply the budget by
+``eta``, repeat until one is left, and train that one to the full budget. With ``K`` finalists
+there are ``R = ceil(log_eta K)`` pruning rounds at ``budget / eta**R``, ``budget /
+eta**(R-1)``, …, ``budget / eta`` steps.
+
+Ranking (``--pruning``):
+
+* ``extrapolate`` (default): fit M4 (Alabdulmohsin, Neyshabur & Zhai 2022, Eq. 4; see
+  :mod:`lvsearch.scaling`) to each finalist's dev-loss curve — x = tokens seen, warm-up
+  evaluations (step <= ``train.warmup_steps``) dropped, ``eps_0 = ln(vocabulary size)``
+  fixed (the random-guess loss of the raw MLM loss in nats; the curve's ``loss`` is the dev
+  MLM loss, the generator's under ELECTRA) — and rank by the loss predicted at the full
+  budget; a finalist below the cut is still kept when the lower end of its bootstrap
+  prediction interval (:func:`lvsearch.scaling.prediction_interval`, residual bootstrap,
+  90%) reaches the cut-off (:func:`lvsearch.scaling.halving_step`). **Fallback**: when a
+  round's curves are too short to fit (M4 with fixed ``eps_0`` needs 4 points after the
+  warm-up) or one fit fails, that round ranks every finalist by its current dev loss; the
+  round's ``decision.fallback`` says why and the table marks it.
+* ``current-loss``: plain successive halving, ranked by the current dev loss.
+
+Every finalist is trained with ``train.steps = budget``, so its learning-rate schedule is the
+full budget's and a run stopped at a rung is an exact prefix of the full run
+(:func:`lvsearch.train.loop.train` ``stop_at``): a survivor continues from its checkpoint and
+nothing is retrained. For the same reason a pruning decision depends only on curve prefixes,
+so ``--compare-full`` — train the cut finalists to the end as well — can replay both rules on
+the complete curves (:func:`lvsearch.scaling.successive_halving`) and say whether each rule's
+pick agrees with training everything, at what fraction of the compute.
+
+Job folder (``--out``)::
+
+    finalists.json      the job's state and decision log (lvsearch.finalists/v1, written
+                        atomically after every round): settings, rungs, per round the
+                        predictions, intervals, who was cut and why, compute spent; the final
+                        pick; with --compare-full the comparison
+    best.json           the pick as an architecture JSON (lvsearch.arch/v1) whose meta names
+                        its run and model directory
+    archs/NAME.json     each finalist's architecture (with its search meta)
+    finalists/NAME/     each finalist: an ordinary retrain run folder (config.json,
+                        curve.jsonl, checkpoints/, model/ — the model at the step it reached)
+
+Re-running the same command continues the job: recorded rounds are not redone, and each
+finalist resumes from its own checkpoint. Compute is counted in optimizer steps × finalists
+(every finalist has the same batch, so this is proportional to tokens).
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lvsearch import __version__
+from lvsearch.arch import ARCH_FORMAT, Arch, resolve_arch
+from lvsearch.config import RetrainConfig, load_config, to_jsonable
+from lvsearch.errors import LvsearchError
+from lvsearch.io import atomic_write_json, iter_jsonl, read_json
+
+FORMAT = "lvsearch.finalists/v1"
+STATE = "finalists.json"
+BEST = "best.json"
+RUNS = "finalists"
+ARCHS = "archs"
+#: ``--pruning`` value -> :func:`lvsearch.scaling.halving_step` rule
+PRUNING = {"extrapolate": "m4", "current-loss": "current"}
+
+
+@dataclass
+class FinalistOptions:
+    """Settings of a finalist-pruning job.
+
+    Attributes:
+        finalists: K, how many architectures (the first K of the list) compete; >= 2.
+        budget: full training budget per finalist in optimizer steps (None: the recipe's
+            ``train.steps``); must be divisible by ``eta**R`` (R pruning rounds).
+        eta: halving rate, an integer >= 2 (keep the best 1/eta, multiply the budget by eta).
+        pruning: ``extrapolate`` (M4) or ``current-loss``.
+        compare_full: also train the cut finalists to the full budget and compare.
+        n_boot: bootstrap refits per prediction interval.
+        level: central coverage of the interval.
+        seed: seed of the bootstrap.
+    """
+
+    finalists: int
+    budget: int | None = None
+    eta: int = 2
+    pruning: str = "extrapolate"
+    compare_full: bool = False
+    n_boot: int = 50
+    level: float = 0.9
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class Finalist:
+    name: str
+    arch: Arch
+    source: str
+    meta: dict
+
+
+# ---------------------------------------------------------------------------------------
+# Settings: rungs, finalists
+# ---------------------------------------------------------------------------------------
+
+
+def halving_rounds(n: int, eta: int) -> int:
+    """Pruning rounds of successive halving over ``n`` finalists: how often ``ceil(n / eta)``
+    must be applied to reach 1 (``ceil(log_eta n)``).
+
+    Raises:
+        LvsearchError: ``n < 2`` or ``eta < 2``.
+    """
+    if n < 2:
+        raise LvsearchError(f"--finalists {n}: successive halving needs at least 2 finalists",
+                            fix="pass --finalists 2 or more (or retrain one architecture without --finalists)")
+    if eta < 2:
+        raise LvsearchError(f"--eta {eta} must be an integer >= 2", fix="use --eta 2 (halve) or 3")
+    rounds, alive = 0, n
+    while alive > 1:
+        alive = math.ceil(alive / eta)
+        rounds += 1
+    return rounds
+
+
+def halving_rungs(budget: int, n: int, eta: int) -> list[int]:
+    """Rung budgets (optimizer steps) of successive halving over ``n`` finalists.
+
+    With ``R = halving_rounds(n, eta)``, rung ``i`` is ``budget / eta**(R - i)``,
+    ``i = 0 .. R-1`` (``[budget/4, budget/2]`` for n = 4, eta = 2); the survivor then trains
+    to ``budget``.
+
+    Raises:
+        LvsearchError: ``n < 2``, ``eta < 2``, or ``budget`` not divisible by ``eta**R``.
+    """
+    rounds = halving_rounds(n, eta)
+    unit = eta**rounds
+    if budget < unit or budget % unit:
+        good = max(unit, budget // unit * unit)
+        raise LvsearchError(
+            f"--budget {budget} is not divisible by eta^rounds = {eta}^{rounds} = {unit} "
+            f"({n} finalists, eta {eta}: {rounds} pruning rounds at budget/{unit} … budget/{eta})",
+            fix=f"use a multiple of {unit}, e.g. --budget {good} or {good + unit}",
+        )
+    return [budget // eta ** (rounds - i) for i in range(rounds)]
+
+
+def _entries(spec: str) -> tuple[list[tuple[Any, str, dict]], str]:
+    """The ``--arch`` input as ``[(arch or spec string, label, meta)]`` and a description.
+
+    ``spec``: ``topk.json`` of ``lvsearch evolve`` (``{"topk": [{"key": …}, …]}``, best first;
+    provenance meta from ``best.json`` beside it), a JSON list (items: a reference name or
+    architecture-JSON path, an architecture object, or ``{"key": …}``), one architecture JSON,
+    or comma-separated names/paths (``bert,sandwich,random:1``).
+    """
+    from lvsearch.search.evolution import arch_from_key
+
+    path = Path(spec)
+    if not (path.suffix == ".json" or path.is_file()):
+        items = [s.strip() for s in spec.split(",") if s.strip()]
+        return [(s, s, {}) for s in items], "the comma-separated --arch list"
+    data = read_json(path, what="finalist list (--arch)")
+
+    def from_key(item: dict, where: str) -> Arch:
+        try:
+            return arch_from_key(str(item["key"]))
+        except LvsearchError as e:
+            raise LvsearchError(f"{where}: {e}", fix="regenerate the file with lvsearch evolve") from None
+        except (TypeError, ValueError):
+            raise LvsearchError(f"{where}: key {item.get('key')!r} is not an architecture key",
+                                fix="regenerate the file with lvsearch evolve") from None
+
+    if isinstance(data, dict) and isinstance(data.get("topk"), list):
+        meta: dict = {}
+        best = path.parent / "best.json"
+        if best.is_file():
+            bm = (read_json(best, what="architecture file") or {}).get("meta") or {}
+            meta = {k: bm[k] for k in ("supernet", "supernet_step", "tokenizer_sha256") if k in bm}
+        out = []
+        for i, item in enumerate(data["topk"], 1):
+            if not isinstance(item, dict) or "key" not in item:
+                raise LvsearchError(f"{path}: top-k entry {i} has no 'key'", fix="regenerate the file with lvsearch evolve")
+            arch = from_key(item, f"{path}, top-k entry {i}")
+            extra = {k: item[k] for k in ("fitness", "loss", "params", "flops") if item.get(k) is not None}
+            out.append((arch, f"top-{i} {arch.key}", {**meta, **extra}))
+        return out, str(path)
+    if isinstance(data, dict) and data.get("format") == ARCH_FORMAT:
+        return [(str(path), str(path), {})], str(path)
+    if isinstance(data, list):
+        out = []
+        for i, item in enumerate(data, 1):
+            where = f"{path}, item {i}"
+            if isinstance(item, str):
+                p = Path(item)
+                if not p.is_absolute() and not p.exists() and (path.parent / p).exists():
+                    item = str(path.parent / p)
+                out.append((item, item, {}))
+            elif isinstance(item, dict) and "format" in item:
+                arch = Arch.from_dict(item, source=where)
+                out.append((arch, arch.key, item.get("meta") or {}))
+            elif isinstance(item, dict) and "key" in item:
+                arch = from_key(item, where)
+                out.append((arch, arch.key, {}))
+            else:
+                raise LvsearchError(f"{where} is not an architecture spec",
+                                    fix='use a name ("bert"), an architecture JSON path, an architecture object or {"key": "sfsf…"}')
+        return out, str(path)
+    raise LvsearchError(
+        f"{path} is neither a topk.json of 'lvsearch evolve', a JSON list of architecture specs, nor an architecture JSON",
+        fix='pass runs/search/topk.json, a list such as ["bert", "sandwich", "best.json"], or bert,sandwich,…',
+    )
+
+
+def resolve_finalists(spec: str, k: int, config: RetrainConfig, data) -> list[Finalist]:
+    """The first ``k`` architectures of ``spec`` (see :func:`_entries`), validated against the
+    recipe's space and checked for provenance, named ``NN-compact``.
+
+    Raises:
+        LvsearchError: unreadable input, fewer than ``k`` entries, an invalid or duplicate
+            architecture, or one searched with another tokenizer.
+    """
+    from lvsearch.train.retrain import _check_provenance, _space, check_provenance
+
+    entries, where = _entries(spec)
+    if k > len(entries):
+        raise LvsearchError(f"--finalists {k} but {where} holds {len(entries)} architecture(s)",
+                            fix=f"pass --finalists {len(entries)} or fewer, or a longer list")
+    out: list[Finalist] = []
+    seen: dict[str, str] = {}
+    for i, (item, label, meta) in enumerate(entries[:k]):
+        if isinstance(item, Arch):
+            arch = _space(config, item.num_slots).validate(item, source=f"{where} ({label})")
+            check_provenance(meta, f"{where} ({label})", data)
+        else:
+            _check_provenance(item, data)
+            arch = resolve_arch(item, _space(config, None, item))
+            if Path(item).is_file():
+                meta = (read_json(item, what="architecture file") or {}).get("meta") or {}
+        if arch.key in seen:
+            raise LvsearchError(f"finalists {seen[arch.key]!r} and {label!r} are the same architecture ({arch.compact})",
+                                fix="list each architecture once")
+        seen[arch.key] = label
+        out.append(Finalist(f"{i + 1:02d}-{arch.compact}", arch, label, meta))
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# Curves and training
+# ---------------------------------------------------------------------------------------
+
+
+def read_curve(run_dir: Path, *, up_to_step: int, after_step: int) -> tuple[list[float], list[float]]:
+    """``(tokens, dev loss)`` of ``run_dir/curve.jsonl`` for ``after_step < step <= up_to_step``.
+
+    Raises:
+        LvsearchError: a line is not JSON or lacks ``step``/``tokens``/``loss``.
+    """
+    from lvsearch.train.loop import CURVE
+
+    path = run_dir / CURVE
+    xs, ys = [], []
+    if not path.is_file():
+        return xs, ys
+    fix = "delete the finalist's run folder to retrain it"
+    for lineno, rec in iter_jsonl(path, path.read_text(encoding="utf-8"), fix=fix):
+        if not all(k in rec for k in ("step", "tokens", "loss")):
+            raise LvsearchError(f"{path}, line {lineno}: needs step, tokens and loss", fix=fix)
+        if after_step < rec["step"] <= up_to_step:
+            xs.append(float(rec["tokens"]))
+            ys.append(float(rec["loss"]))
+    return xs, ys
+
+
+class _Job:
+    """One finalist-pruning job in ``out`` (see the module docstring)."""
+
+    def __init__(self, out: Path, finalists: list[Finalist], config: RetrainConfig, recipe, overrides, data_dir,
+                 data, opts: FinalistOptions, device: str, show_progress: bool):
+        self.out, self.finalists, self.config, self.opts = out, finalists, config, opts
+        self.recipe, self.overrides, self.data_dir, self.data = recipe, list(overrides), data_dir, data
+        self.device, self.show_progress = device, show_progress
+        self.budget = config.train.steps
+        self.rungs = halving_rungs(self.budget, len(finalists), opts.eta)
+        self.tokens_per_step = config.train.batch_size * config.train.seq_len
+        self.eps0 = math.log(data.vocab_size)
+        self.by_name = {f.name: f for f in finalists}
+
+    # -- state -------------------------------------------------------------------------------
+    def settings(self) -> dict:
+        from lvsearch.train.run import normalise
+
+        o = self.opts
+        return normalise({
+            "finalists": [{"name": f.name, "arch": f.arch.to_dict(), "source": f.source} for f in self.finalists],
+            "config": to_jsonable(self.config),
+            "budget_steps": self.budget, "eta": o.eta, "pruning": o.pruning,
+            "n_boot": o.n_boot, "level": o.level, "seed": o.seed,
+            "tokenizer_sha256": self.data.tokenizer_sha256,
+        })
+
+    def run_dir(self, name: str) -> Path:
+        return self.out / RUNS / name
+
+    def arch_file(self, name: str) -> Path:
+        return self.out / ARCHS / f"{name}.json"
+
+    def save(self, state: dict) -> None:
+        atomic_write_json(self.out / STATE, state)
+
+    # -- training ----------------------------------------------------------------------------
+    def advance(self, name: str, target: int) -> None:
+        """Train finalist ``name`` to ``target`` steps (new run, or resume its checkpoint)."""
+        from lvsearch.train.checkpoint import latest_step
+        from lvsearch.train.retrain import retrain
+
+        run = self.run_dir(name)
+        reached = latest_step(run)
+        if reached >= target:
+            return
+        stop = None if target == self.budget else target
+        if reached == 0:  # new, or started without reaching a checkpoint: start over
+            retrain(str(self.arch_file(name)), self.recipe, self.data_dir, run,
+                    overrides=[*self.overrides, f"train.steps={self.budget}"], overwrite=True,
+                    device=self.device, show_progress=self.show_progress, stop_at=stop)
+        else:
+            retrain(None, None, self.data_dir, run, resume=True, device=self.device,
+                    show_progress=self.show_progress, stop_at=stop)
+
+    def curve(self, name: str, up_to: int) -> tuple[list[float], list[float]]:
+        return read_curve(self.run_dir(name), up_to_step=up_to, after_step=self.config.train.warmup_steps)
+
+    def final_loss(self, name: str) -> float:
+        _, ys = read_curve(self.run_dir(name), up_to_step=self.budget, after_step=self.budget - 1)
+        if not ys:
+            raise LvsearchError(f"{self.run_dir(name)}: no dev evaluation at step {self.budget}",
+                                fix="delete the finalist's run folder and re-run the job")
+        return ys[-1]
+
+    def step_kwargs(self) -> dict:
+        from lvsearch.scaling import M4
+
+        eps0 = self.eps0
+        return {"model_factory": lambda: M4(eps0=eps0, fit_eps0=False), "n_boot": self.opts.n_boot,
+                "level": self.opts.level, "seed": self.opts.seed}
+
+
+def _open_state(out: Path, job: _Job, overwrite: bool) -> dict:
+    """The recorded state when ``out`` holds this job, else a fresh one (``out`` new or empty,
+    or a finalist job replaced with ``overwrite``).
+
+    Raises:
+        LvsearchError: ``out`` is a file, holds something else, or holds a finalist job with
+            other settings (without ``overwrite``).
+    """
+    settings = job.settings()
+    if out.exists() and not out.is_dir():
+        raise LvsearchError(f"--out {out} is a file", fix="choose a folder path")
+    if (out / STATE).is_file():
+        state = read_json(out / STATE, what="finalist job state")
+        if not isinstance(state, dict) or state.get("format") != FORMAT:
+            raise LvsearchError(f"{out / STATE} is not a finalist job state ({FORMAT})", fix="choose another --out")
+        if overwrite:
+            shutil.rmtree(out)
+        elif state.get("settings") != settings:
+            old = state.get("settings") or {}
+            diff = sorted(k for k in set(old) | set(settings) if old.get(k) != settings.get(k))
+            raise LvsearchError(
+                f"--out {out} holds a finalist job with other settings (differ: {', '.join(diff)})",
+                fix="re-run it with its own settings to continue, pass --overwrite to restart, or choose another --out",
+            )
+        else:
+            return state
+    elif out.is_dir() and any(out.iterdir()):
+        raise LvsearchError(f"--out {out} is not empty and holds no finalist job", fix="choose a new or empty folder")
+    return {
+        "format": FORMAT, "lvsearch_version": __version__, "settings": settings,
+        "data": str(Path(job.data.folder).resolve()), "rungs_steps": job.rungs,
+        "tokens_per_step": job.tokens_per_step, "budget_tokens": job.budget * job.tokens_per_step,
+        "eps0": job.eps0, "warmup_steps_dropped": job.config.train.warmup_steps,
+        "rule": PRUNING[job.opts.pruning], "rounds": [], "final": None, "comparison": None, "status": "running",
+    }
+
+
+# ---------------------------------------------------------------------------------------
+# The job
+# ---------------------------------------------------------------------------------------
+
+
+def run_finalists(
+    arch_spec: str,
+    recipe: str | None,
+    data_dir: str | Path,
+    out: str | Path,
+    options: FinalistOptions,
+    *,
+    overrides: list[str] = (),  # type: ignore[assignment]
+    overwrite: bool = False,
+    device: str = "auto",
+    show_progress: bool = True,
+) -> dict:
+    """Successive halving over the first ``options.finalists`` architectures of ``arch_spec``;
+    returns the state written to ``out/finalists.json`` (see the module docstring).
+
+    Args:
+        arch_spec: ``topk.json`` of ``lvsearch evolve``, a JSON list of architecture specs, or
+            comma-separated names/paths.
+        recipe, overrides: the retrain recipe of every finalist (``train.steps`` is set to the
+            budget).
+        out: job folder; re-running with the same arguments continues the job there.
+
+    Raises:
+        LvsearchError: K < 2 or more than the list holds, eta < 2, a budget not divisible by
+            eta^rounds or whose first rung is not a multiple of ``train.eval_every`` (0 is
+            refused: the curves need evaluations), an unknown ``pruning``, invalid or duplicate
+            architectures, bad data, ``out`` holding something else or a job with other
+            settings, multi-process launch (torchrun).
+    """
+    import os
+
+    from lvsearch import ui
+    from lvsearch.data.shards import PreparedData
+    from lvsearch.scaling import halving_step
+
+    o = options
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        raise LvsearchError("--finalists runs as one process", fix="run it without torchrun")
+    if o.pruning not in PRUNING:
+        raise LvsearchError(f"--pruning {o.pruning!r} unknown", fix=f"use {' or '.join(PRUNING)}")
+    if o.n_boot < 0 or not 0 < o.level < 1:
+        raise LvsearchError("--n-boot must be >= 0 and the interval level in (0, 1)")
+    out = Path(out).expanduser().resolve()
+    data = PreparedData.open(data_dir)
+    extra = [f"train.steps={o.budget}"] if o.budget is not None else []
+    config, _ = load_config(RetrainConfig, recipe, [*overrides, *extra])
+    budget = config.train.steps
+    halving_rounds(o.finalists, o.eta)
+    finalists = resolve_finalists(arch_spec, o.finalists, config, data)
+    rungs = halving_rungs(budget, o.finalists, o.eta)
+    t = config.train
+    if t.eval_every < 1 or rungs[0] % t.eval_every:
+        raise LvsearchError(
+            f"the first rung ({rungs[0]} steps = budget {budget} / {budget // rungs[0]}) is not a multiple of "
+            f"train.eval_every ({t.eval_every}): the curves would not be prefixes of the full runs",
+            fix=f"set train.eval_every to a divisor of {rungs[0]} (e.g. --set train.eval_every={_divisor(rungs[0], t.eval_every)}) "
+                f"or make --budget a multiple of {budget // rungs[0] * max(t.eval_every, 1)}",
+        )
+    job = _Job(out, finalists, config, recipe, [*overrides, *extra], data_dir, data, o, device, show_progress)
+    state = _open_state(out, job, overwrite)
+    out.mkdir(parents=True, exist_ok=True)
+    for f in finalists:
+        if not job.arch_file(f.name).is_file():
+            f.arch.to_json(job.arch_file(f.name), space=config.space, meta={**f.meta, "finalist_source": f.source})
+    job.save(state)
+
+    rule = PRUNING[o.pruning]
+    n_first = rungs[0] // t.eval_every - t.warmup_steps // t.eval_every
+    need = job.step_kwargs()["model_factory"]().n_params
+    if rule == "m4" and not state["rounds"] and n_first < need:
+        ui.warn(f"round 1 curves have {n_first} dev evaluation(s) after the warm-up; M4 needs {need}: "
+                "that round is ranked by current dev loss (raise the budget or lower train.eval_every)")
+    ui.console.print(
+        f"finalist pruning: {len(finalists)} finalists, budget {budget} steps, eta {o.eta}, rungs "
+        f"{', '.join(map(str, rungs))} steps, ranked by {'M4 extrapolation' if rule == 'm4' else 'current dev loss'}"
+    )
+
+    alive = [f.name for f in finalists]
+    reached = dict.fromkeys(alive, 0)
+    for r in state["rounds"]:
+        for n in r["alive"]:
+            reached[n] = r["budget_steps"]
+        alive = [n for n in alive if n in r["decision"]["kept"]]
+    for i, rung in enumerate(rungs):
+        if i < len(state["rounds"]) or len(alive) <= 1 or state["final"] is not None:
+            continue
+        t0 = time.perf_counter()
+        ui.console.print(f"[bold]round {i + 1}/{len(rungs)}[/bold]: {len(alive)} finalists to step {rung}")
+        for n in alive:
+            job.advance(n, rung)
+            reached[n] = rung
+        curves = {n: job.curve(n, rung) for n in alive}
+        decision = halving_step(curves, full_budget=job.budget * job.tokens_per_step, eta=o.eta, rule=rule,
+                                **job.step_kwargs())
+        state["rounds"].append({
+            "round": i + 1, "budget_steps": rung, "budget_tokens": rung * job.tokens_per_step, "alive": alive,
+            "decision": decision, "compute_steps": sum(reached.values()), "seconds": time.perf_counter() - t0,
+        })
+        job.save(state)
+        ui.console.print(round_table(state["rounds"][-1], job.budget))
+        alive = [n for n in alive if n in decision["kept"]]
+
+    if state["final"] is None:
+        ui.console.print(f"[bold]final[/bold]: {len(alive)} finalist(s) to the full budget ({budget} steps)")
+        for n in alive:
+            job.advance(n, budget)
+            reached[n] = budget
+        losses = {n: job.final_loss(n) for n in alive}
+        pick = min(alive, key=lambda n: (losses[n], n))
+        state["final"] = {
+            "survivors": alive, "final_loss": losses, "pick": pick,
+            "reason": "the last survivor" if len(alive) == 1 else
+            f"{len(alive)} finalists left after the last rung (overlapping intervals kept more than 1/eta "
+            "in some round): the lowest dev loss at the full budget",
+            "steps_trained": reached, "compute_steps": sum(reached.values()),
+            "compute_all_steps": len(finalists) * budget,
+            "compute_fraction": sum(reached.values()) / (len(finalists) * budget),
+        }
+        state["best"] = _write_best(job, pick, losses[pick])
+        state["status"] = "done"
+        job.save(state)
+
+    if o.compare_full and state["comparison"] is None:
+        ui.console.print(f"[bold]--compare-full[/bold]: training the cut finalists to {budget} steps too")
+        for f in finalists:
+            job.advance(f.name, budget)
+        state["comparison"] = compare(job, state)
+        job.save(state)
+    ui.console.print(summary_table(state))
+    if state.get("comparison"):
+        ui.console.print(comparison_table(state))
+    ui.console.print(f"pick: {state['final']['pick']} — model directory {state['best']['model_dir']} "
+                     f"(also named in {out / BEST})")
+    return state
+
+
+def _divisor(n: int, near: int) -> int:
+    """The divisor of ``n`` closest to ``near`` (for an error message's suggestion)."""
+    divs = [d for d in range(1, n + 1) if n % d == 0]
+    return min(divs, key=lambda d: (abs(d - near), -d))
+
+
+def _write_best(job: _Job, name: str, loss: float) -> dict:
+    from lvsearch.train.retrain import MODEL_DIR
+
+    f = job.by_name[name]
+    run = job.run_dir(name)
+    best = {"name": name, "arch": f.arch.key, "run": str(run), "model_dir": str(run / MODEL_DIR), "dev_loss": loss}
+    f.arch.to_json(job.out / BEST, space=job.config.space, meta={
+        **f.meta, "finalist": name, "finalist_source": f.source, "run": best["run"], "model_dir": best["model_dir"],
+        "dev_loss": loss, "steps": job.budget, "finalist_job": str(job.out / STATE), "pruning": job.opts.pruning,
+    })
+    return best
+
+
+def compare(job: _Job, state: dict) -> dict:
+    """Both pruning rules replayed on the complete curves against training all finalists.
+
+    Because every run is a prefix of its full run, replaying a rule with
+    :func:`lvsearch.scaling.successive_halving` on the full curves gives the decisions the
+    live job would make (``replay_matches_live`` checks it for the rule the job used).
+    Returns ``{"train_all": {pick, final_loss}, "rules": {pruning: {pick, final_loss, agrees,
+    regret, compute_fraction, survivors, cut_at}}, "replay_matches_live"}``.
+    """
+    from lvsearch.scaling import successive_halving
+
+    names = [f.name for f in job.finalists]
+    losses = {n: job.final_loss(n) for n in names}
+    full_pick = min(names, key=lambda n: (losses[n], n))
+    curves = {n: job.curve(n, job.budget) for n in names}
+    tps = job.tokens_per_step
+    rules = {}
+    for pruning, rule in PRUNING.items():
+        sim = successive_halving(curves, rungs=[r * tps for r in job.rungs], full_budget=job.budget * tps,
+                                 eta=job.opts.eta, rule=rule, **job.step_kwargs())
+        pick = min(sim["survivors"], key=lambda n: (losses[n], n))
+        rules[pruning] = {
+            "pick": pick, "final_loss": losses[pick], "agrees": pick == full_pick,
+            "regret": losses[pick] - losses[full_pick], "survivors": sim["survivors"],
+            "compute_fraction": sim["compute"] / sim["compute_all"],
+            "cut_at_steps": {n: int(round(v / tps)) for n, v in sim["trained"].items() if n not in sim["survivors"]},
+            "rounds": [{"budget_steps": int(round(s["budget"] / tps)), "kept": s["kept"], "cut": s["cut"],
+                        "fallback": s["fallback"], "ranking": s["ranking"]} for s in sim["rungs"]],
+        }
+    live = [r["decision"]["kept"] for r in state["rounds"]]
+    used = rules[job.opts.pruning]
+    return {
+        "train_all": {"pick": full_pick, "final_loss": losses[full_pick], "final_losses": losses},
+        "rules": rules,
+        "replay_matches_live": [r["kept"] for r in used["rounds"]] == live and used["pick"] == state["final"]["pick"],
+    }
+
+
+# ---------------------------------------------------------------------------------------
+# Tables
+# ---------------------------------------------------------------------------------------
+
+
+def round_table(rec: dict, budget: int):
+    """A rich table of one round's decision (the full reasons are in ``finalists.json``)."""
+    from rich.table import Table
+
+    d = rec["decision"]
+    predicted = d["rule"] == "m4" and not d.get("fallback")
+    how = "M4 prediction at the full budget" if predicted else "current dev loss"
+    if d.get("fallback"):
+        how += f" (fallback: {d['fallback']})"
+    tab = Table(title=f"round {rec['round']}: step {rec['budget_steps']} of {budget}; ranked by {how}",
+                title_justify="left")
+    tab.add_column("finalist", no_wrap=True)
+    for col in ("pts", "loss now", f"pred. @{budget}", "interval"):
+        tab.add_column(col, justify="right", no_wrap=True)
+    tab.add_column("decision", no_wrap=True)
+    k = d["n_keep_by_rank"]
+    for pos, name in enumerate(d["ranking"]):
+        e = d["candidates"][name]
+        if e["decision"] == "cut":
+            verdict = "[red]cut[/red]"
+        elif pos < k:
+            verdict = f"[green]kept[/green]: top {k}"
+        else:
+            verdict = "[green]kept[/green]: interval"
+        tab.add_row(
+            name, str(e.get("n_points", "")), f"{e['last_loss']:.4f}",
+            f"{e['score']:.4f}" if predicted else "—",
+            f"{e['lo']:.4f}–{e['hi']:.4f}" if predicted else "—", verdict,
+        )
+    what = "predicted loss" if predicted else "dev loss"
+    tab.caption = (f"cut-off {d['cutoff']:.4f} ({what} of rank {k})"
+                   + ("; 'interval': its 90% interval reaches the cut-off" if predicted else "")
+                   + f"; compute so far {rec['compute_steps']:,} steps ({rec['seconds']:.0f} s this round)")
+    return tab
+
+
+def summary_table(state: dict):
+    """A rich table: every finalist, how far it was trained, its dev loss there, its fate (and
+    with ``--compare-full`` its dev loss at the full budget)."""
+    from rich.table import Table
+
+    final = state["final"]
+    budget = state["settings"]["budget_steps"]
+    fate, last = {}, dict(final["final_loss"])
+    for r in state["rounds"]:
+        for n in r["decision"]["cut"]:
+            fate[n] = f"cut in round {r['round']}"
+            last[n] = r["decision"]["candidates"][n]["last_loss"]
+    for n in final["survivors"]:
+        fate[n] = "pick" if n == final["pick"] else "survived, not picked"
+    full = (state.get("comparison") or {}).get("train_all", {}).get("final_losses")
+    tab = Table(title=f"finalist pruning ({state['settings']['pruning']}): compute "
+                      f"{final['compute_steps']:,} of {final['compute_all_steps']:,} steps "
+                      f"({100 * final['compute_fraction']:.1f}% of training all to {budget})", title_justify="left")
+    cols = ["finalist", "steps", "loss there"] + ([f"loss @{budget}"] if full else []) + ["outcome"]
+    for col in cols:
+        tab.add_column(col, justify="left" if col in ("finalist", "outcome") else "right", no_wrap=col != "outcome")
+    for f in state["settings"]["finalists"]:
+        n = f["name"]
+        row = [n, f"{final['steps_trained'][n]:,}", "—" if n not in last else f"{last[n]:.4f}"]
+        if full:
+            row.append(f"{full[n]:.4f}")
+        tab.add_row(*row, fate.get(n, ""))
+    return tab
+
+
+def comparison_table(state: dict):
+    """A rich table of ``--compare-full``: each rule's pick against training all finalists."""
+    from rich.table import Table
+
+    c = state["comparison"]
+    tab = Table(title="pick vs training every finalist to the full budget", title_justify="left")
+    budget = state["settings"]["budget_steps"]
+    for col in ("method", "pick", f"loss @{budget}", "agrees", "regret", "compute"):
+        tab.add_column(col, justify="left" if col in ("method", "pick") else "right", no_wrap=True)
+    for pruning, r in c["rules"].items():
+        tab.add_row(pruning, r["pick"], f"{r['final_loss']:.4f}", "yes" if r["agrees"] else "no",
+                    f"{r['regret']:+.4f}", f"{100 * r['compute_fraction']:.1f}%")
+    tab.add_row("train all", c["train_all"]["pick"], f"{c['train_all']['final_loss']:.4f}", "—", "—", "100.0%")
+    tab.caption = ("replayed on the full curves; " + ("matches" if c["replay_matches_live"] else "DOES NOT match")
+                   + " the live decisions of this job")
+    return tab

@@ -1,0 +1,193 @@
+"""Finalist pruning in retrain (successive halving with M4 extrapolation) on the real corpus:
+the prefix property it relies on, a whole job (decisions, compute, continuation, comparison),
+an interrupted job, bad input. Tiny models, tens of steps.
+
+The pure halving rule on synthetic crossing curves (extrapolation keeps the late winner that
+current-loss ranking drops) is tested in test_scaling.py."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+import lvsearch.scaling
+from lvsearch.arch import Arch
+from lvsearch.cli import main
+from lvsearch.errors import LvsearchError
+from lvsearch.modeldir import load_model
+from lvsearch.train.checkpoint import latest_step
+from lvsearch.train.finalists import STATE, FinalistOptions, halving_rounds, halving_rungs, run_finalists
+from lvsearch.train.retrain import retrain
+
+TINY = [
+    "num_slots=4", "model.hidden=64", "model.embedding=32", "model.ff_inner=128", "model.heads=2",
+    "train.seq_len=32", "train.batch_size=16", "train.log_every=1", "train.lr=3e-3", "train.warmup_steps=2",
+    "train.eval_every=2", "train.checkpoint_every=0", "objective=mlm", "eval.dev_sequences=64", "eval.batch_size=64",
+]
+TOPK = ["sfsf", "ssff", "scsf", "cfcf", "ffss"]
+
+
+def run_cli(capsys, *argv: str) -> tuple[int, str]:
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err
+
+
+def sets(*extra: str) -> list[str]:
+    return [x for s in [*TINY, *extra] for x in ("--set", s)]
+
+
+def write_topk(path: Path, keys=TOPK) -> Path:
+    """A top-k file in the format 'lvsearch evolve' writes (best first)."""
+    entries = [{"key": k, "fitness": 0.1 - i / 100, "loss": 7.0 + i / 10, "params": 1000, "flops": 1.0,
+                "targets": 10, "rejected": None} for i, k in enumerate(keys)]
+    path.write_text(json.dumps({"strategy": "evolution", "iteration": 3, "topk": entries}))
+    return path
+
+
+def test_rungs_follow_successive_halving():
+    assert [halving_rounds(n, 2) for n in (2, 3, 4, 5, 8, 9)] == [1, 2, 2, 3, 3, 4]
+    assert halving_rounds(9, 3) == 2
+    assert halving_rungs(600, 4, 2) == [150, 300]
+    assert halving_rungs(270, 9, 3) == [30, 90]
+    with pytest.raises(LvsearchError, match="not divisible by eta"):
+        halving_rungs(300, 5, 2)
+
+
+def test_stop_at_is_an_exact_prefix_of_the_full_run(prepared_corpus: Path, tmp_path: Path):
+    over = TINY + ["train.steps=12"]
+    full = retrain("bert", "retrain-quickstart", prepared_corpus, tmp_path / "full", overrides=over, show_progress=False)
+    part = tmp_path / "part"
+    s = retrain("bert", "retrain-quickstart", prepared_corpus, part, overrides=over, show_progress=False, stop_at=4)
+    assert (s["steps"], s["target_steps"], s["tokens"]) == (4, 12, 4 * 16 * 32)
+    assert load_model(part / "model").arch == Arch.sequential("sfsf")  # a usable model dir at the stop
+    lr = {r["step"]: r["lr"] for r in map(json.loads, (tmp_path / "full" / "metrics.jsonl").read_text().splitlines()) if "lr" in r}
+    part_lr = {r["step"]: r["lr"] for r in map(json.loads, (part / "metrics.jsonl").read_text().splitlines()) if "lr" in r}
+    assert part_lr == {k: lr[k] for k in (1, 2, 3, 4)}  # the full budget's schedule, not one ending at 4
+    assert retrain(None, None, prepared_corpus, part, resume=True, show_progress=False, stop_at=8)["steps"] == 8
+    assert retrain(None, None, prepared_corpus, part, resume=True, show_progress=False)["steps"] == 12
+    a = load_file(str(tmp_path / "full" / "model" / "model.safetensors"))
+    b = load_file(str(part / "model" / "model.safetensors"))
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert (tmp_path / "full" / "curve.jsonl").read_text() == (part / "curve.jsonl").read_text()
+    assert full["final_eval"]["dev_mlm"] == json.loads((part / "summary.json").read_text())["final_eval"]["dev_mlm"]
+    with pytest.raises(LvsearchError, match="stop_at"):
+        retrain(None, None, prepared_corpus, part, resume=True, show_progress=False, stop_at=13)
+
+
+def test_finalist_job_prunes_continues_and_compares(prepared_corpus: Path, tmp_path: Path, capsys):
+    topk = write_topk(tmp_path / "topk.json")
+    out = tmp_path / "job"
+    cmd = ["retrain", "--arch", str(topk), "--finalists", "4", "--budget", "32", "--config", "retrain-quickstart",
+           "--data", str(prepared_corpus), "--out", str(out), *sets()]
+    code, text = run_cli(capsys, *cmd)
+    assert code == 0, text
+    state = json.loads((out / STATE).read_text())
+    names = [f["name"] for f in state["settings"]["finalists"]]
+    assert names == ["01-sfsf", "02-ssff", "03-scsf", "04-cfcf"]  # the first K, best first
+    assert state["rungs_steps"] == [8, 16] and state["status"] == "done"
+    r1, r2 = state["rounds"]
+    # round 1: 3 evaluations after the 2 warm-up steps (steps 4, 6, 8) < 4 -> current-loss fallback
+    assert r1["decision"]["fallback"] and "at least 4" in r1["decision"]["fallback"]
+    assert len(r1["decision"]["kept"]) == 2 and len(r1["decision"]["cut"]) == 2
+    assert "fallback" in text and "round 1" in text
+    # round 2: 7 points -> M4 predictions at the full budget with bootstrap intervals
+    assert r2["decision"]["fallback"] is None and sorted(r2["alive"]) == sorted(r1["decision"]["kept"])
+    for e in r2["decision"]["candidates"].values():
+        assert e["scored_by"] == "M4" and e["n_points"] == 7 and e["lo"] <= e["score"] <= e["hi"]
+        assert e["score"] < e["last_loss"]  # still improving at 16 of 32 steps
+    final = state["final"]
+    survivors = final["survivors"]
+    expected = 4 * 8 + len(r2["alive"]) * 8 + len(survivors) * 16
+    assert final["compute_steps"] == expected and final["compute_fraction"] == expected / (4 * 32)
+    for n in names:
+        steps = latest_step(out / "finalists" / n)
+        assert steps == final["steps_trained"][n]
+        assert steps == (32 if n in survivors else 16 if n in r2["alive"] else 8)
+        assert json.loads((out / "finalists" / n / "config.json").read_text())["format"] == "lvsearch.retrain-run/v1"
+    best = json.loads((out / "best.json").read_text())
+    assert best["meta"]["finalist"] == final["pick"] == state["best"]["name"]
+    assert load_model(best["meta"]["model_dir"]).arch == Arch.from_dict(best)
+
+    # the same command again: nothing is retrained, the decisions stay
+    stamps = {n: (out / "finalists" / n / "curve.jsonl").stat().st_mtime_ns for n in names}
+    code, text = run_cli(capsys, *cmd)
+    assert code == 0, text
+    assert {n: (out / "finalists" / n / "curve.jsonl").stat().st_mtime_ns for n in names} == stamps
+    assert json.loads((out / STATE).read_text())["rounds"] == state["rounds"]
+
+    # other settings are refused; --compare-full continues the cut finalists and compares
+    code, text = run_cli(capsys, *[("64" if a == "32" else a) for a in cmd])
+    assert code == 2 and "other settings" in text and "budget_steps" in text
+    code, text = run_cli(capsys, *cmd, "--compare-full")
+    assert code == 0, text
+    state = json.loads((out / STATE).read_text())
+    c = state["comparison"]
+    assert all(latest_step(out / "finalists" / n) == 32 for n in names)
+    assert c["replay_matches_live"] is True
+    assert c["rules"]["extrapolate"]["pick"] == final["pick"]
+    assert c["rules"]["extrapolate"]["compute_fraction"] == pytest.approx(final["compute_fraction"])
+    assert c["rules"]["current-loss"]["compute_fraction"] == pytest.approx(0.5)  # 4*8 + 2*8 + 1*16 of 128
+    losses = c["train_all"]["final_losses"]
+    assert c["train_all"]["pick"] == min(losses, key=losses.get)
+    for r in c["rules"].values():
+        assert r["agrees"] == (r["pick"] == c["train_all"]["pick"]) and r["regret"] >= 0
+    assert "train all" in text and "agrees" in text
+
+
+def test_interrupted_job_continues_without_redoing_rounds(prepared_corpus: Path, tmp_path: Path, monkeypatch):
+    real, calls = lvsearch.scaling.halving_step, []
+
+    def flaky(*args, **kwargs):
+        calls.append(sorted(args[0]))
+        if len(calls) == 2:
+            raise KeyboardInterrupt  # the job dies after round 1 was recorded
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(lvsearch.scaling, "halving_step", flaky)
+    opts = FinalistOptions(finalists=3, budget=16, pruning="current-loss")
+    job = dict(overrides=TINY, show_progress=False)
+    out = tmp_path / "job"
+    with pytest.raises(KeyboardInterrupt):
+        run_finalists("bert,sandwich,random:1", "retrain-quickstart", prepared_corpus, out, opts, **job)
+    first = json.loads((out / STATE).read_text())
+    assert len(first["rounds"]) == 1 and first["final"] is None
+    state = run_finalists("bert,sandwich,random:1", "retrain-quickstart", prepared_corpus, out, opts, **job)
+    assert len(calls) == 3 and calls[2] == sorted(first["rounds"][0]["decision"]["kept"])  # round 1 not redone
+    assert state["rounds"][0] == first["rounds"][0] and len(state["rounds"]) == 2
+    assert state["final"]["compute_steps"] == 3 * 4 + 2 * 4 + 1 * 8
+
+
+def test_bad_input_is_one_clear_error(prepared_corpus: Path, tmp_path: Path, capsys):
+    topk = write_topk(tmp_path / "topk.json")
+    base = ["retrain", "--config", "retrain-quickstart", "--data", str(prepared_corpus), *sets()]
+
+    def err(*args: str, out: str = "x") -> str:
+        code, text = run_cli(capsys, *base, "--out", str(tmp_path / out), *args)
+        assert code == 2 and "Traceback" not in text, text
+        assert not (tmp_path / out).exists() or out == "used"
+        return text
+
+    assert "at least 2 finalists" in err("--arch", str(topk), "--finalists", "1", "--budget", "32")
+    assert "holds 5 architecture(s)" in err("--arch", str(topk), "--finalists", "6", "--budget", "64")
+    assert "--eta 1 must be" in err("--arch", str(topk), "--finalists", "4", "--budget", "32", "--eta", "1")
+    assert "not divisible by eta^rounds = 2^2 = 4" in err("--arch", str(topk), "--finalists", "4", "--budget", "30")
+    text = err("--arch", str(topk), "--finalists", "4", "--budget", "36", "--set", "train.eval_every=5")
+    assert "not a multiple of train.eval_every" in text and "eval_every=3" in text
+    assert "only apply to finalist pruning" in err("--arch", "bert", "--budget", "32")
+    assert "same architecture" in err("--arch", "bert,sandwich,bert", "--finalists", "3", "--budget", "32")
+    assert "--finalists needs --arch" in err("--finalists", "2")
+    (tmp_path / "odd.json").write_text(json.dumps({"foo": 1}))
+    assert "neither a topk.json" in err("--arch", str(tmp_path / "odd.json"), "--finalists", "2", "--budget", "32")
+    write_topk(tmp_path / "bad.json", ["sfsf", "sxsf"])
+    assert "top-k entry 2" in err("--arch", str(tmp_path / "bad.json"), "--finalists", "2", "--budget", "32")
+    write_topk(tmp_path / "long.json", ["sfsfsf", "ssffss"])
+    assert "slots" in err("--arch", str(tmp_path / "long.json"), "--finalists", "2", "--budget", "32")
+    (tmp_path / "used").mkdir()
+    (tmp_path / "used" / "notes.txt").write_text("mine")
+    assert "holds no finalist job" in err("--arch", "bert,sandwich", "--finalists", "2", "--budget", "32", out="used")
+    assert (tmp_path / "used" / "notes.txt").read_text() == "mine"
