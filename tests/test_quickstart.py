@@ -89,6 +89,7 @@ def test_report_has_every_section_with_numbers(finished):
     text = (out / "report.md").read_text()
     for section in ("## The four arms", "## Differences against `bert`", "## Architectures", "α of the searched model",
                     "## Retraining curves", "## Search: evolution vs random search", "## Supernet rank check",
+                    "## Finalist pruning", "Plain successive halving (rank by current loss) would keep",
                     "## Wall time per stage", "## What was cut to fit the budget"):
         assert section in text, section
     for row in ("MLM dev accuracy", "BLiMP mean over paradigms", "sentence_polarity test accuracy", "parameters"):
@@ -108,6 +109,9 @@ def test_arms_trained_identically(finished):
         configs[arm] = (rc["config"], rc["dims"], rc["data"]["tokenizer_sha256"])
         summary = json.loads((out / "retrain" / arm / "summary.json").read_text())
         assert summary["steps"] == make_plan(float(MINUTES)).retrain_steps
+    # the EA arm is the finalist job's pick, trained to the full budget with the same recipe
+    assert (out / "retrain" / "ea").is_symlink()
+    assert (out / "retrain" / "ea").resolve().parent == (out / "finalists" / "finalists").resolve()
     first = next(iter(configs.values()))
     assert all(c == first for c in configs.values())  # only the architecture differs
     archs = {json.loads((out / "retrain" / a / "config.json").read_text())["arch"]["ops"].__repr__()

@@ -10,7 +10,8 @@ data           ``data prepare`` (WordPiece, 4096 pieces)           ``data/``
 supernet       ``train-supernet`` with ``recipes/quickstart.yaml``  ``supernet/``
 search         ``evolve --compare-random`` (EA and random search,  ``search/``,
                same number of evaluations)                         ``search/random/``
-finalists      successive halving over the EA top-k                ``finalists/``
+finalists      successive halving over the EA top-k (``retrain         ``finalists/``
+               --finalists``); its pick is the EA arm
 retrain        every arm from scratch, same objective/steps/data   ``retrain/ARM[-seedK]/``
 evaluate       MLM dev accuracy, BLiMP, fine-tuning                ``eval/ARM[-seedK].json``
 rank           supernet fitness of every arm's architecture        ``rank.json``
@@ -250,6 +251,26 @@ def stage_search(ctx: Context) -> dict:
     return {k: {"best": r.best.key, "fitness": r.best.fitness} for k, r in results.items()}
 
 
+def stage_finalists(ctx: Context) -> dict:
+    """Successive halving over the EA's top-k (``retrain --finalists``, M4 extrapolation) with
+    the same recipe, overrides and seed 0 as every other arm: its pick, trained to the full
+    budget, is the EA arm."""
+    from lvsearch.train.finalists import BEST, FinalistOptions, run_finalists
+
+    p = ctx.plan
+    topk = read_json(ctx.search_dir / "topk.json", what="search top-k")
+    entries = topk.get("topk", topk) if isinstance(topk, dict) else topk
+    k = min(p.finalists, len(entries))
+    if k < 2:
+        return {"skipped": f"the search's top-k holds {len(entries)} architecture(s); pruning needs 2"}
+    folder = ctx.out / "finalists"
+    state = run_finalists(str(ctx.search_dir / "topk.json"), ctx.settings.retrain_recipe, ctx.data_dir, folder,
+                          FinalistOptions(finalists=k, budget=p.retrain_steps, eta=2, compare_full=p.finalists_compare_full),
+                          overrides=retrain_overrides(ctx, 0), device=ctx.device, show_progress=ctx.show_progress)
+    return {"pick": state["final"]["pick"], "run": state["best"]["run"], "arch_json": str(folder / BEST),
+            "compute_fraction": state["final"]["compute_fraction"]}
+
+
 def arm_arch_spec(ctx: Context, arm: str) -> str:
     """The ``retrain --arch`` value of ``arm``."""
     from lvsearch.search.job import RANDOM_DIR
@@ -288,11 +309,34 @@ def retrain_arm(ctx: Context, arm: str, seed: int, run: Path) -> dict:
                    device=ctx.device, show_progress=ctx.show_progress)
 
 
+def _link_finalist_pick(ctx: Context, run: Path) -> bool:
+    """Make ``retrain/ea`` the finalist job's pick (a relative symlink): it was trained with the
+    same recipe, overrides and seed to the full budget, so it is not trained again."""
+    import os
+
+    pick = ctx.state.get("stages", {}).get("finalists", {}).get("result", {}).get("run")
+    if not pick:
+        return False
+    run.parent.mkdir(parents=True, exist_ok=True)
+    if run.is_symlink():
+        if run.resolve() == Path(pick).resolve():
+            return True
+        run.unlink()
+    elif run.exists():
+        return False  # trained here before the finalist stage existed: keep it
+    os.symlink(os.path.relpath(pick, run.parent), run)
+    return True
+
+
 def stage_retrain(ctx: Context) -> dict:
     out = {}
     for arm in ARMS:
         for seed, name in enumerate(ctx.run_names(arm)):
-            s = retrain_arm(ctx, arm, seed, ctx.out / "retrain" / name)
+            run = ctx.out / "retrain" / name
+            if arm == "ea" and seed == 0 and _link_finalist_pick(ctx, run):
+                out[name] = {"from": "finalist pick", "run": str(run.resolve())}
+                continue
+            s = retrain_arm(ctx, arm, seed, run)
             out[name] = {"tokens_per_s": s.get("tokens_per_s"), "params": s.get("params")}
     return out
 
@@ -383,6 +427,7 @@ STAGES: list[tuple[str, Callable[[Context], dict]]] = [
     ("data", stage_data),
     ("supernet", stage_supernet),
     ("search", stage_search),
+    ("finalists", stage_finalists),
     ("retrain", stage_retrain),
     ("evaluate", stage_evaluate),
     ("rank", stage_rank),

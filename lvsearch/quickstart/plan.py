@@ -41,7 +41,10 @@ class Plan:
             the same ``P × T`` evaluations.
         topk: EA top-k.
         search_dev_sequences: sequences of the fixed masked dev set that scores candidates.
-        finalists: EA top-k finalists entering successive halving (0 = retrain the EA best only).
+        finalists: EA top-k finalists entering successive halving (``retrain --finalists``, η = 2);
+            the pick, trained to the full budget, is the EA arm.
+        finalists_compare_full: also train the cut finalists to the end and compare the
+            pruning rules with training all (only when the budget allows).
         retrain_steps: steps of every retrained arm (same for all arms).
         curve_every: dev evaluation interval (steps) of retrain runs (learning curves).
         curve_sequences: dev sequences of those curve evaluations.
@@ -60,6 +63,7 @@ class Plan:
     topk: int
     search_dev_sequences: int
     finalists: int
+    finalists_compare_full: bool
     retrain_steps: int
     curve_every: int
     curve_sequences: int
@@ -121,7 +125,8 @@ def make_plan(minutes: float = BASE_MINUTES, seeds: int = 1) -> Plan:
         iterations=2 if small else max(3, min(20, int(round(5 * s)))),
         topk=4 if small else 10,
         search_dev_sequences=32 if small else min(256, int(round(128 * s ** 0.5))),
-        finalists=4,
+        finalists=3,
+        finalists_compare_full=s >= 2,
         retrain_steps=retrain,
         curve_every=retrain // 24,
         curve_sequences=32 if small else 64,

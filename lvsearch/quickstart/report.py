@@ -154,6 +154,52 @@ def plot_learning_curves(curves: dict[str, list[dict]], path: Path) -> None:
 
 
 # ------------------------------------------------------------------------------- report
+def finalists_section(state: dict) -> list[str]:
+    """Markdown of a ``retrain --finalists`` decision log: every round's predictions,
+    intervals and cuts, what plain successive halving (current loss) would have kept, the
+    compute spent and, when run, the comparison with training every finalist to the end."""
+    lines = ["## Finalist pruning (successive halving, M4 extrapolation)", ""]
+    w = lines.append
+    rule = "M4 extrapolation" if state.get("rule") == "m4" else "current dev loss"
+    w(f"The EA's top {len(state['settings']['finalists'])} architectures were retrained with the arms' recipe and "
+      f"pruned at {', '.join(str(r) for r in state['rungs_steps'])} steps (η = {state['settings'].get('eta', 2)}), "
+      f"ranked by {rule} of the dev MLM loss at the full budget (x = tokens, ε₀ = ln V = {state['eps0']:.2f} nats); "
+      "a finalist below the cut is kept while the lower end of its 90% bootstrap interval reaches the cut-off. "
+      "Its pick, trained to the full budget, is the EA arm above.\n")
+    for r in state.get("rounds", []):
+        d = r["decision"]
+        note = f" — **fallback**: {d['fallback']}" if d.get("fallback") else ""
+        w(f"Round {r['round']} at {r['budget_steps']} steps{note}:\n")
+        w("| finalist | dev loss now | predicted at full budget [90% interval] | decision |")
+        w("|---|---|---|---|")
+        for name in d["ranking"]:
+            c = d["candidates"][name]
+            pred = "—" if c.get("scored_by") != "M4" else f"{c['score']:.3f} [{c['lo']:.3f}, {c['hi']:.3f}]"
+            w(f"| `{name}` | {c['last_loss']:.3f} | {pred} | {c['decision']}: {c['reason']} |")
+        n_keep = d.get("n_keep_by_rank") or 1
+        by_loss = sorted(d["candidates"], key=lambda n: (d["candidates"][n]["last_loss"], n))[:n_keep]
+        same = set(by_loss) <= set(d["kept"])
+        w("")
+        w(f"Plain successive halving (rank by current loss) would keep {', '.join(f'`{n}`' for n in by_loss)} here"
+          f" — {'also kept' if same else 'not all kept'} by {rule}.\n")
+    f = state.get("final")
+    if f:
+        w(f"Pick: `{f['pick']}` ({f['reason']}); compute {f['compute_steps']} of {f['compute_all_steps']} finalist-steps "
+          f"= {f['compute_fraction']:.0%} of training all to the end.\n")
+    c = state.get("comparison")
+    if c:
+        w(f"Training all finalists to the end picks `{c['train_all']['pick']}` (dev loss {c['train_all']['final_loss']:.3f}):\n")
+        w("| rule | pick | agrees | regret (nats) | compute |")
+        w("|---|---|---|---|---|")
+        for name, r in c["rules"].items():
+            w(f"| {name} | `{r['pick']}` | {'yes' if r['agrees'] else 'no'} | {r['regret']:.3f} | {r['compute_fraction']:.0%} |")
+        w("")
+    else:
+        w("Whether the pick agrees with training every finalist to the end is not measured at this budget "
+          "(`--minutes 40` or more adds that comparison).\n")
+    return lines
+
+
 def _fmt(v, digits: int = 4) -> str:
     return "—" if v is None else f"{v:.{digits}f}"
 
@@ -322,12 +368,9 @@ def write_quickstart_report(ctx: "Context") -> Path:
       f"EA {_fmt(ea_best['meta']['fitness'])} (`{Arch.from_dict(ea_best).compact}`), random search "
       f"{_fmt(rs_best['meta']['fitness'])} (`{Arch.from_dict(rs_best).compact}`).\n")
 
-    fin = stages.get("finalists", {}).get("result")
-    if fin:
-        w("## Finalist pruning (successive halving with M4 extrapolation)\n")
-        for line in fin.get("report_lines", []):
-            w(line)
-        w("")
+    fin_path = out / "finalists" / "finalists.json"
+    if fin_path.exists():
+        lines.extend(finalists_section(read_json(fin_path, what="finalist decision log")))
 
     # ---- rank check
     rank_path = out / "rank.json"
