@@ -686,13 +686,18 @@ class M4(Estimator):
             # side increases from -inf to +inf on (0, 1), so Brent's method on a bracket is safe
             # (and, in log form, free of overflow for large alpha or eps_0).
             k = float(lf) + (a - 1.0) * math.log(b)
+            if math.isnan(k) or not math.isfinite(a):
+                raise ArithmeticError(f"M4 prediction undefined for parameters {p} (degenerate fit)")
             h = lambda t, k=k: math.log(t) - a * math.log1p(-t) - k  # noqa: E731
             if h(lo) >= 0:
                 t = lo
             elif h(hi) <= 0:
                 t = hi
             else:
-                t = brentq(h, lo, hi, xtol=1e-300, rtol=1e-14, maxiter=500)
+                try:
+                    t = brentq(h, lo, hi, xtol=1e-300, rtol=1e-14, maxiter=500)
+                except RuntimeError as e:  # no convergence: report as a failed fit, not a crash
+                    raise ArithmeticError(f"M4 prediction did not converge ({e})") from None
             out[i] = t * b
         return p["eps_inf"] + out
 

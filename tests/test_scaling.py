@@ -407,3 +407,14 @@ def test_cli_subprocess_bad_file_exits_2(tmp_path):
     assert proc.returncode == 2
     assert "strictly increasing" in proc.stderr and "sort the file" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_m4_degenerate_parameters_raise_arithmetic_error_not_runtime_error():
+    """A degenerate bootstrap refit (NaN β) must count as a failed fit (ArithmeticError, which
+    prediction_interval and halving_step handle), never crash with brentq's RuntimeError —
+    seen in a real quickstart run."""
+    from lvsearch.scaling import M4
+
+    p = {"log_beta": float("nan"), "c": -0.5, "alpha": 0.5, "eps0": 8.3, "eps_inf": 1.0}
+    with pytest.raises(ArithmeticError):
+        M4._predict_p(p, np.array([1.0, 2.0]))
