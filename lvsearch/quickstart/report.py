@@ -216,6 +216,19 @@ def _interval(d: dict) -> str:
     return f"{d['diff']:+.4f} [{d['low']:+.4f}, {d['high']:+.4f}] → **{d['verdict']}**"
 
 
+def _search_targets(folder: Path) -> str:
+    """Masked targets of the search's dev set, from the first line of its history."""
+    import json
+
+    path = folder / "history.jsonl"
+    with open(path, encoding="utf-8") as f:
+        first = f.readline()
+    try:
+        return f"{int(json.loads(first)['targets']):,}"
+    except (ValueError, KeyError, TypeError):
+        return "the same"
+
+
 def write_quickstart_report(ctx: "Context") -> Path:
     """Write ``OUT/report.md`` and its PNGs; returns the report path."""
     from lvsearch.arch import Arch
@@ -306,6 +319,23 @@ def write_quickstart_report(ctx: "Context") -> Path:
                 tcell.append(f"{task}: {np.mean(va) - np.mean(vb):+.4f} (Welch p={t.pvalue:.2f}) → **{verdict}**")
         w(f"| {ARM_TITLES[arm]} | {' | '.join(cells)} | {'; '.join(tcell) or '—'} |")
     w("")
+    w("The searched architecture against the other two non-baseline arms (is the search better than "
+      "picking at random?):\n")
+    w("| comparison | MLM dev accuracy | BLiMP accuracy |")
+    w("|---|---|---|")
+    for other in ("random-search", "random-arch"):
+        cells = []
+        for kind, get in (("mlm", _mlm_outcomes), ("blimp", _blimp_outcomes)):
+            a = [get(reports[n]) for n in names["ea"]]
+            b = [get(reports[n]) for n in names[other]]
+            if any(x is None for x in a + b) or any(x.shape != y.shape for x, y in zip(a, b)):
+                cells.append("—")
+                continue
+            d = paired_difference(np.concatenate(a), np.concatenate(b))
+            comparisons[("ea-vs", other, kind)] = d
+            cells.append(_interval(d))
+        w(f"| EA − {ARM_TITLES[other]} | {' | '.join(cells)} |")
+    w("")
     if plan.seeds == 1:
         w("With one pretraining seed per arm these intervals cover evaluation-sample noise only; "
           "the spread between pretraining seeds is **unmeasured** at this budget "
@@ -315,9 +345,14 @@ def write_quickstart_report(ctx: "Context") -> Path:
         verdict = {"ahead": "the searched architecture is ahead of `bert` on MLM dev accuracy, beyond evaluation noise",
                    "behind": "the searched architecture is behind `bert` on MLM dev accuracy, beyond evaluation noise",
                    "within noise": "the searched architecture is not distinguishable from `bert` on MLM dev accuracy"}[ea["verdict"]]
-        rs = comparisons.get(("random-search", "mlm"))
-        extra = "" if rs is None else f"; the random-search pick is {rs['verdict']} ({rs['diff']:+.4f})"
-        w(f"**Summary:** {verdict} ({ea['diff']:+.4f}){extra}.\n")
+        parts = [f"{verdict} ({ea['diff']:+.4f})"]
+        for other in ("random-search", "random-arch"):
+            d = comparisons.get(("ea-vs", other, "mlm"))
+            if d is not None:
+                rel = {"ahead": "ahead of", "behind": "behind", "within noise": "not distinguishable from"}[d["verdict"]]
+                parts.append(f"it is {rel} the {ARM_TITLES[other]} ({d['diff']:+.4f})")
+        w(f"**Summary (MLM dev accuracy, the objective the search optimised):** {'; '.join(parts)}. "
+          "Differences inside their interval are not wins.\n")
 
     # ---- figures
     strip = out / "architectures.png"
@@ -363,10 +398,15 @@ def write_quickstart_report(ctx: "Context") -> Path:
         w("![search curve](search_curve.png)\n")
     ea_best = read_json(ctx.search_dir / "best.json")
     rs_best = read_json(ctx.search_dir / RANDOM_DIR / "best.json")
+    curve_ea = (read_json(ctx.search_dir / "state.json").get("curve") or [{}])[-1]
+    curve_rs = (read_json(ctx.search_dir / RANDOM_DIR / "state.json").get("curve") or [{}])[-1]
     w(f"Both searches made {plan.population} × {plan.iterations} = {plan.population * plan.iterations} evaluations "
-      f"(supernet weights, {plan.search_dev_sequences} fixed masked dev sequences). Best supernet fitness: "
+      f"(supernet weights, {plan.search_dev_sequences} fixed masked dev sequences, "
+      f"{_search_targets(ctx.search_dir)} masked targets). Best supernet fitness: "
       f"EA {_fmt(ea_best['meta']['fitness'])} (`{Arch.from_dict(ea_best).compact}`), random search "
-      f"{_fmt(rs_best['meta']['fitness'])} (`{Arch.from_dict(rs_best).compact}`).\n")
+      f"{_fmt(rs_best['meta']['fitness'])} (`{Arch.from_dict(rs_best).compact}`); top-{min(plan.topk, plan.population)} "
+      f"mean EA {_fmt(curve_ea.get('topk_mean'))}, random {_fmt(curve_rs.get('topk_mean'))}. "
+      "One seed per search: whether the EA's lead over random search is systematic is not measured here.\n")
 
     fin_path = out / "finalists" / "finalists.json"
     if fin_path.exists():
