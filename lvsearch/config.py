@@ -342,6 +342,25 @@ def resolve_recipe(name_or_path: str) -> Path:
     raise LvsearchError(f"recipe not found: {name_or_path}", fix=f"pass a YAML path or one of: {', '.join(names)}")
 
 
+def _check_recipe_kind(cls: type, raw: dict, source: str) -> None:
+    """A supernet recipe given to ``retrain`` (or the reverse) gets one message naming the
+    right command, instead of an "unknown key" error about its first foreign key."""
+    kinds = {SupernetConfig: ("train-supernet", "quickstart, lvbert-small"),
+             RetrainConfig: ("retrain", "retrain-quickstart, retrain-small")}
+    if cls not in kinds or not raw:
+        return
+    own = {f.name for f in dataclasses.fields(cls)}
+    foreign = [k for k in raw if k not in own]
+    for other, (command, names) in kinds.items():
+        if other is cls or not foreign:
+            continue
+        if all(k in {f.name for f in dataclasses.fields(other)} for k in foreign):
+            raise LvsearchError(
+                f"recipe {source} is a '{command}' recipe (keys {', '.join(foreign)})",
+                fix=f"use it with 'lvsearch {command} --config', or pass a '{kinds[cls][0]}' recipe: {kinds[cls][1]}",
+            )
+
+
 def load_config(cls: type, recipe: str | None, overrides: list[str] = ()) -> tuple[Any, dict]:  # type: ignore[assignment]
     """Read a recipe (optional) + ``--set`` overrides into dataclass ``cls``.
 
@@ -362,6 +381,7 @@ def load_config(cls: type, recipe: str | None, overrides: list[str] = ()) -> tup
             raise LvsearchError(f"recipe {path} is not valid YAML: {e}", fix="repair the file") from None
         if not isinstance(raw, dict):
             raise LvsearchError(f"recipe {path} must be a YAML mapping of sections", fix="see recipes/quickstart.yaml")
+    _check_recipe_kind(cls, raw, source)
     over = parse_overrides(list(overrides))
     merged = _merge(raw, over)
     where = source + (" with --set overrides" if overrides else "")

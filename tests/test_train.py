@@ -268,3 +268,17 @@ def test_ctrl_c_saves_a_checkpoint_and_resume_is_exact(prepared_corpus: Path, tm
     train_supernet("quickstart", prepared_corpus, straight, overrides=sets, show_progress=False)
     a, b = weights(run, 30), weights(straight, 30)
     assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_recipe_of_the_other_command_named_clearly(prepared_corpus, tmp_path, capsys):
+    from lvsearch.cli import main
+
+    data = str(prepared_corpus)
+    assert main(["train-supernet", "--config", "retrain-quickstart", "--data", data, "--out",
+                 str(tmp_path / "a")]) == 2
+    err = capsys.readouterr().err
+    assert "is a 'retrain' recipe" in err and "lvsearch retrain --config" in err and "Traceback" not in err
+    assert main(["retrain", "--config", "quickstart", "--arch", "bert", "--data", data, "--out",
+                 str(tmp_path / "b")]) == 2
+    err = capsys.readouterr().err
+    assert "is a 'train-supernet' recipe" in err and not (tmp_path / "a").exists() and not (tmp_path / "b").exists()

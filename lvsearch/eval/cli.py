@@ -83,7 +83,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="model directory (config.json, model.safetensors, tokenizer.json)")
     p.add_argument("--out", metavar="REPORT.json", help=f"JSON report (default: MODEL_DIR/{DEFAULT_REPORT_NAME})")
     p.add_argument("--overwrite", action="store_true", help="replace an existing report")
-    p.add_argument("--device", default="cpu", help="torch device (default: cpu)")
+    p.add_argument("--device", default="auto",
+                   help="torch device: auto (cuda when available, else cpu; as the training commands), cpu, cuda, cuda:N")
     p.add_argument("--threads", type=_positive_int, metavar="N",
                    help="torch CPU threads (default: torch's choice; 1 is faster on a busy shared machine)")
     p.add_argument("--compare", nargs="+", metavar="REPORT.json", help="print these reports side by side and exit")
@@ -173,6 +174,10 @@ def run(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     from lvsearch.modeldir import load_model
 
+    if args.device == "auto":
+        import torch
+
+        args.device = "cuda" if torch.cuda.is_available() else "cpu"
     loaded = load_model(model_dir, device=args.device)
     t_loaded = time.perf_counter()
 

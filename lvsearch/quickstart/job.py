@@ -345,7 +345,7 @@ def evaluate_argv(ctx: Context, model: Path, report: Path) -> list[str]:
     """``lvsearch evaluate`` arguments of one arm (the same for every arm)."""
     p = ctx.plan
     argv = ["evaluate", "--model", str(model), "--out", str(report), "--mlm-data", str(ctx.data_dir),
-            "--dev-sequences", str(p.mlm_dev_sequences), "--device", "cpu" if ctx.device == "auto" else ctx.device]
+            "--dev-sequences", str(p.mlm_dev_sequences), "--device", ctx.device]
     if ctx.settings.blimp is None:
         argv.append("--no-blimp")
     else:
