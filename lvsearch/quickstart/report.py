@@ -212,8 +212,12 @@ def _pm(values: list[float], digits: int = 4) -> str:
     return f"{np.mean(values):.{digits}f} ± {np.std(values, ddof=1):.{digits}f}"
 
 
+def _signed(v: float) -> str:
+    return f"{round(v, 12) + 0.0:+.4f}"  # no "-0.0000" from float noise
+
+
 def _interval(d: dict) -> str:
-    return f"{d['diff']:+.4f} [{d['low']:+.4f}, {d['high']:+.4f}] → **{d['verdict']}**"
+    return f"{_signed(d['diff'])} [{_signed(d['low'])}, {_signed(d['high'])}] → **{d['verdict']}**"
 
 
 def _search_targets(folder: Path) -> str:
