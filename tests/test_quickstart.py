@@ -200,3 +200,13 @@ def test_plan_scales_with_minutes():
     assert default.population * default.iterations <= large.population * large.iterations
     assert make_plan(20, seeds=3).seeds == 3
     assert {c[0] for c in default.cuts()} == {"supernet", "search", "retrain", "BLiMP", "fine-tuning"}
+
+
+def test_electra_objective_is_stated(tmp_path, corpora):
+    recipes = _recipes(tmp_path)
+    out = tmp_path / "run"
+    assert main(_argv(out, recipes, str(corpora), ["--no-blimp", "--objective", "electra"])) == 0
+    text = (out / "report.md").read_text()
+    assert "retrain objective **electra**" in text and "ELECTRA *generator*" in text
+    rc = json.loads((out / "retrain" / "bert" / "config.json").read_text())
+    assert rc["config"]["objective"] == "electra" and rc["generator_dims"] is not None

@@ -79,14 +79,17 @@ class Plan:
     def to_dict(self) -> dict:
         return asdict(self)
 
-    def cuts(self) -> list[tuple[str, str, str]]:
-        """``(stage, this run, paper scale)`` rows for the report's "what was cut" table."""
+    def cuts(self, supernet_desc: str = "batch 32 × seq 64, 12 slots, hidden 128",
+             retrain_tokens_per_step: int = 2048) -> list[tuple[str, str, str]]:
+        """``(stage, this run, paper scale)`` rows for the report's "what was cut" table;
+        ``supernet_desc`` and ``retrain_tokens_per_step`` describe the recipes actually used."""
         return [
-            ("supernet", f"{self.supernet_steps} steps × 2,048 tokens, 12 slots, hidden 128", PAPER["supernet"]),
+            ("supernet", f"{self.supernet_steps} steps, {supernet_desc}", PAPER["supernet"]),
             ("search", f"population {self.population}, {self.iterations} iterations "
                        f"({self.population * self.iterations} evaluations) on {self.search_dev_sequences} dev sequences",
              PAPER["search"]),
-            ("retrain", f"{self.retrain_steps} steps × 2,048 tokens per arm, {self.seeds} seed(s)", PAPER["retrain"]),
+            ("retrain", f"{self.retrain_steps} steps × {retrain_tokens_per_step:,} tokens per arm, {self.seeds} seed(s)",
+             PAPER["retrain"]),
             ("BLiMP", f"first {self.blimp_limit} pairs of each paradigm", PAPER["blimp"]),
             ("fine-tuning", f"{self.finetune_train_limit} training examples, {self.finetune_epochs} epochs, "
                             f"{self.finetune_seeds} seed(s), first {self.finetune_eval_limit} dev/test examples",

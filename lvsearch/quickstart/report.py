@@ -130,8 +130,9 @@ def plot_arch_strips(archs: dict[str, object], path: Path) -> None:
     save_figure(fig, path, dpi=120)
 
 
-def plot_learning_curves(curves: dict[str, list[dict]], path: Path) -> None:
-    """Dev MLM loss (nats) against tokens seen, one line per run."""
+def plot_learning_curves(curves: dict[str, list[dict]], path: Path, ylabel: str = "dev MLM loss (nats)") -> None:
+    """The curve's ``loss`` (dev MLM loss in nats; the generator's under ELECTRA) against
+    tokens seen, one line per run."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -141,11 +142,11 @@ def plot_learning_curves(curves: dict[str, list[dict]], path: Path) -> None:
 
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
     for label, rows in curves.items():
-        pts = [(r["tokens"], r["dev_mlm_loss"]) for r in rows if r.get("dev_mlm_loss") is not None]
+        pts = [(r["tokens"], r["loss"]) for r in rows if r.get("loss") is not None]
         if pts:
             ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=".", label=label)
     ax.set_xlabel("tokens seen")
-    ax.set_ylabel("dev MLM loss (nats)")
+    ax.set_ylabel(ylabel)
     ax.set_title("retraining curves (same data, steps and seed policy)", fontsize=9)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
@@ -259,6 +260,7 @@ def write_quickstart_report(ctx: "Context") -> Path:
     w(f"Every arm was retrained from scratch with the same recipe (`{settings.retrain_recipe}`), objective, "
       f"{plan.retrain_steps} steps × {summaries[names['bert'][0]].get('tokens', 0) // max(1, plan.retrain_steps):,} "
       f"tokens, data and seeds; only the architecture differs.\n")
+    w("Wall time is the sum over every process that worked on this folder (a resumed run adds up).\n")
 
     # ---- arms table
     w("## The four arms\n")
@@ -288,6 +290,11 @@ def write_quickstart_report(ctx: "Context") -> Path:
     w("")
     w("Values are the mean over pretraining seeds (± sample std when there are several); task scores "
       "pool every (pretraining seed, fine-tuning seed) run.\n")
+    if settings.objective == "electra":
+        w("Objective **ELECTRA** (replaced-token detection): the discriminator has no MLM head, so MLM dev "
+          "accuracy/loss and BLiMP pseudo-log-likelihoods are those of each arm's ELECTRA *generator* "
+          "(same slot sequence at generator width), and fine-tuning uses the discriminator. "
+          "`--objective mlm` (the default) measures the retrained model itself.\n")
 
     # ---- differences
     w("## Differences against `bert`, with their spread\n")
@@ -390,7 +397,9 @@ def write_quickstart_report(ctx: "Context") -> Path:
             curves[ARM_TITLES[arm]] = [o for _, o in iter_jsonl(path, path.read_text(encoding="utf-8"),
                                                                  fix="re-run the retrain stage")]
     curve_png = out / "learning_curves.png"
-    plot_learning_curves(curves, curve_png)
+    electra = settings.objective == "electra"
+    plot_learning_curves(curves, curve_png,
+                         "dev MLM loss of the ELECTRA generator (nats)" if electra else "dev MLM loss (nats)")
     w("## Retraining curves\n")
     w(f"![learning curves]({curve_png.name})\n")
 
@@ -446,7 +455,12 @@ def write_quickstart_report(ctx: "Context") -> Path:
     w("## What was cut to fit the budget\n")
     w("| stage | this run | paper scale |")
     w("|---|---|---|")
-    for stage, this, paper in plan.cuts():
+    sn_rc = read_json(ctx.supernet_dir / "config.json")
+    sn_t, sn_d = sn_rc["config"]["train"], sn_rc["dims"]
+    sn_desc = (f"batch {sn_t['batch_size']} × seq {sn_t['seq_len']}, {sn_rc['space']['num_slots']} slots, "
+               f"hidden {sn_d['hidden']}")
+    rt_t = read_json(out / "retrain" / "bert" / "config.json")["config"]["train"]
+    for stage, this, paper in plan.cuts(sn_desc, rt_t["batch_size"] * rt_t["seq_len"]):
         w(f"| {stage} | {this} | {paper} |")
     w("")
     w("Plan (recorded in `quickstart.json`): " + ", ".join(f"{k} {v}" for k, v in plan.to_dict().items()) + ".\n")
