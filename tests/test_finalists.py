@@ -191,3 +191,16 @@ def test_bad_input_is_one_clear_error(prepared_corpus: Path, tmp_path: Path, cap
     (tmp_path / "used" / "notes.txt").write_text("mine")
     assert "holds no finalist job" in err("--arch", "bert,sandwich", "--finalists", "2", "--budget", "32", out="used")
     assert (tmp_path / "used" / "notes.txt").read_text() == "mine"
+
+
+def test_warmup_longer_than_first_rung_falls_back_to_current_loss(prepared_corpus: Path, tmp_path: Path):
+    """Seen in a --minutes 2 quickstart: the first rung ended inside the warm-up, so no curve
+    point survived the warm-up filter and the job crashed. It must rank by current loss (the
+    documented fallback) on the last evaluation instead."""
+    # budget 16, 3 finalists: rungs at 4 and 8 steps, both inside the 8-step warm-up
+    opts = FinalistOptions(finalists=3, budget=16)
+    state = run_finalists("bert,sandwich,random:1", "retrain-quickstart", prepared_corpus, tmp_path / "job", opts,
+                          overrides=[*TINY, "train.warmup_steps=8"], show_progress=False)
+    first = state["rounds"][0]["decision"]
+    assert first["fallback"] and all(c["scored_by"].startswith("current") for c in first["candidates"].values())
+    assert state["status"] == "done" and state["final"]["pick"]

@@ -165,7 +165,16 @@ def test_bad_inputs(tmp_path, capsys):
     bad("--minutes", "0", match="--minutes must be > 0")
     bad("--seeds", "0", match="--seeds must be ≥ 1")
     bad("--data", str(tmp_path / "missing"), match="does not exist")
-    bad("--space", "lvbertt", match="unknown search space")
+    with pytest.raises(SystemExit):  # argparse: invalid choice
+        main(["quickstart", "--out", str(tmp_path / "o"), "--space", "dc-ff"])
+    assert "invalid choice" in capsys.readouterr().err
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    bad("--data", str(empty), match="--data")  # data-prepare's message, in quickstart's terms
+    notblimp = tmp_path / "notblimp"
+    notblimp.mkdir()
+    (notblimp / "readme.txt").write_text("x")
+    bad("--blimp", str(notblimp), match="holds no *.jsonl files")  # checked before any training
     bad("--task", str(tmp_path / "nope"), match="nope")
     bad("--blimp", str(tmp_path / "nope"), match="is not a folder")
     other = tmp_path / "busy"
@@ -174,9 +183,19 @@ def test_bad_inputs(tmp_path, capsys):
     code = main(["quickstart", "--out", str(other), "--no-blimp"])
     assert code == 2 and "holds no quickstart" in capsys.readouterr().err
     assert (other / "keep.txt").read_text() == "mine"
-    (tmp_path / "o").mkdir(exist_ok=True)
+    # a first try that failed on bad --data produced nothing: the fixed command may reuse --out
+    state = json.loads((tmp_path / "o" / "quickstart.json").read_text())
+    assert state["settings"]["data"] == str(empty) and not any(
+        st.get("status") == "done" for st in state["stages"].values())
+    from lvsearch.quickstart.job import QuickstartSettings, open_context
+
+    ctx = open_context(tmp_path / "o", QuickstartSettings(data="builtin:python-docs", blimp=None), show_progress=False)
+    assert ctx.state["settings"]["data"] == "builtin:python-docs"
+    (tmp_path / "o" / "quickstart.json").write_text('{"format": "lvsearch.quickstart/v1", "stages": 5}')
+    bad("--no-blimp", match="is corrupted")
     (tmp_path / "o" / "quickstart.json").write_text("{not json")
     bad("--no-blimp", match="not valid JSON")
+    assert (tmp_path / "o" / "quickstart.json").read_text() == "{not json"
 
 
 def test_paired_difference_verdicts():

@@ -233,7 +233,9 @@ def plot_alpha(alpha, ops: Sequence[str], title: str, path: str | Path) -> None:
     n = a.shape[0]
     size = min(2.0 + 0.35 * n, 12.0)
     fig, ax = plt.subplots(figsize=(size + 1.2, size))
-    im = ax.imshow(a, cmap="viridis", vmin=0.0, vmax=1.0, aspect="equal")
+    cmap = matplotlib.colormaps["viridis"].copy()
+    cmap.set_bad("#f2f2f2")  # inputs the slot does not read (α exactly 0) vs a learned α ≈ 0
+    im = ax.imshow(np.ma.masked_where(a == 0, a), cmap=cmap, vmin=0.0, vmax=1.0, aspect="equal")
     ax.set_xticks(range(n))
     ax.set_xticklabels([str(i) for i in range(n)], fontsize=7)
     ax.set_yticks(range(n))

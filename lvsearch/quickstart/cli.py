@@ -30,8 +30,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "arms) or electra (the paper's replaced-token detection)")
     p.add_argument("--seeds", type=int, default=1,
                    help="pretraining seeds per arm (default: 1; 3 measures the seed spread at ~2× the time)")
-    p.add_argument("--space", default="lvbert-elc",
+    p.add_argument("--space", default="lvbert-elc", choices=("lvbert-elc", "lvbert"),
                    help="search-space family: lvbert-elc (layer order and ELC connectivity, default) or lvbert (order only)")
+    p.add_argument("--skip-bad-files", action="store_true",
+                   help="skip binary / non-UTF-8 files in --data with a warning (default: fail, listing them)")
     blimp = p.add_mutually_exclusive_group()
     blimp.add_argument("--blimp", default=None, metavar="DIR",
                        help="BLiMP folder of *.jsonl files (default: ../shared/data/blimp next to the checkout, when present)")
@@ -60,7 +62,7 @@ def _quickstart(args: argparse.Namespace) -> int:
     settings = QuickstartSettings(
         data=args.data or DEFAULT_DATA, minutes=args.minutes, seeds=args.seeds, objective=args.objective,
         space=args.space, tasks=list(args.task), blimp=blimp, supernet_recipe=args.supernet_config,
-        retrain_recipe=args.retrain_config,
+        retrain_recipe=args.retrain_config, skip_bad_files=args.skip_bad_files,
     )
     ctx = run_quickstart(args.out, settings, device=args.device)
     report = ctx.out / "report.md"

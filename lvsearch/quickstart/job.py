@@ -65,6 +65,7 @@ class QuickstartSettings:
         tasks: fine-tuning task folders / HF specs (``lvsearch evaluate --task``).
         blimp: BLiMP folder, or None to skip BLiMP.
         supernet_recipe, retrain_recipe: recipes (bundled names or YAML paths).
+        skip_bad_files: skip binary / non-UTF-8 files of ``data`` with a warning.
     """
 
     data: str = DEFAULT_DATA
@@ -76,6 +77,7 @@ class QuickstartSettings:
     blimp: str | None = None
     supernet_recipe: str = "quickstart"
     retrain_recipe: str = "retrain-quickstart"
+    skip_bad_files: bool = False
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -137,6 +139,10 @@ def _check_settings(settings: QuickstartSettings) -> None:
     from lvsearch.space import SearchSpace
 
     SearchSpace.load(settings.space)
+    if settings.blimp is not None:
+        from lvsearch.eval.blimp import read_blimp
+
+        read_blimp(settings.blimp, limit=1)  # no *.jsonl / bad rows: fail now, not after training
     names = [load_task(t).name for t in settings.tasks]  # fails early on a bad task folder
     if len(set(names)) != len(names):
         raise LvsearchError(f"two --task arguments have the same name ({', '.join(names)})", fix="give each task once")
@@ -162,6 +168,13 @@ def open_context(out: str | Path, settings: QuickstartSettings, *, device: str =
         if not isinstance(state, dict) or state.get("format") != FORMAT:
             raise LvsearchError(f"{path} is not a quickstart state file ({FORMAT})",
                                 fix="choose another --out, or delete the folder to start again")
+        if not all(isinstance(state.get(k), dict) for k in ("settings", "plan", "stages")):
+            raise LvsearchError(f"{path} is corrupted (settings, plan and stages must be JSON objects)",
+                                fix="restore it, or choose another --out (the stage folders in it can be reused by hand)")
+        if state["settings"] != wanted and not any(st.get("status") == "done" for st in state["stages"].values()):
+            # nothing was produced (e.g. the first try failed on bad --data): start afresh
+            state = {"format": FORMAT, "settings": wanted, "plan": plan.to_dict(), "stages": {}}
+            atomic_write_json(path, state)
         if state.get("settings") != wanted:
             old = state.get("settings") or {}
             diff = sorted(k for k in set(old) | set(wanted) if old.get(k) != wanted.get(k))
@@ -186,8 +199,13 @@ def stage_data(ctx: Context) -> dict:
     if (ctx.data_dir / "manifest.json").exists():
         data = PreparedData.open(ctx.data_dir)
         return {"skipped": "already prepared", "train_tokens": data.manifest["splits"]["train"]["tokens"]}
-    res = prepare([ctx.settings.data], ctx.data_dir, PrepareSettings(vocab_size=ctx.plan.vocab_size),
-                  show_progress=ctx.show_progress)
+    try:
+        res = prepare([ctx.settings.data], ctx.data_dir, PrepareSettings(vocab_size=ctx.plan.vocab_size),
+                      skip_bad_files=ctx.settings.skip_bad_files, show_progress=ctx.show_progress)
+    except LvsearchError as e:  # prepare's messages name data-prepare's options
+        msg, _, fix = str(e).partition("\n  fix: ")
+        raise LvsearchError(msg.replace("--input", "--data"),
+                            fix=(fix or None) and fix.replace("--input", "--data")) from None
     data = PreparedData.open(ctx.data_dir)
     return {"train_tokens": data.manifest["splits"]["train"]["tokens"], "dev_tokens": data.manifest["splits"]["dev"]["tokens"],
             "vocab_size": data.vocab_size, "seconds_prepare": getattr(res, "seconds", None)}
@@ -204,9 +222,19 @@ def _train_state(run: Path, steps: int) -> str:
     return "new"
 
 
+def _warmup(recipe: str, cls_name: str, steps: int) -> int:
+    """The recipe's warm-up, shortened to at most 1/8 of ``steps`` (short budgets: a warm-up
+    longer than the run would leave no learning curve after it)."""
+    from lvsearch import config as cfgmod
+
+    cfg, _ = cfgmod.load_config(getattr(cfgmod, cls_name), recipe)
+    return max(1, min(cfg.train.warmup_steps, steps // 8))
+
+
 def supernet_overrides(ctx: Context) -> list[str]:
     p = ctx.plan
     return [f"space={ctx.settings.space}", f"train.steps={p.supernet_steps}",
+            f"train.warmup_steps={_warmup(ctx.settings.supernet_recipe, 'SupernetConfig', p.supernet_steps)}",
             f"train.eval_every={max(10, p.supernet_steps // 4)}", f"train.checkpoint_every={max(10, p.supernet_steps // 10)}",
             f"eval.dev_sequences={p.search_dev_sequences}"]
 
@@ -293,6 +321,7 @@ def retrain_overrides(ctx: Context, seed: int) -> list[str]:
     slots = read_json(ctx.supernet_dir / "config.json", what="supernet run config")["space"]["num_slots"]
     return [f"space={ctx.settings.space}", f"num_slots={slots}", f"objective={ctx.settings.objective}",
             f"train.steps={p.retrain_steps}", f"train.eval_every={p.curve_every}", f"train.seed={seed}",
+            f"train.warmup_steps={_warmup(ctx.settings.retrain_recipe, 'RetrainConfig', p.retrain_steps)}",
             f"train.checkpoint_every={max(p.curve_every, p.retrain_steps // 6)}", f"eval.dev_sequences={p.curve_sequences}"]
 
 
@@ -445,9 +474,19 @@ def run_quickstart(out: str | Path, settings: QuickstartSettings, *, device: str
     Raises:
         LvsearchError: bad settings or a stage's own errors (bad data, ...).
     """
-    from lvsearch import ui
+    from lvsearch.train.loop import RESUME_HINT
 
     ctx = open_context(out, settings, device=device, show_progress=show_progress)
+    token = RESUME_HINT.set("re-run the same 'lvsearch quickstart' command to continue")
+    try:
+        return _run_stages(ctx, stop_after)
+    finally:
+        RESUME_HINT.reset(token)
+
+
+def _run_stages(ctx: Context, stop_after: str | None) -> Context:
+    from lvsearch import ui
+
     total = len(STAGES)
     t_run = time.perf_counter()
     for i, (name, fn) in enumerate(STAGES, start=1):

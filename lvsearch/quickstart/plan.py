@@ -91,7 +91,7 @@ class Plan:
             ("retrain", f"{self.retrain_steps} steps × {retrain_tokens_per_step:,} tokens per arm, {self.seeds} seed(s)",
              PAPER["retrain"]),
             ("BLiMP", f"first {self.blimp_limit} pairs of each paradigm", PAPER["blimp"]),
-            ("fine-tuning", f"{self.finetune_train_limit} training examples, {self.finetune_epochs} epochs, "
+            ("fine-tuning", f"{self.finetune_train_limit} training examples, {self.finetune_epochs} epoch(s), "
                             f"{self.finetune_seeds} seed(s), first {self.finetune_eval_limit} dev/test examples",
              PAPER["finetune"]),
         ]

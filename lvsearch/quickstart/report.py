@@ -15,6 +15,7 @@ settings); a difference is called a win only when its 95% interval excludes zero
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -78,6 +79,10 @@ def _blimp_outcomes(report: dict) -> np.ndarray | None:
         return None
     parts = [p.get("per_pair_correct", "") for _, p in sorted(b["paradigms"].items())]
     return _bits("".join(parts)) if all(parts) else None
+
+
+def _split(report: dict, task: str) -> str:
+    return "test" if "test" in report["finetune"][task]["aggregate"] else "dev"
 
 
 def _task_scores(report: dict) -> dict[str, tuple[str, list[float]]]:
@@ -169,7 +174,10 @@ def finalists_section(state: dict) -> list[str]:
       "Its pick, trained to the full budget, is the EA arm above.\n")
     for r in state.get("rounds", []):
         d = r["decision"]
-        note = f" — **fallback**: {d['fallback']}" if d.get("fallback") else ""
+        note = ""
+        if d.get("fallback"):
+            why = re.sub(r"^candidate '[^']*': (prediction_interval: )?", "", str(d["fallback"])).rstrip(":")
+            note = f" — **ranked by current dev loss** (M4 not usable: {why})"
         w(f"Round {r['round']} at {r['budget_steps']} steps{note}:\n")
         w("| finalist | dev loss now | predicted at full budget [90% interval] | decision |")
         w("|---|---|---|---|")
@@ -185,8 +193,8 @@ def finalists_section(state: dict) -> list[str]:
           f" — {'also kept' if same else 'not all kept'} by {rule}.\n")
     f = state.get("final")
     if f:
-        w(f"Pick: `{f['pick']}` ({f['reason']}); compute {f['compute_steps']} of {f['compute_all_steps']} finalist-steps "
-          f"= {f['compute_fraction']:.0%} of training all to the end.\n")
+        w(f"Pick: `{f['pick']}` — {f['reason']}. Compute: {f['compute_steps']} of {f['compute_all_steps']} "
+          f"finalist-steps, {f['compute_fraction']:.0%} of training all of them to the end.\n")
     c = state.get("comparison")
     if c:
         w(f"Training all finalists to the end picks `{c['train_all']['pick']}` (dev loss {c['train_all']['final_loss']:.3f}):\n")
@@ -283,6 +291,10 @@ def write_quickstart_report(ctx: "Context") -> Path:
     for task in sorted(task_scores[names["bert"][0]]):
         metric = task_scores[names["bert"][0]][task][0]
         rows.append((f"{task} {metric}", [_pm([v for n in names[a] for v in task_scores[n][task][1]]) for a in ARMS]))
+        mcc = {a: [r[_split(reports[n], task)]["mcc"] for n in names[a] for r in reports[n]["finetune"][task]["per_seed"]
+                   if (r.get(_split(reports[n], task)) or {}).get("mcc") is not None] for a in ARMS}
+        if all(mcc.values()):
+            rows.append((f"{task} MCC (0 = one class / chance)", [_pm(mcc[a]) for a in ARMS]))
     w("| " + " | ".join(head) + " |")
     w("|" + "---|" * len(head))
     for label, vals in rows:
@@ -402,6 +414,12 @@ def write_quickstart_report(ctx: "Context") -> Path:
                          "dev MLM loss of the ELECTRA generator (nats)" if electra else "dev MLM loss (nats)")
     w("## Retraining curves\n")
     w(f"![learning curves]({curve_png.name})\n")
+    bert_mlm = reports[names["bert"][0]].get("mlm") or {}
+    w(f"Curve points are evaluated every {plan.curve_every} steps on a small dev subset ({plan.curve_sequences} "
+      f"sequences, to keep them cheap); the table's MLM numbers use {bert_mlm.get('sequences', plan.mlm_dev_sequences)} "
+      f"dev sequences ({bert_mlm.get('predicted_tokens', '?')} masked targets, one target = "
+      f"{1 / max(1, bert_mlm.get('predicted_tokens') or 1):.4f} accuracy), so the two differ in level and "
+      "may differ in order.\n")
 
     # ---- search
     w("## Search: evolution vs random search\n")
@@ -415,7 +433,7 @@ def write_quickstart_report(ctx: "Context") -> Path:
     curve_rs = (read_json(ctx.search_dir / RANDOM_DIR / "state.json").get("curve") or [{}])[-1]
     w(f"Both searches made {plan.population} × {plan.iterations} = {plan.population * plan.iterations} evaluations "
       f"(supernet weights, {plan.search_dev_sequences} fixed masked dev sequences, "
-      f"{_search_targets(ctx.search_dir)} masked targets). Best supernet fitness: "
+      f"{_search_targets(ctx.search_dir)} masked targets: fitness moves in steps of one target). Best supernet fitness: "
       f"EA {_fmt(ea_best['meta']['fitness'])} (`{Arch.from_dict(ea_best).compact}`), random search "
       f"{_fmt(rs_best['meta']['fitness'])} (`{Arch.from_dict(rs_best).compact}`); top-{min(plan.topk, plan.population)} "
       f"mean EA {_fmt(curve_ea.get('topk_mean'))}, random {_fmt(curve_rs.get('topk_mean'))}. "

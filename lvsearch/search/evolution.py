@@ -557,6 +557,9 @@ def plot_curves(curves: dict[str, list[dict]], path: str | Path, title: str = ""
         color = f"C{i}"
         ax.plot(it, [c["best"] for c in curve], color=color, marker="o", ms=3, label=f"{label}: top-k best")
         ax.plot(it, [c["topk_mean"] for c in curve], color=color, ls="--", label=f"{label}: top-k mean")
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("iteration")
     ax.set_ylabel("fitness (dev MLM accuracy)")
     ax.set_title(title or "search progress")

@@ -333,7 +333,14 @@ class _Job:
                     show_progress=self.show_progress, stop_at=stop)
 
     def curve(self, name: str, up_to: int) -> tuple[list[float], list[float]]:
-        return read_curve(self.run_dir(name), up_to_step=up_to, after_step=self.config.train.warmup_steps)
+        """Dev-loss curve up to ``up_to`` with the warm-up evaluations dropped; when the rung
+        ends inside the warm-up, the last evaluation alone (enough for current-loss ranking,
+        the documented fallback)."""
+        xs, ys = read_curve(self.run_dir(name), up_to_step=up_to, after_step=self.config.train.warmup_steps)
+        if not xs:
+            xs, ys = read_curve(self.run_dir(name), up_to_step=up_to, after_step=0)
+            xs, ys = xs[-1:], ys[-1:]
+        return xs, ys
 
     def final_loss(self, name: str) -> float:
         _, ys = read_curve(self.run_dir(name), up_to_step=self.budget, after_step=self.budget - 1)
@@ -459,7 +466,7 @@ def run_finalists(
     job.save(state)
 
     rule = PRUNING[o.pruning]
-    n_first = rungs[0] // t.eval_every - t.warmup_steps // t.eval_every
+    n_first = max(0, rungs[0] // t.eval_every - t.warmup_steps // t.eval_every)
     need = job.step_kwargs()["model_factory"]().n_params
     if rule == "m4" and not state["rounds"] and n_first < need:
         ui.warn(f"round 1 curves have {n_first} dev evaluation(s) after the warm-up; M4 needs {need}: "

@@ -18,6 +18,7 @@ over the global batch, whatever the split into ranks and micro-batches.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import hashlib
 import json
 import math
@@ -36,6 +37,9 @@ from lvsearch.train.distributed import DistInfo, all_reduce_sum
 
 METRICS = "metrics.jsonl"
 CURVE = "curve.jsonl"
+#: What the Ctrl-C message tells the user to do; a job that resumes differently (the
+#: quickstart: re-run the same command) sets it for the duration of its run.
+RESUME_HINT: contextvars.ContextVar[str] = contextvars.ContextVar("RESUME_HINT", default="continue with --resume")
 
 
 class Objective(Protocol):
@@ -214,7 +218,7 @@ def train(
                 if step > start:
                     save_checkpoint(run_dir, step, module, optimizer, {**checkpoint_extra, "tokens": step * tokens_per_step},
                                     keep=cfg.keep_checkpoints)
-                    ui.console.print(f"interrupted: checkpoint saved at step {step}; continue with --resume")
+                    ui.console.print(f"interrupted: checkpoint saved at step {step}; {RESUME_HINT.get()}")
                 else:
                     ui.console.print("interrupted before the first step completed: nothing to save")
                 raise KeyboardInterrupt
