@@ -112,6 +112,12 @@ def iter_jsonl(path: str | os.PathLike, text: str, *, fix: str):
         yield lineno, obj
 
 
+def differing_keys(old: dict, new: dict) -> list[str]:
+    """Sorted keys whose values differ between two settings mappings (missing counts as None);
+    used by every job that refuses to resume with other settings, to name what changed."""
+    return sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+
+
 def sha256_file(path: str | os.PathLike, chunk_bytes: int = 1 << 20) -> str:
     """Hex SHA-256 of a file's bytes, read in ``chunk_bytes`` chunks."""
     h = hashlib.sha256()

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Callable
 
 from lvsearch.errors import LvsearchError
-from lvsearch.io import atomic_write_json, read_json
+from lvsearch.io import atomic_write_json, differing_keys, read_json
 from lvsearch.quickstart.plan import Plan, make_plan
 
 FORMAT = "lvsearch.quickstart/v1"
@@ -177,7 +177,7 @@ def open_context(out: str | Path, settings: QuickstartSettings, *, device: str =
             atomic_write_json(path, state)
         if state.get("settings") != wanted:
             old = state.get("settings") or {}
-            diff = sorted(k for k in set(old) | set(wanted) if old.get(k) != wanted.get(k))
+            diff = differing_keys(old, wanted)
             raise LvsearchError(
                 f"{out} holds a quickstart with other settings ({', '.join(f'{k}: {old.get(k)!r} → {wanted.get(k)!r}' for k in diff)})",
                 fix="re-run with the same arguments to resume it, or choose another --out",

@@ -40,6 +40,7 @@ from typing import Callable
 
 from lvsearch.arch import Arch
 from lvsearch.errors import LvsearchError
+from lvsearch.io import differing_keys
 from lvsearch.search.evaluator import BaseEvaluator, EvalResult
 from lvsearch.space import SearchSpace
 
@@ -381,8 +382,7 @@ class Search:
             if s["space"] != self.space.to_dict():
                 raise LvsearchError(f"--resume: {source} was made for another search space", fix="check --supernet")
             if s["extra"] != self.extra_state:
-                diff = sorted(k for k in set(s["extra"]) | set(self.extra_state)
-                              if s["extra"].get(k) != self.extra_state.get(k))
+                diff = differing_keys(s["extra"], self.extra_state)
                 raise LvsearchError(f"--resume: {source} was made with different inputs ({', '.join(diff)})",
                                     fix="resume with the original --supernet/--dev-sequences/constraints")
             history = [dict(h) for h in s["history"]]

@@ -60,7 +60,7 @@ from lvsearch import __version__
 from lvsearch.arch import ARCH_FORMAT, Arch, resolve_arch
 from lvsearch.config import RetrainConfig, load_config, to_jsonable
 from lvsearch.errors import LvsearchError
-from lvsearch.io import atomic_write_json, iter_jsonl, read_json
+from lvsearch.io import atomic_write_json, differing_keys, iter_jsonl, read_json
 
 FORMAT = "lvsearch.finalists/v1"
 STATE = "finalists.json"
@@ -376,7 +376,7 @@ def _open_state(out: Path, job: _Job, overwrite: bool) -> dict:
             shutil.rmtree(out)
         elif state.get("settings") != settings:
             old = state.get("settings") or {}
-            diff = sorted(k for k in set(old) | set(settings) if old.get(k) != settings.get(k))
+            diff = differing_keys(old, settings)
             raise LvsearchError(
                 f"--out {out} holds a finalist job with other settings (differ: {', '.join(diff)})",
                 fix="re-run it with its own settings to continue, pass --overwrite to restart, or choose another --out",

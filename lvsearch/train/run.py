@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 from lvsearch.config import build_dataclass, load_config, to_jsonable
 from lvsearch.errors import LvsearchError
-from lvsearch.io import read_json
+from lvsearch.io import differing_keys, read_json
 from lvsearch.train.checkpoint import CHECKPOINTS, latest_checkpoint
 
 CONFIG = "config.json"
@@ -85,7 +85,7 @@ def resume_config(out: Path, cls: type, run_format: str, recipe: str | None, ove
         new, _ = load_config(cls, recipe, overrides)
         a, b = normalise(to_jsonable(new)), recorded["config"]
         if a != b:
-            diff = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+            diff = differing_keys(a, b)
             raise LvsearchError(
                 f"--resume with a different configuration than {out / CONFIG} (sections differ: {', '.join(diff)})",
                 fix="resume without --config/--set (the recorded config is used), or start a new --out",
