@@ -193,6 +193,11 @@ def open_context(out: str | Path, settings: QuickstartSettings, *, device: str =
 
 # ------------------------------------------------------------------------------- stages
 def stage_data(ctx: Context) -> dict:
+    """Prepare ``--data`` into ``OUT/data`` (skipped when its manifest exists).
+
+    Raises:
+        LvsearchError: prepare's errors, phrased with quickstart's options.
+    """
     from lvsearch.data.prepare import PrepareSettings, prepare
     from lvsearch.data.shards import PreparedData
 
@@ -208,7 +213,7 @@ def stage_data(ctx: Context) -> dict:
                             fix=(fix or None) and fix.replace("--input", "--data")) from None
     data = PreparedData.open(ctx.data_dir)
     return {"train_tokens": data.manifest["splits"]["train"]["tokens"], "dev_tokens": data.manifest["splits"]["dev"]["tokens"],
-            "vocab_size": data.vocab_size, "seconds_prepare": getattr(res, "seconds", None)}
+            "vocab_size": data.vocab_size, "seconds_prepare": res.seconds}
 
 
 def _train_state(run: Path, steps: int) -> str:
@@ -222,24 +227,28 @@ def _train_state(run: Path, steps: int) -> str:
     return "new"
 
 
-def _warmup(recipe: str, cls_name: str, steps: int) -> int:
-    """The recipe's warm-up, shortened to at most 1/8 of ``steps`` (short budgets: a warm-up
-    longer than the run would leave no learning curve after it)."""
-    from lvsearch import config as cfgmod
+def _warmup(recipe: str, cls: type, steps: int) -> int:
+    """The recipe's warm-up (optimizer steps), shortened to at most 1/8 of ``steps``: on short
+    budgets a warm-up longer than the run would leave no learning curve after it."""
+    from lvsearch.config import load_config
 
-    cfg, _ = cfgmod.load_config(getattr(cfgmod, cls_name), recipe)
+    cfg, _ = load_config(cls, recipe)
     return max(1, min(cfg.train.warmup_steps, steps // 8))
 
 
 def supernet_overrides(ctx: Context) -> list[str]:
+    """``--set`` overrides of the supernet recipe: space, steps, warm-up, eval/checkpoint cadence."""
+    from lvsearch.config import SupernetConfig
+
     p = ctx.plan
     return [f"space={ctx.settings.space}", f"train.steps={p.supernet_steps}",
-            f"train.warmup_steps={_warmup(ctx.settings.supernet_recipe, 'SupernetConfig', p.supernet_steps)}",
+            f"train.warmup_steps={_warmup(ctx.settings.supernet_recipe, SupernetConfig, p.supernet_steps)}",
             f"train.eval_every={max(10, p.supernet_steps // 4)}", f"train.checkpoint_every={max(10, p.supernet_steps // 10)}",
             f"eval.dev_sequences={p.search_dev_sequences}"]
 
 
 def stage_supernet(ctx: Context) -> dict:
+    """Train (new), resume (checkpoint present) or skip (summary at the planned steps) ``OUT/supernet``."""
     from lvsearch.train.supernet import train_supernet
 
     run = ctx.supernet_dir
@@ -264,6 +273,7 @@ def _search_done(folder: Path) -> bool:
 
 
 def stage_search(ctx: Context) -> dict:
+    """Evolution and random search (``evolve --compare-random``) into ``OUT/search``; resumes a partial search."""
     from lvsearch.search.evolution import STATE as SEARCH_STATE
     from lvsearch.search.evolution import SearchConfig
     from lvsearch.search.job import RANDOM_DIR, EvolveOptions, evolve
@@ -317,11 +327,13 @@ def arm_arch_spec(ctx: Context, arm: str) -> str:
 
 def retrain_overrides(ctx: Context, seed: int) -> list[str]:
     """Recipe overrides shared by every retrained arm (only ``train.seed`` differs by seed)."""
+    from lvsearch.config import RetrainConfig
+
     p = ctx.plan
     slots = read_json(ctx.supernet_dir / "config.json", what="supernet run config")["space"]["num_slots"]
     return [f"space={ctx.settings.space}", f"num_slots={slots}", f"objective={ctx.settings.objective}",
             f"train.steps={p.retrain_steps}", f"train.eval_every={p.curve_every}", f"train.seed={seed}",
-            f"train.warmup_steps={_warmup(ctx.settings.retrain_recipe, 'RetrainConfig', p.retrain_steps)}",
+            f"train.warmup_steps={_warmup(ctx.settings.retrain_recipe, RetrainConfig, p.retrain_steps)}",
             f"train.checkpoint_every={max(p.curve_every, p.retrain_steps // 6)}", f"eval.dev_sequences={p.curve_sequences}"]
 
 
@@ -358,6 +370,7 @@ def _link_finalist_pick(ctx: Context, run: Path) -> bool:
 
 
 def stage_retrain(ctx: Context) -> dict:
+    """Retrain every arm × seed into ``OUT/retrain/NAME`` (the EA arm's seed 0 is the finalist pick)."""
     out = {}
     for arm in ARMS:
         for seed, name in enumerate(ctx.run_names(arm)):
@@ -388,6 +401,7 @@ def evaluate_argv(ctx: Context, model: Path, report: Path) -> list[str]:
 
 
 def stage_evaluate(ctx: Context) -> dict:
+    """``lvsearch evaluate`` of every retrained run into ``OUT/eval/NAME.json`` (existing reports kept)."""
     from lvsearch.cli import build_parser
 
     done = {}
@@ -446,6 +460,7 @@ def _finite(v) -> float | None:
 
 
 def stage_report(ctx: Context) -> dict:
+    """Write ``OUT/report.md`` and its figures (always regenerated: cheap)."""
     from lvsearch.quickstart.report import write_quickstart_report
 
     path = write_quickstart_report(ctx)

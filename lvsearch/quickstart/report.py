@@ -48,6 +48,9 @@ def paired_difference(a: np.ndarray, b: np.ndarray, *, confidence: float = 0.95)
 
     Raises:
         ValueError: different lengths or no items.
+
+    Source: the nonparametric bootstrap (Efron & Tibshirani 1993) of the mean paired
+    difference, resampling items with replacement; ``scipy.stats.bootstrap`` percentile method.
     """
     from scipy import stats
 
