@@ -1,0 +1,232 @@
+"""Reference floors for MLM dev accuracy: what counting the training text alone achieves.
+
+A model that does not beat these floors has learned nothing beyond local co-occurrence, so
+differences between such models are not architecture effects. Two count models, both fitted
+on exactly the training tokens a model saw (:func:`seen_sequences`) and scored on the same
+fixed masked dev set and targets as the models (:func:`score_floors`):
+
+* **unigram**: every target is predicted as the most frequent non-special training token.
+* **neighbour-count**: a target at position ``t`` is predicted from its neighbours
+  ``x[t-1]`` and ``x[t+1]`` in the corrupted dev input, where a neighbour is *available* when
+  it exists and is not itself a prediction target (its token may have been replaced) nor
+  padding. With both available: the most frequent middle token ``m`` of the training triples
+  ``(left, m, right)``; if that pair was never seen, or only the left (right) neighbour is
+  available, the most frequent ``m`` after ``left`` (before ``right``); then unigram.
+  Ties go to the smallest token id. Special tokens are context, never predictions.
+
+Counting runs inside packed training sequences (``[CLS] … [SEP]``, documents joined by
+``[SEP]``), the same windows the model was trained on, with numpy ``unique`` over int64 keys:
+a few seconds for millions of tokens.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from lvsearch.data.masking import IGNORE_INDEX
+from lvsearch.errors import LvsearchError
+
+#: Names of the floors, in the order reports show them.
+FLOOR_NAMES = ("unigram", "neighbour-count")
+
+
+def seen_sequences(data, *, batch_size: int, seq_len: int, seed: int, steps: int) -> np.ndarray:
+    """The training sequences of the first ``steps`` global batches of a run.
+
+    Reproduces :class:`lvsearch.data.loader.BatchStream` (the one the training loop reads), so
+    the rows are exactly what a run with these ``train`` settings saw, repeats across epochs
+    included.
+
+    Args:
+        data: :class:`~lvsearch.data.shards.PreparedData`.
+        batch_size: global batch (sequences per optimizer step).
+        seq_len: packing length ``L``.
+        seed: the run's ``train.seed``.
+        steps: optimizer steps taken (0 gives an empty array).
+
+    Returns:
+        int64 ``(steps · batch_size, L)``.
+
+    Raises:
+        LvsearchError: the split holds fewer sequences than one batch.
+    """
+    from lvsearch.data.loader import BatchStream
+
+    stream = BatchStream(data.sequences("train", seq_len), batch_size, seed)
+    if steps <= 0:
+        return np.empty((0, seq_len), dtype=np.int64)
+    rows = [stream._permutation(e)[: stream.steps_per_epoch * batch_size]
+            for e in range((steps - 1) // stream.steps_per_epoch + 1)]
+    order = np.concatenate(rows)[: steps * batch_size]
+    return stream.sequences[order]
+
+
+def _best_middle(context: np.ndarray, middle: np.ndarray, vocab: int) -> tuple[np.ndarray, np.ndarray]:
+    """For each distinct context key, the most frequent middle token (ties: smallest id).
+
+    Returns ``(sorted unique context keys, best middle per key)``.
+    """
+    if context.size == 0:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    keys, counts = np.unique(context * vocab + middle, return_counts=True)
+    ctx, mid = keys // vocab, keys % vocab
+    # Sort by context, then count descending, then middle ascending: first row per context wins.
+    order = np.lexsort((mid, -counts, ctx))
+    ctx, mid = ctx[order], mid[order]
+    first = np.ones(len(ctx), dtype=bool)
+    first[1:] = ctx[1:] != ctx[:-1]
+    return ctx[first], mid[first]
+
+
+def _lookup(keys: np.ndarray, values: np.ndarray, query: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(found (n,) bool, value (n,) int64)`` for ``query`` in sorted ``keys``."""
+    if keys.size == 0 or query.size == 0:
+        return np.zeros(query.shape, bool), np.zeros(query.shape, np.int64)
+    pos = np.clip(np.searchsorted(keys, query), 0, len(keys) - 1)
+    found = keys[pos] == query
+    return found, np.where(found, values[pos], 0)
+
+
+@dataclass
+class NeighbourCountModel:
+    """Count tables of one training sample (see the module docstring).
+
+    Build with :meth:`fit`; ``unigram`` is the most frequent non-special token.
+    """
+
+    vocab_size: int
+    tokens: int
+    unigram: int
+    pair_keys: np.ndarray
+    pair_best: np.ndarray
+    left_keys: np.ndarray
+    left_best: np.ndarray
+    right_keys: np.ndarray
+    right_best: np.ndarray
+
+    @classmethod
+    def fit(cls, sequences: np.ndarray, vocab_size: int, special_ids) -> "NeighbourCountModel":
+        """Count over ``sequences`` ``(n, L)`` integer ids (neighbours never cross rows).
+
+        Args:
+            sequences: training windows, e.g. :func:`seen_sequences`.
+            vocab_size: ``V``; ids must lie in ``[0, V)``.
+            special_ids: the tokenizer's :class:`~lvsearch.data.tokenizer.SpecialIds`; these
+                ids are context only, never predicted.
+
+        Raises:
+            LvsearchError: no non-special token to count, or ids outside ``[0, V)``.
+        """
+        seqs = np.asarray(sequences, dtype=np.int64)
+        if seqs.ndim != 2:
+            raise LvsearchError(f"expected (n, L) training sequences, got shape {seqs.shape}")
+        V = int(vocab_size)
+        if seqs.size and (seqs.min() < 0 or seqs.max() >= V):
+            raise LvsearchError(f"token ids outside [0, {V}) in the training sequences",
+                                fix="pass the vocabulary size of the tokenizer that made the data")
+        special = np.zeros(V, dtype=bool)
+        special[list(special_ids.all())] = True
+        ok = ~special[seqs]
+        uni = np.bincount(seqs[ok], minlength=V)
+        if uni.sum() == 0:
+            raise LvsearchError("no non-special training token to count", fix="count over more training steps")
+        # Middle positions with both neighbours in the row: (left, m, right).
+        mid, mid_ok = seqs[:, 1:-1], ok[:, 1:-1]
+        left, right = seqs[:, :-2], seqs[:, 2:]
+        pair_keys, pair_best = _best_middle((left * V + right)[mid_ok], mid[mid_ok], V)
+        # Left-only (l, m) over positions 1..L-1 and right-only (m, r) over 0..L-2.
+        m_l, ok_l = seqs[:, 1:], ok[:, 1:]
+        left_keys, left_best = _best_middle(seqs[:, :-1][ok_l], m_l[ok_l], V)
+        m_r, ok_r = seqs[:, :-1], ok[:, :-1]
+        right_keys, right_best = _best_middle(seqs[:, 1:][ok_r], m_r[ok_r], V)
+        return cls(V, int(ok.sum()), int(np.argmax(uni)), pair_keys, pair_best,
+                   left_keys, left_best, right_keys, right_best)
+
+    def predict(self, input_ids: np.ndarray, labels: np.ndarray, pad_id: int | None = None) -> dict[str, np.ndarray]:
+        """Predictions at the targets of a masked batch.
+
+        Args:
+            input_ids: ``(B, L)`` corrupted ids (the model's input).
+            labels: ``(B, L)``: the true id at targets, ``IGNORE_INDEX`` elsewhere.
+            pad_id: padding id (never used as a neighbour); None = no padding.
+
+        Returns:
+            ``{"neighbour-count": (P,), "unigram": (P,), "level": (P,)}`` int64 arrays over the
+            ``P`` targets in row-major order (the order of ``hidden[labels != -100]``);
+            ``level`` is 0 = (left, right) pair, 1 = left only, 2 = right only, 3 = unigram.
+        """
+        ids = np.asarray(input_ids, dtype=np.int64)
+        lab = np.asarray(labels, dtype=np.int64)
+        B, L = ids.shape
+        usable = lab == IGNORE_INDEX
+        if pad_id is not None:
+            usable &= ids != pad_id
+        b, t = np.nonzero(lab != IGNORE_INDEX)
+        has_l = (t > 0) & usable[b, np.maximum(t - 1, 0)]
+        has_r = (t < L - 1) & usable[b, np.minimum(t + 1, L - 1)]
+        lt, rt = ids[b, np.maximum(t - 1, 0)], ids[b, np.minimum(t + 1, L - 1)]
+        V = self.vocab_size
+        pred = np.full(len(t), self.unigram, dtype=np.int64)
+        level = np.full(len(t), 3, dtype=np.int64)
+        # Fill from the weakest back-off to the strongest so stronger levels overwrite.
+        for lvl, avail, keys, best, query in (
+            (2, has_r, self.right_keys, self.right_best, rt),
+            (1, has_l, self.left_keys, self.left_best, lt),
+            (0, has_l & has_r, self.pair_keys, self.pair_best, lt * V + rt),
+        ):
+            found, value = _lookup(keys, best, query)
+            hit = avail & found
+            pred[hit] = value[hit]
+            level[hit] = lvl
+        return {"neighbour-count": pred, "unigram": np.full(len(t), self.unigram, np.int64), "level": level}
+
+
+def score_floors(model: NeighbourCountModel, dev, pad_id: int | None = None) -> dict[str, dict]:
+    """Score both floors on a fixed masked dev set.
+
+    Args:
+        model: fitted :class:`NeighbourCountModel`.
+        dev: :class:`~lvsearch.data.loader.DevSet` (the one the models are scored on).
+        pad_id: padding id, if the dev set can hold padding.
+
+    Returns:
+        ``{name: {"accuracy", "predicted_tokens", "per_target_correct"}}`` for each of
+        :data:`FLOOR_NAMES`, plus ``"backoff"`` (fraction of targets at each level) and
+        ``"train_tokens"`` (non-special tokens counted) in the neighbour-count entry.
+        ``per_target_correct`` uses the same one-character-per-target format and order as
+        :func:`lvsearch.eval.mlm.mlm_dev_metrics`, so floors pair with models target by target.
+    """
+    ids, labels = dev.input_ids.numpy(), dev.labels.numpy()
+    gold = labels[labels != IGNORE_INDEX]
+    if gold.size == 0:
+        raise LvsearchError("the dev set has no masked targets", fix="prepare more dev text")
+    out = model.predict(ids, labels, pad_id)
+    result: dict[str, dict] = {}
+    for name in FLOOR_NAMES:
+        hit = out[name] == gold
+        result[name] = {
+            "accuracy": float(hit.mean()),
+            "predicted_tokens": int(gold.size),
+            "per_target_correct": "".join("1" if h else "0" for h in hit.tolist()),
+        }
+    levels = np.bincount(out["level"], minlength=4) / gold.size
+    result["neighbour-count"]["backoff"] = dict(zip(("pair", "left", "right", "unigram"), map(float, levels)))
+    result["neighbour-count"]["train_tokens"] = model.tokens
+    result["unigram"]["train_tokens"] = model.tokens
+    return result
+
+
+def floors_for_run(data, dev, *, batch_size: int, seq_len: int, seed: int, steps: int) -> dict[str, dict]:
+    """Both floors for a run that took ``steps`` steps of ``batch_size × seq_len`` tokens with
+    ``train.seed = seed``, scored on ``dev``; also records ``tokens_seen`` (= steps·batch·L)."""
+    seqs = seen_sequences(data, batch_size=batch_size, seq_len=seq_len, seed=seed, steps=steps)
+    floors = score_floors(NeighbourCountModel.fit(seqs, data.vocab_size, data.special_ids), dev,
+                          pad_id=data.special_ids.pad)
+    for v in floors.values():
+        v["tokens_seen"] = int(steps * batch_size * seq_len)
+    return floors
+
+
+__all__ = ["FLOOR_NAMES", "NeighbourCountModel", "floors_for_run", "score_floors", "seen_sequences"]
