@@ -36,7 +36,12 @@ class TrainConfig:
             gradient-accumulation micro-batches (the *global* batch).
         seq_len: packed sequence length in tokens (``[CLS]`` and ``[SEP]`` included).
         lr: peak learning rate of AdamW.
-        warmup_steps: linear warm-up steps from 0 to ``lr``; then linear decay to 0 at ``steps``.
+        warmup_steps: linear warm-up steps from 0 to ``lr``; then the ``schedule``.
+        schedule: after warm-up, ``linear`` (decay to 0 at ``steps``; BERT / LV-BERT),
+            ``wsd`` (warmup-stable-decay: constant ``lr``, then a linear cool-down to 0 over
+            the last ``decay_fraction`` of the steps; Hägele et al. 2024) or ``cosine``
+            (half-cosine to 0 at ``steps``).
+        decay_fraction: cool-down share of ``steps`` under ``wsd`` (0 < f ≤ 1).
         weight_decay: AdamW decoupled weight decay (not applied to biases, LayerNorm weights
             and α logits).
         adam_betas, adam_eps: AdamW moments and epsilon.
@@ -55,6 +60,8 @@ class TrainConfig:
     seq_len: int = 128
     lr: float = 2e-4
     warmup_steps: int = 100
+    schedule: str = "linear"
+    decay_fraction: float = 0.2
     weight_decay: float = 0.01
     adam_betas: tuple[float, float] = (0.9, 0.999)
     adam_eps: float = 1e-6
@@ -77,6 +84,11 @@ class TrainConfig:
                 raise LvsearchError(f"{source}: train.{name} must be ≥ 0")
         if self.lr <= 0:
             raise LvsearchError(f"{source}: train.lr must be > 0")
+        if self.schedule not in ("linear", "wsd", "cosine"):
+            raise LvsearchError(f"{source}: train.schedule {self.schedule!r} unknown", fix="use linear, wsd or cosine")
+        if not 0 < self.decay_fraction <= 1:
+            raise LvsearchError(f"{source}: train.decay_fraction must be in (0, 1], got {self.decay_fraction}",
+                                fix="e.g. 0.2")
         if self.precision not in ("auto", "fp32", "bf16"):
             raise LvsearchError(f"{source}: train.precision {self.precision!r} unknown", fix="use auto, fp32 or bf16")
 

@@ -9,6 +9,8 @@ from typing import Any
 from lvsearch.errors import LvsearchError
 
 FF_ACTIVATIONS = ("gelu", "geglu")
+POSITIONS = ("absolute", "relative")
+INITS = ("bert", "scaled")
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,20 @@ class ModelDims:
         weighted_output: MLM head reads a learned mixture of all slot outputs.
         pad_id: padding token id; ``model.padding_mask(input_ids)`` builds a mask from it
             (models never guess a mask: ``attention_mask=None`` means no padding).
+        position: ``"absolute"`` (learned position embeddings added to the token embeddings,
+            BERT) or ``"relative"`` (no position embeddings; every SA layer adds a learned
+            bias per head and bucketed relative distance to its attention logits, T5 /
+            Raffel et al. 2020 §2.1, as in LTG-BERT's bucketed positions, Samuel et al.
+            2023). DC is position-aware through its convolution either way.
+        relative_buckets: number of distance buckets (half per direction; exact distances
+            up to a quarter of them, log-spaced beyond).
+        relative_max_distance: distances at or beyond this share the outermost bucket.
+        relative_init: initial relative bias, ``"local"`` (head h of n starts at
+            ``-2^(-8h/n) |d|``, an ALiBi-style locality prior, Press et al. 2022) or ``"zero"``
+            (uniform attention at the start, T5).
+        init: ``"bert"`` (every matrix normal(0, 0.02)) or ``"scaled"`` (the same, but the
+            projections that write into the residual stream — SA ``out``, FF ``fc2``, DC
+            ``out`` — get std ``0.02 / sqrt(2 N)`` for N slots; GPT-2, Radford et al. 2019 §2.3).
     """
 
     vocab_size: int
@@ -47,12 +63,18 @@ class ModelDims:
     mixing_normalized: bool = False
     weighted_output: bool = False
     pad_id: int = 0
+    position: str = "absolute"
+    relative_buckets: int = 32
+    relative_max_distance: int = 128
+    relative_init: str = "local"
+    init: str = "bert"
 
     def __post_init__(self) -> None:
         def bad(msg: str, fix: str) -> LvsearchError:
             return LvsearchError(f"model dims: {msg}", fix=fix)
 
-        for name in ("vocab_size", "hidden", "embedding", "ff_inner", "heads", "conv_kernel", "max_len"):
+        for name in ("vocab_size", "hidden", "embedding", "ff_inner", "heads", "conv_kernel", "max_len",
+                     "relative_buckets", "relative_max_distance"):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise bad(f"{name} must be a positive integer, got {v!r}", f"set {name} to a positive integer")
@@ -67,6 +89,14 @@ class ModelDims:
             raise bad(f"unknown ff_activation {self.ff_activation!r}", f"use one of {', '.join(FF_ACTIVATIONS)}")
         if self.mixing_init not in ("biased", "zero"):
             raise bad(f"unknown mixing_init {self.mixing_init!r}", "use biased or zero")
+        if self.position not in POSITIONS:
+            raise bad(f"unknown position {self.position!r}", f"use one of {', '.join(POSITIONS)}")
+        if self.relative_buckets < 4 or self.relative_buckets % 2:
+            raise bad(f"relative_buckets must be an even number ≥ 4, got {self.relative_buckets}", "e.g. 32")
+        if self.relative_init not in ("local", "zero"):
+            raise bad(f"unknown relative_init {self.relative_init!r}", "use local or zero")
+        if self.init not in INITS:
+            raise bad(f"unknown init {self.init!r}", f"use one of {', '.join(INITS)}")
         if not 0 <= self.pad_id < self.vocab_size:
             raise bad(f"pad_id {self.pad_id} outside the vocabulary (size {self.vocab_size})",
                       "set pad_id to the tokenizer's [PAD] id")

@@ -77,6 +77,16 @@ def _init_weights(module: nn.Module) -> None:
         nn.init.zeros_(module.bias)
 
 
+def scale_residual_init(slots, num_slots: int) -> None:
+    """Scaled residual init (GPT-2, Radford et al. 2019 §2.3): the projections writing into
+    the residual stream (SA ``out``, FF ``fc2``, DC ``out``) get normal(0, 0.02 / sqrt(2 N))."""
+    std = INIT_STD / (2 * num_slots) ** 0.5
+    for ops in slots:
+        for layer in ops.values():
+            proj = getattr(layer, "out", None) or getattr(layer, "fc2", None)
+            nn.init.normal_(proj.weight, std=std)
+
+
 class _Backbone(nn.Module):
     """Embeddings, slot storage, output stage and MLM head shared by Encoder and Supernet."""
 
@@ -84,7 +94,8 @@ class _Backbone(nn.Module):
         super().__init__()
         self.dims = dims
         self.num_slots = num_slots
-        self.embeddings = Embeddings(dims.vocab_size, dims.embedding, dims.hidden, dims.max_len, dims.dropout)
+        self.embeddings = Embeddings(dims.vocab_size, dims.embedding, dims.hidden, dims.max_len, dims.dropout,
+                                     absolute=dims.position == "absolute")
         self.slots = nn.ModuleDict(
             {str(n): nn.ModuleDict({op: make_layer(op, dims) for op in ops}) for n, ops in enumerate(slot_ops, start=1)}
         )
@@ -93,6 +104,8 @@ class _Backbone(nn.Module):
         self.final_norm = nn.LayerNorm(dims.hidden, eps=LN_EPS) if dims.pre_ln else None
         self.mlm_head = MLMHead(dims.hidden, dims.embedding, dims.vocab_size)
         self.apply(_init_weights)
+        if dims.init == "scaled":
+            scale_residual_init(self.slots.values(), num_slots)
 
     # ---------------------------------------------------------------- slot-by-slot API
     def embed(self, input_ids: torch.Tensor) -> torch.Tensor:

@@ -80,12 +80,20 @@ def step_seed(seed: int, step: int, rank: int, stream: str) -> int:
 
 def lr_at(step: int, cfg: TrainConfig) -> float:
     """Learning rate for optimizer step ``step`` (0-based): linear warm-up to ``cfg.lr`` over
-    ``warmup_steps``, then linear decay to 0 at ``cfg.steps`` (BERT / LV-BERT schedule)."""
+    ``warmup_steps``, then ``cfg.schedule``: ``linear`` decay to 0 at ``cfg.steps`` (BERT /
+    LV-BERT), ``wsd`` (constant, then linear to 0 over the last ``decay_fraction · steps``;
+    Hägele et al. 2024) or ``cosine`` (half-cosine to 0 at ``cfg.steps``)."""
     if cfg.warmup_steps and step < cfg.warmup_steps:
         return cfg.lr * (step + 1) / cfg.warmup_steps
     remaining = cfg.steps - step
+    if cfg.schedule == "wsd":
+        decay = max(1, round(cfg.decay_fraction * cfg.steps))
+        return cfg.lr * min(1.0, max(0.0, remaining / decay))
     span = max(1, cfg.steps - cfg.warmup_steps)
-    return cfg.lr * max(0.0, remaining / span)
+    frac = max(0.0, remaining / span)
+    if cfg.schedule == "cosine":
+        return cfg.lr * 0.5 * (1.0 - math.cos(math.pi * frac))
+    return cfg.lr * frac
 
 
 def make_optimizer(module: nn.Module, cfg: TrainConfig) -> torch.optim.AdamW:
