@@ -30,6 +30,17 @@ from lvsearch.errors import LvsearchError
 
 #: Names of the floors, in the order reports show them.
 FLOOR_NAMES = ("unigram", "neighbour-count")
+#: The floor a model must beat (strictly higher dev accuracy) to count as having learned
+#: something; reports word a model that does not as :data:`NOT_PAST_FLOOR`.
+REFERENCE_FLOOR = "neighbour-count"
+NOT_PAST_FLOOR = "has not learned past local co-occurrence"
+NOT_ARCH_EFFECT = ("its BLiMP and task differences from other models are not to be read as architecture effects")
+
+
+def _stream(data, batch_size: int, seq_len: int, seed: int):
+    from lvsearch.data.loader import BatchStream
+
+    return BatchStream(data.sequences("train", seq_len), batch_size, seed)
 
 
 def seen_sequences(data, *, batch_size: int, seq_len: int, seed: int, steps: int) -> np.ndarray:
@@ -37,7 +48,8 @@ def seen_sequences(data, *, batch_size: int, seq_len: int, seed: int, steps: int
 
     Reproduces :class:`lvsearch.data.loader.BatchStream` (the one the training loop reads), so
     the rows are exactly what a run with these ``train`` settings saw, repeats across epochs
-    included.
+    included. Memory grows with ``steps``; :func:`seen_row_counts` gives the same sample as
+    (distinct rows, multiplicity) in memory bounded by the corpus.
 
     Args:
         data: :class:`~lvsearch.data.shards.PreparedData`.
@@ -52,9 +64,7 @@ def seen_sequences(data, *, batch_size: int, seq_len: int, seed: int, steps: int
     Raises:
         LvsearchError: the split holds fewer sequences than one batch.
     """
-    from lvsearch.data.loader import BatchStream
-
-    stream = BatchStream(data.sequences("train", seq_len), batch_size, seed)
+    stream = _stream(data, batch_size, seq_len, seed)
     if steps <= 0:
         return np.empty((0, seq_len), dtype=np.int64)
     rows = [stream._permutation(e)[: stream.steps_per_epoch * batch_size]
@@ -63,14 +73,45 @@ def seen_sequences(data, *, batch_size: int, seq_len: int, seed: int, steps: int
     return stream.sequences[order]
 
 
-def _best_middle(context: np.ndarray, middle: np.ndarray, vocab: int) -> tuple[np.ndarray, np.ndarray]:
-    """For each distinct context key, the most frequent middle token (ties: smallest id).
+def seen_row_counts(data, *, batch_size: int, seq_len: int, seed: int, steps: int) -> tuple[np.ndarray, np.ndarray]:
+    """The sample of :func:`seen_sequences` as ``(rows, counts)``: the sorted distinct indices
+    of the packed training sequences the first ``steps`` batches read and how often each was
+    read (int64 ``(k,)`` each; ``counts.sum() == steps · batch_size``). Memory is bounded by
+    the number of packed sequences, whatever ``steps`` is (a run of many epochs reads each row
+    many times).
+
+    Raises:
+        LvsearchError: the split holds fewer sequences than one batch.
+    """
+    stream = _stream(data, batch_size, seq_len, seed)
+    n = len(stream.sequences)
+    counts = np.zeros(n, dtype=np.int64)
+    per_epoch = stream.steps_per_epoch * batch_size
+    left = max(0, steps) * batch_size
+    epoch = 0
+    while left > 0:
+        take = min(left, per_epoch)
+        counts += np.bincount(stream._permutation(epoch)[:take], minlength=n)
+        left -= take
+        epoch += 1
+    rows = np.nonzero(counts)[0]
+    return rows.astype(np.int64), counts[rows]
+
+
+def _best_middle(context: np.ndarray, middle: np.ndarray, vocab: int,
+                 weights: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """For each distinct context key, the most frequent middle token (ties: smallest id);
+    occurrence ``i`` counts ``weights[i]`` times (default 1).
 
     Returns ``(sorted unique context keys, best middle per key)``.
     """
     if context.size == 0:
         return np.empty(0, np.int64), np.empty(0, np.int64)
-    keys, counts = np.unique(context * vocab + middle, return_counts=True)
+    if weights is None:
+        keys, counts = np.unique(context * vocab + middle, return_counts=True)
+    else:
+        keys, inverse = np.unique(context * vocab + middle, return_inverse=True)
+        counts = np.bincount(inverse.ravel(), weights=weights, minlength=len(keys)).astype(np.int64)
     ctx, mid = keys // vocab, keys % vocab
     # Sort by context, then count descending, then middle ascending: first row per context wins.
     order = np.lexsort((mid, -counts, ctx))
@@ -107,7 +148,8 @@ class NeighbourCountModel:
     right_best: np.ndarray
 
     @classmethod
-    def fit(cls, sequences: np.ndarray, vocab_size: int, special_ids) -> "NeighbourCountModel":
+    def fit(cls, sequences: np.ndarray, vocab_size: int, special_ids,
+            weights: np.ndarray | None = None) -> "NeighbourCountModel":
         """Count over ``sequences`` ``(n, L)`` integer ids (neighbours never cross rows).
 
         Args:
@@ -115,33 +157,51 @@ class NeighbourCountModel:
             vocab_size: ``V``; ids must lie in ``[0, V)``.
             special_ids: the tokenizer's :class:`~lvsearch.data.tokenizer.SpecialIds`; these
                 ids are context only, never predicted.
+            weights: optional ``(n,)`` non-negative integer multiplicity of each row (e.g. the
+                counts of :func:`seen_row_counts`); the tables equal those of the rows
+                repeated that many times. None = every row once.
 
         Raises:
-            LvsearchError: no non-special token to count, or ids outside ``[0, V)``.
+            LvsearchError: no non-special token to count, ids outside ``[0, V)``, or
+                ``weights`` of the wrong shape or negative.
         """
         seqs = np.asarray(sequences, dtype=np.int64)
         if seqs.ndim != 2:
             raise LvsearchError(f"expected (n, L) training sequences, got shape {seqs.shape}")
+        w = None
+        if weights is not None:
+            w = np.asarray(weights, dtype=np.int64)
+            if w.shape != (seqs.shape[0],) or (w.size and w.min() < 0):
+                raise LvsearchError(f"row weights must be {seqs.shape[0]} non-negative integers, got shape {w.shape}")
         V = int(vocab_size)
         if seqs.size and (seqs.min() < 0 or seqs.max() >= V):
             raise LvsearchError(f"token ids outside [0, {V}) in the training sequences",
                                 fix="pass the vocabulary size of the tokenizer that made the data")
         special = np.zeros(V, dtype=bool)
         special[list(special_ids.all())] = True
+        if w is not None:
+            keep = w > 0
+            seqs, w = seqs[keep], w[keep]
         ok = ~special[seqs]
-        uni = np.bincount(seqs[ok], minlength=V)
+        # Per-position weight (the row's multiplicity), selected like the positions.
+        wpos = None if w is None else np.broadcast_to(w[:, None], seqs.shape)
+
+        def sel(m: np.ndarray, cols: slice) -> np.ndarray | None:
+            return None if wpos is None else wpos[:, cols][m]
+
+        uni = np.bincount(seqs[ok], weights=sel(ok, slice(None)), minlength=V)
         if uni.sum() == 0:
             raise LvsearchError("no non-special training token to count", fix="count over more training steps")
         # Middle positions with both neighbours in the row: (left, m, right).
         mid, mid_ok = seqs[:, 1:-1], ok[:, 1:-1]
         left, right = seqs[:, :-2], seqs[:, 2:]
-        pair_keys, pair_best = _best_middle((left * V + right)[mid_ok], mid[mid_ok], V)
+        pair_keys, pair_best = _best_middle((left * V + right)[mid_ok], mid[mid_ok], V, sel(mid_ok, slice(1, -1)))
         # Left-only (l, m) over positions 1..L-1 and right-only (m, r) over 0..L-2.
         m_l, ok_l = seqs[:, 1:], ok[:, 1:]
-        left_keys, left_best = _best_middle(seqs[:, :-1][ok_l], m_l[ok_l], V)
+        left_keys, left_best = _best_middle(seqs[:, :-1][ok_l], m_l[ok_l], V, sel(ok_l, slice(1, None)))
         m_r, ok_r = seqs[:, :-1], ok[:, :-1]
-        right_keys, right_best = _best_middle(seqs[:, 1:][ok_r], m_r[ok_r], V)
-        return cls(V, int(ok.sum()), int(np.argmax(uni)), pair_keys, pair_best,
+        right_keys, right_best = _best_middle(seqs[:, 1:][ok_r], m_r[ok_r], V, sel(ok_r, slice(None, -1)))
+        return cls(V, int(round(uni.sum())), int(np.argmax(uni)), pair_keys, pair_best,
                    left_keys, left_best, right_keys, right_best)
 
     def predict(self, input_ids: np.ndarray, labels: np.ndarray, pad_id: int | None = None) -> dict[str, np.ndarray]:
@@ -220,13 +280,134 @@ def score_floors(model: NeighbourCountModel, dev, pad_id: int | None = None) -> 
 
 def floors_for_run(data, dev, *, batch_size: int, seq_len: int, seed: int, steps: int) -> dict[str, dict]:
     """Both floors for a run that took ``steps`` steps of ``batch_size × seq_len`` tokens with
-    ``train.seed = seed``, scored on ``dev``; also records ``tokens_seen`` (= steps·batch·L)."""
-    seqs = seen_sequences(data, batch_size=batch_size, seq_len=seq_len, seed=seed, steps=steps)
-    floors = score_floors(NeighbourCountModel.fit(seqs, data.vocab_size, data.special_ids), dev,
+    ``train.seed = seed``, scored on ``dev``; also records ``tokens_seen`` (= steps·batch·L).
+
+    The sample is :func:`seen_sequences`, counted as distinct rows with their multiplicity
+    (:func:`seen_row_counts`), so a run of many epochs costs no more memory than one.
+
+    Args:
+        data: :class:`~lvsearch.data.shards.PreparedData` the run trained on.
+        dev: the :class:`~lvsearch.data.loader.DevSet` the model was scored on.
+        batch_size, seq_len, seed, steps: the run's ``train.batch_size`` (global),
+            ``train.seq_len``, ``train.seed`` and the optimizer steps it took.
+
+    Returns:
+        :func:`score_floors`' dict, each entry with ``tokens_seen`` added.
+
+    Raises:
+        LvsearchError: fewer training sequences than one batch, ``steps < 1`` (nothing
+            seen), or a dev set without targets.
+    """
+    if steps < 1:
+        raise LvsearchError(f"a floor needs at least one training step, got steps={steps}")
+    rows, counts = seen_row_counts(data, batch_size=batch_size, seq_len=seq_len, seed=seed, steps=steps)
+    seqs = data.sequences("train", seq_len)[rows]
+    floors = score_floors(NeighbourCountModel.fit(seqs, data.vocab_size, data.special_ids, weights=counts), dev,
                           pad_id=data.special_ids.pad)
     for v in floors.values():
         v["tokens_seen"] = int(steps * batch_size * seq_len)
     return floors
 
 
-__all__ = ["FLOOR_NAMES", "NeighbourCountModel", "floors_for_run", "score_floors", "seen_sequences"]
+def _positive_int(value) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def run_settings(training_args: dict, extra: dict) -> tuple[dict | None, str | None]:
+    """The ``(batch_size, seq_len, seed, steps)`` of the run that made a model directory, from
+    its ``training_args.json`` (the run's config: ``train.batch_size``, ``train.seq_len``,
+    ``train.seed``) and its config's ``extra`` (``steps``, else ``tokens / (batch · L)``).
+
+    Returns:
+        ``(settings dict, None)``, or ``(None, reason)`` naming what is missing.
+    """
+    train = (training_args or {}).get("train") if isinstance(training_args, dict) else None
+    if not isinstance(train, dict):
+        return None, "the model directory records no training settings (training_args.json has no 'train' section)"
+    got = {k: train.get(k) for k in ("batch_size", "seq_len")}
+    missing = [k for k, v in got.items() if _positive_int(v) is None]
+    seed = train.get("seed")
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        missing.append("seed")
+    if missing:
+        return None, f"training_args.json lacks train.{', train.'.join(missing)}"
+    extra = extra if isinstance(extra, dict) else {}
+    steps = _positive_int(extra.get("steps"))
+    if steps is None and _positive_int(extra.get("tokens")):
+        per_step = got["batch_size"] * got["seq_len"]
+        if extra["tokens"] % per_step == 0:
+            steps = extra["tokens"] // per_step
+    if steps is None:
+        return None, "the model directory does not record how many steps it was trained (config.json extra.steps)"
+    return {**got, "seed": seed, "steps": steps}, None
+
+
+def floors_for_model(training_args: dict, extra: dict, data, dev) -> dict:
+    """The reference floors of a model directory's training run, for ``lvsearch evaluate``.
+
+    Args:
+        training_args: the model directory's ``training_args.json``.
+        extra: its ``config.json`` ``extra`` (``steps``/``tokens``; ``train_tokens`` of the
+            training split when recorded, to check that ``data`` is the training corpus).
+        data: :class:`~lvsearch.data.shards.PreparedData` (``--mlm-data``; same tokenizer).
+        dev: the dev set the model was scored on.
+
+    Returns:
+        ``{"status": "done", "run": {batch_size, seq_len, seed, steps}, "tokens_seen", "unigram":
+        {...}, "neighbour-count": {...}}`` (entries of :func:`score_floors`, per-target strings
+        included), optionally ``"note"``; or ``{"status": "unavailable", "reason": ...}`` when the
+        run cannot be reconstructed (foreign model, other corpus, too few sequences). Never raises
+        for those cases: floors are a reference, not a requirement.
+    """
+    run, reason = run_settings(training_args, extra)
+    if run is None:
+        return {"status": "unavailable", "reason": reason}
+    extra = extra if isinstance(extra, dict) else {}
+    note = None
+    recorded = extra.get("train_tokens")
+    actual = data.num_tokens("train")
+    if isinstance(recorded, int):
+        if recorded != actual:
+            return {"status": "unavailable",
+                    "reason": f"the model was trained on a corpus of {recorded:,} train tokens, --mlm-data "
+                              f"{data.folder} has {actual:,}: not the training corpus"}
+    else:
+        note = "the model directory does not record its training corpus; assumed to be --mlm-data"
+    try:
+        floors = floors_for_run(data, dev, **run)
+    except LvsearchError as e:
+        return {"status": "unavailable", "reason": str(e).splitlines()[0]}
+    out = {"status": "done", "run": run, "tokens_seen": run["steps"] * run["batch_size"] * run["seq_len"], **floors}
+    if note:
+        out["note"] = note
+    return out
+
+
+def compact_floors(floors: dict[str, dict]) -> dict[str, dict]:
+    """``floors`` without the long ``per_target_correct`` strings (for ``summary.json`` and
+    terminal output): accuracy, predicted_tokens, train_tokens, tokens_seen, backoff."""
+    return {name: {k: v for k, v in floors[name].items() if k != "per_target_correct"} for name in FLOOR_NAMES if name in floors}
+
+
+def beats_floor(accuracy: float, floors: dict[str, dict]) -> bool:
+    """True when ``accuracy`` (a fraction of the same dev targets) is strictly above the
+    :data:`REFERENCE_FLOOR` (neighbour-count) accuracy of ``floors``."""
+    return float(accuracy) > float(floors[REFERENCE_FLOOR]["accuracy"])
+
+
+def floor_line(label: str, accuracy: float, floors: dict[str, dict]) -> str:
+    """One line: ``label`` accuracy against both floors and the verdict, e.g.
+    ``dev MLM accuracy 0.3120 vs floors: unigram 0.0610, neighbour-count 0.2210
+    (40,960 tokens seen) → beats the neighbour-count floor``."""
+    tokens = floors[REFERENCE_FLOOR].get("tokens_seen")
+    seen = f" ({tokens:,} tokens seen)" if tokens is not None else ""
+    verdict = ("beats the neighbour-count floor" if beats_floor(accuracy, floors)
+               else f"{NOT_PAST_FLOOR} (not above the neighbour-count floor)")
+    return (f"{label} {accuracy:.4f} vs floors: unigram {floors['unigram']['accuracy']:.4f}, "
+            f"neighbour-count {floors[REFERENCE_FLOOR]['accuracy']:.4f}{seen} → {verdict}")
+
+
+__all__ = [
+    "FLOOR_NAMES", "NOT_ARCH_EFFECT", "NOT_PAST_FLOOR", "REFERENCE_FLOOR", "NeighbourCountModel", "beats_floor",
+    "compact_floors", "floor_line", "floors_for_model", "floors_for_run", "run_settings", "score_floors", "seen_row_counts", "seen_sequences",
+]
