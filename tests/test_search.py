@@ -81,7 +81,7 @@ def _exactness(net, dev, space, n_archs, seed):
 def test_memo_and_prefix_cache_are_exact(supernet_run: Path, prepared_corpus: Path):
     loaded = load_supernet(supernet_run)
     data = PreparedData.open(prepared_corpus)
-    dev = fixed_dev_set(data, num_sequences=20, seq_len=32, seed=loaded.config.eval.seed, masking=loaded.config.masking)
+    dev = fixed_dev_set(data, num_sequences=20, seq_len=32, seed=loaded.config.eval.seed)
     res = _exactness(loaded.supernet, dev, loaded.space, 14, 0)
     assert all(0 <= r.fitness <= 1 and r.loss > 0 for r in res)
     # the same on ELC connectivity (slot n reads any earlier state): an untrained elc supernet

@@ -9,7 +9,10 @@ global batch of ``W·b`` sequences, so the union over ranks equals the single-pr
 
 :func:`fixed_dev_set` builds the dev batch that every architecture is evaluated on: a seeded
 choice of dev sequences masked once with a seeded generator. It is a deterministic function
-of its arguments (CPU RNG), so every process and every run gets identical masks.
+of its arguments (CPU RNG), so every process and every run gets identical masks. Every dev
+evaluation of lvsearch (learning curves, supernet panel, search fitness, ``evaluate``,
+reference floors) uses the standard BERT masking :data:`DEV_MASKING` whatever masking the run
+trained with, so dev accuracies of runs with different ``masking`` settings stay comparable.
 """
 
 from __future__ import annotations
@@ -22,6 +25,10 @@ import torch
 from lvsearch.data.masking import MaskingConfig, MLMMasker
 from lvsearch.data.shards import PackedSequences, PreparedData
 from lvsearch.errors import LvsearchError
+
+#: The masking of every dev set lvsearch scores (``MaskingConfig()``: 15% of non-special
+#: tokens, token strategy, 80/10/10 [MASK]/random/keep), independent of a run's training masking.
+DEV_MASKING = MaskingConfig()
 
 
 class BatchStream:
@@ -101,12 +108,21 @@ def fixed_dev_set(
         num_sequences: how many dev sequences (a seeded sample; all when None or larger).
         seq_len: packing length (default: the dataset's).
         seed: seed of the sample and of the masks.
-        masking: MLM settings (default :class:`MaskingConfig`).
+        masking: MLM settings (default :data:`DEV_MASKING`, the standard BERT masking; every
+            lvsearch job leaves it at that default so that dev accuracies do not depend on the
+            training masking — pass another only for experiments outside the tools).
+
+    Returns:
+        :class:`DevSet` of ``min(num_sequences, available)`` rows of length ``seq_len``.
+
+    Raises:
+        LvsearchError: the dev split has no sequence of this length (see
+            :meth:`PreparedData.sequences`).
     """
     seqs = data.sequences("dev", seq_len)
     n = len(seqs) if num_sequences is None else min(num_sequences, len(seqs))
     rows = np.sort(np.random.default_rng(seed).choice(len(seqs), size=n, replace=False))
     ids = torch.from_numpy(seqs[rows])
-    masker = MLMMasker(masking or MaskingConfig(), data.vocab_size, data.special_ids)
+    masker = MLMMasker(masking or DEV_MASKING, data.vocab_size, data.special_ids)
     corrupted, labels = masker(ids, torch.Generator().manual_seed(seed))
     return DevSet(corrupted, labels, ids)

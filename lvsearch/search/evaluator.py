@@ -209,8 +209,8 @@ class SupernetEvaluator(BaseEvaluator):
     Args:
         supernet: a trained :class:`lvsearch.model.Supernet` (put in eval mode here).
         dev: the fixed masked dev set (``input_ids``, ``labels``: ``(S, L)`` long), e.g.
-            ``fixed_dev_set(data, num_sequences=..., seq_len=..., seed=..., masking=...)`` with the
-            supernet run's masking config and seq_len.
+            ``fixed_dev_set(data, num_sequences=..., seq_len=..., seed=...)`` with the supernet
+            run's seq_len and the standard dev masking (:func:`lvsearch.search.job.load_dev`).
         seq_len: sequence length for :meth:`Supernet.flops_per_token` (default: the dev set's L).
         batch_size: dev sequences per forward chunk (None = the whole dev set at once).
         cache_bytes: memory budget of the prefix cache, bytes; one cached state costs

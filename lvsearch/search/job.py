@@ -82,8 +82,10 @@ def _clear(out: Path) -> None:
 
 
 def load_dev(loaded, data_dir: str | Path | None, dev_sequences: int | None):
-    """The fixed masked dev set of a supernet run: the run's masking config, seq_len and eval
-    seed; ``dev_sequences`` sequences (default: the run's). Returns ``(DevSet, PreparedData)``.
+    """The fixed masked dev set of a supernet run: the run's seq_len and eval seed, the standard
+    BERT dev masking (:data:`lvsearch.data.loader.DEV_MASKING`, whatever masking the supernet
+    trained with, so fitness is comparable across runs); ``dev_sequences`` sequences (default:
+    the run's). Returns ``(DevSet, PreparedData)``.
 
     Raises:
         LvsearchError: missing data folder or a tokenizer whose sha256 differs from the run's.
@@ -107,7 +109,7 @@ def load_dev(loaded, data_dir: str | Path | None, dev_sequences: int | None):
     n = dev_sequences if dev_sequences is not None else cfg.eval.dev_sequences
     if n < 1:
         raise LvsearchError(f"--dev-sequences must be ≥ 1, got {n}")
-    dev = fixed_dev_set(data, num_sequences=n, seq_len=cfg.train.seq_len, seed=cfg.eval.seed, masking=cfg.masking)
+    dev = fixed_dev_set(data, num_sequences=n, seq_len=cfg.train.seq_len, seed=cfg.eval.seed)
     return dev, data
 
 

@@ -18,6 +18,10 @@ zero-shot MLM scoring, e.g. BLiMP, can use).
 MLM (``objective: mlm``): plain MLM on the same architecture, for LV-BERT's MLM-accuracy
 comparison.
 
+Dev metrics (curves and the final evaluation) use the fixed dev set with the standard BERT
+masking (:data:`lvsearch.data.loader.DEV_MASKING`), not the recipe's ``masking``, so runs
+trained with different masking are compared on the same targets.
+
 Output run folder: ``config.json``, ``tokenizer.json``, ``metrics.jsonl``, ``curve.jsonl``
 (dev metrics against tokens seen; ``loss`` is the dev MLM loss — the generator's for ELECTRA —
 for scaling-law fits), ``checkpoints/``, ``summary.json`` and ``model/`` (the model directory of
@@ -185,9 +189,10 @@ class RetrainObjective:
         self.module, self.config, self.info = module, config, info
         self.electra = isinstance(module, Electra)
         self.batches = MaskedBatches(data, config.train, config.masking, info)
+        # Standard BERT masking (DEV_MASKING), not config.masking: dev accuracies of runs with
+        # different training masking stay comparable.
         self.dev = fixed_dev_set(
             data, num_sequences=config.eval.dev_sequences, seq_len=config.train.seq_len, seed=config.eval.seed,
-            masking=config.masking,
         )
 
 

@@ -6,8 +6,9 @@ Yu et al. 2021, §3.2 eq. 6–7; single-path one-shot, Guo et al. 2020) or with 
 ``(seed, s)``, so every rank of a distributed run trains the same path at the same step and a
 resumed run samples the same sequence. Periodically, a fixed panel of reference
 architectures (bert, lvbert-paper, random:1..3 by default) is scored on the fixed masked dev
-set; the unigram baseline (always predicting the most frequent training token) is logged
-next to it.
+set (standard BERT masking, :data:`lvsearch.data.loader.DEV_MASKING`, whatever the recipe's
+training ``masking``); the unigram baseline (always predicting the most frequent token of the
+whole training split) is logged next to it.
 
 Run folder::
 
@@ -119,9 +120,10 @@ class SupernetObjective:
         self.batches = MaskedBatches(data, config.train, config.masking, info)
         self.module = SupernetMLM(supernet)
         self.sampler = ArchSampler(supernet.space, config.sampling, config.train.seed)
+        # Standard BERT masking (DEV_MASKING), not config.masking: the panel's accuracies (and the
+        # search fitness, same dev set) stay comparable across runs with other training masking.
         self.dev = fixed_dev_set(
             data, num_sequences=config.eval.dev_sequences, seq_len=config.train.seq_len, seed=config.eval.seed,
-            masking=config.masking,
         )
         self.panel, self.notes = resolve_panel(config.eval.panel, supernet.space)
         self.unigram = unigram_accuracy(data, self.dev)
