@@ -131,6 +131,14 @@ def test_mlm_resume_equality_and_best_json(prepared_corpus: Path, tmp_path: Path
     assert all(torch.equal(a[k], b[k]) for k in a)
     assert (run / "curve.jsonl").read_text() == (killed / "curve.jsonl").read_text()
 
+    # reference floors: in summary.json (without per-target strings), same after the resume
+    s, k = (json.loads((d / "summary.json").read_text()) for d in (run, killed))
+    assert set(s["floors"]) == {"unigram", "neighbour-count"} and "per_target_correct" not in json.dumps(s)
+    assert s["floors"]["neighbour-count"]["tokens_seen"] == 20 * 16 * 32 == s["tokens"]
+    assert s["floors"] == k["floors"] and s["floors_compared_with"] == "dev_mlm"
+    assert s["beats_floor"] == (s["final_eval"]["dev_mlm"]["accuracy"] > s["floors"]["neighbour-count"]["accuracy"])
+    assert "vs floors: unigram" in " ".join(out.split())
+
 
 def test_retrain_bad_inputs(prepared_corpus: Path, tmp_path: Path, capsys):
     base = ["retrain", "--config", "retrain-quickstart", "--data", str(prepared_corpus)]

@@ -153,6 +153,10 @@ def test_supernet_learns_and_resumes_exactly(prepared_corpus: Path, tmp_path: Pa
     assert a.keys() == b.keys()
     for k in a:
         assert torch.equal(a[k], b[k]), k
+    assert set(summary["floors"]) == {"unigram", "neighbour-count"}
+    assert summary["floors"]["unigram"]["tokens_seen"] == summary["tokens"]
+    assert set(summary["beats_floor"]) == set(after)
+    assert json.loads((killed / "summary.json").read_text())["floors"] == summary["floors"]
     resumed_lines = [json.loads(x) for x in (killed / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in resumed_lines if "loss" in r] == list(range(5, 55, 5))  # no duplicates
 

@@ -25,7 +25,10 @@ trained with different masking are compared on the same targets.
 Output run folder: ``config.json``, ``tokenizer.json``, ``metrics.jsonl``, ``curve.jsonl``
 (dev metrics against tokens seen; ``loss`` is the dev MLM loss — the generator's for ELECTRA —
 for scaling-law fits), ``checkpoints/``, ``summary.json`` and ``model/`` (the model directory of
-:mod:`lvsearch.modeldir`).
+:mod:`lvsearch.modeldir`). ``summary.json`` also holds the reference floors of the run
+(:mod:`lvsearch.eval.floors`: unigram and neighbour-count fitted on exactly the training
+sequences the run read, scored on the same dev set; ``floors``) and ``beats_floor`` (the dev
+MLM accuracy — the generator's for ELECTRA — is above the neighbour-count floor).
 """
 
 from __future__ import annotations
@@ -106,7 +109,8 @@ class Electra(nn.Module):
         super().__init__()
         self.discriminator, self.generator, self.disc_weight = discriminator, generator, disc_weight
         generator.embeddings.word = discriminator.embeddings.word
-        generator.embeddings.position = discriminator.embeddings.position
+        if discriminator.embeddings.position is not None:  # absent with relative positions
+            generator.embeddings.position = discriminator.embeddings.position
         h = discriminator.dims.hidden
         self.rtd_head = nn.Sequential(nn.Linear(h, h), nn.GELU(), nn.Linear(h, 1))
         for m in self.rtd_head:
@@ -390,16 +394,54 @@ def retrain(
                 out / MODEL_DIR, disc, arch=arch, dims=dims, tokenizer_path=out / TOKENIZER,
                 objective=config.objective, generator=gen,
                 training_args=normalise(to_jsonable(config)),
-                extra={"run": str(out), "steps": summary["steps"], "tokens": summary["tokens"], "arch_source": str(arch_spec)},
+                extra={"run": str(out), "steps": summary["steps"], "tokens": summary["tokens"], "arch_source": str(arch_spec),
+                       "train_tokens": data.num_tokens("train")},
             )
             summary["model_dir"] = str(out / MODEL_DIR)
             summary["params"] = disc.num_params()
+            summary.update(run_floors(data, objective.dev, t, summary["steps"], summary.get("final_eval") or {}))
             atomic_write_json(out / "summary.json", summary)
             ui.console.print(f"model directory: {out / MODEL_DIR}")
+            key = summary.get("floors_compared_with")
+            if key:
+                from lvsearch.eval.floors import floor_line
+
+                label = "dev MLM accuracy" if key == "dev_mlm" else "generator dev MLM accuracy"
+                ui.console.print(floor_line(label, summary["final_eval"][key]["accuracy"], summary["floors"]),
+                                 highlight=False)
         barrier(info)
         return summary
     finally:
         shutdown(info)
+
+
+def run_floors(data: PreparedData, dev, train_cfg, steps: int, final_eval: dict) -> dict:
+    """Summary entries of the reference floors of a run after ``steps`` steps (numpy only: no
+    torch RNG is touched, so training and resume are unaffected).
+
+    Args:
+        data: the run's prepared data.
+        dev: the dev set of the final evaluation (:attr:`RetrainObjective.dev`).
+        train_cfg: the run's :class:`~lvsearch.config.TrainConfig` (batch_size, seq_len, seed).
+        steps: optimizer steps the model took.
+        final_eval: :meth:`RetrainObjective.evaluate`'s result (``dev_mlm`` or ``generator_mlm``);
+            may be empty (nothing was evaluated in this process).
+
+    Returns:
+        ``{"floors": {name: {accuracy, predicted_tokens, train_tokens, tokens_seen[, backoff]}},
+        "floors_compared_with": "dev_mlm" | "generator_mlm" | None, "beats_floor": bool | None}``
+        (without the per-target strings), or ``{}`` when ``steps`` is 0.
+    """
+    from lvsearch.eval.floors import beats_floor, compact_floors, floors_for_run
+
+    if steps < 1:
+        return {}
+    floors = floors_for_run(data, dev, batch_size=train_cfg.batch_size, seq_len=train_cfg.seq_len,
+                            seed=train_cfg.seed, steps=steps)
+    key = next((k for k in ("dev_mlm", "generator_mlm") if k in final_eval), None)
+    acc = final_eval[key]["accuracy"] if key else None
+    return {"floors": compact_floors(floors), "floors_compared_with": key,
+            "beats_floor": None if acc is None else beats_floor(acc, floors)}
 
 
 def _space(config: RetrainConfig, num_slots: int | None, arch_spec: str | None = None) -> SearchSpace:

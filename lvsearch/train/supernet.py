@@ -8,7 +8,10 @@ resumed run samples the same sequence. Periodically, a fixed panel of reference
 architectures (bert, lvbert-paper, random:1..3 by default) is scored on the fixed masked dev
 set (standard BERT masking, :data:`lvsearch.data.loader.DEV_MASKING`, whatever the recipe's
 training ``masking``); the unigram baseline (always predicting the most frequent token of the
-whole training split) is logged next to it.
+whole training split) is logged next to it. At the end of the run the reference floors of
+:mod:`lvsearch.eval.floors` (unigram and neighbour-count, fitted on exactly the training
+sequences the supernet read) are scored on the same dev set and stored in ``summary.json``
+with, per panel architecture, whether it beats the neighbour-count floor.
 
 Run folder::
 
@@ -16,7 +19,8 @@ Run folder::
     tokenizer.json   copy of the data's tokenizer (later stages need no data folder to decode)
     metrics.jsonl    one line per log step (loss, lr, tokens/s, arch) and per evaluation
     checkpoints/     see lvsearch.train.checkpoint
-    summary.json     written at the end: final panel evaluation, tokens, time
+    summary.json     written at the end: final panel evaluation, tokens, time, ``floors``
+                     (without per-target outcomes) and ``beats_floor`` ({panel name: bool})
 """
 
 from __future__ import annotations
@@ -209,11 +213,38 @@ def train_supernet(
         )
         summary["unigram_accuracy"] = objective.unigram
         if info.is_main:
+            summary.update(panel_floors(data, objective.dev, t, summary["steps"], summary.get("final_eval") or {}))
             atomic_write_json(out / "summary.json", summary)
+            if summary.get("floors"):
+                from lvsearch.eval.floors import floor_line
+
+                for name, verdict in (summary.get("beats_floor") or {}).items():
+                    acc = summary["final_eval"]["panel"][name]["accuracy"]
+                    ui.console.print(floor_line(f"panel {name}: dev MLM accuracy", acc, summary["floors"]), highlight=False)
         barrier(info)
         return summary
     finally:
         shutdown(info)
+
+
+def panel_floors(data: PreparedData, dev: DevSet, train_cfg, steps: int, final_eval: dict) -> dict:
+    """Summary entries of the reference floors of a supernet run after ``steps`` steps (numpy
+    only: the torch RNG is untouched, so resume stays exact).
+
+    Returns:
+        ``{"floors": {name: {accuracy, predicted_tokens, train_tokens, tokens_seen[, backoff]}},
+        "beats_floor": {panel name: bool}}`` (``beats_floor`` empty when ``final_eval`` has no
+        panel), or ``{}`` when ``steps`` is 0.
+    """
+    from lvsearch.eval.floors import beats_floor, compact_floors, floors_for_run
+
+    if steps < 1:
+        return {}
+    floors = floors_for_run(data, dev, batch_size=train_cfg.batch_size, seq_len=train_cfg.seq_len,
+                            seed=train_cfg.seed, steps=steps)
+    panel = final_eval.get("panel") or {}
+    return {"floors": compact_floors(floors),
+            "beats_floor": {name: beats_floor(r["accuracy"], floors) for name, r in panel.items()}}
 
 
 @dataclass
