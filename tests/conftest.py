@@ -57,3 +57,21 @@ def real_lines(corpora: Path) -> list[str]:
             if len(lines) >= 3000:
                 break
     return lines
+
+
+@pytest.fixture(scope="session")
+def small_corpus(corpora: Path, tmp_path_factory) -> Path:
+    """A slice of the shared corpus (brown + movie_reviews, first 12k train lines each, full
+    dev files) prepared with a 2000-piece vocabulary and 64-token sequences (a few seconds);
+    shared by test_eval and test_floors."""
+    from lvsearch.data.prepare import PrepareSettings, prepare
+
+    src = tmp_path_factory.mktemp("slice")
+    for split in ("train", "dev"):
+        (src / split).mkdir()
+        for name in ("brown", "movie_reviews"):
+            lines = (corpora / split / f"{name}.{split}").read_text(encoding="utf-8").splitlines()
+            (src / split / f"{name}.{split}").write_text("\n".join(lines[:12000]) + "\n", encoding="utf-8")
+    out = tmp_path_factory.mktemp("prepared_small") / "corpus"
+    prepare([str(src)], out, PrepareSettings(vocab_size=2000, seq_len=64), show_progress=False)
+    return out

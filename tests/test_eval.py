@@ -23,23 +23,6 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 # --------------------------------------------------------------------------- fixtures
-@pytest.fixture(scope="module")
-def small_corpus(corpora: Path, tmp_path_factory) -> Path:
-    """A slice of the shared corpus (brown + movie_reviews, first 12k train lines each, full
-    dev files) prepared with a 2000-piece vocabulary and 64-token sequences (a few seconds)."""
-    from lvsearch.data.prepare import PrepareSettings, prepare
-
-    src = tmp_path_factory.mktemp("slice")
-    for split in ("train", "dev"):
-        (src / split).mkdir()
-        for name in ("brown", "movie_reviews"):
-            lines = (corpora / split / f"{name}.{split}").read_text(encoding="utf-8").splitlines()
-            (src / split / f"{name}.{split}").write_text("\n".join(lines[:12000]) + "\n", encoding="utf-8")
-    out = tmp_path_factory.mktemp("prepared_small") / "corpus"
-    prepare([str(src)], out, PrepareSettings(vocab_size=2000, seq_len=64), show_progress=False)
-    return out
-
-
 def _tiny_encoder(vocab_size: int, pad_id: int, ops: str = "sfsf", hidden: int = 64) -> Encoder:
     dims = ModelDims(vocab_size=vocab_size, hidden=hidden, embedding=32, ff_inner=2 * hidden, heads=2,
                      conv_kernel=3, max_len=128, dropout=0.1, pad_id=pad_id)

@@ -33,7 +33,14 @@ what is measured:
   fine-tuning  --task DIR (train.tsv, dev.tsv, optional test.tsv) or a HF dataset [hf:]NAME:CONFIG;
                best dev epoch per seed, test metrics of that epoch, mean/std/median over seeds.
   MLM          --mlm-data DIR (alias --data; from 'lvsearch data prepare'): accuracy and loss on the fixed masked
-               dev set the architecture search uses; the tokenizer must be the model's.
+               dev set the architecture search uses (standard BERT masking, whatever the model trained
+               with); the tokenizer must be the model's.
+  floors       with --mlm-data, reference floors on the same dev targets: unigram and neighbour-count
+               (most frequent token between the same neighbours), counted on exactly the training
+               sequences the model saw (rebuilt from its training_args.json and step count; "unavailable"
+               with the reason for a model directory that lacks them). A model not above the
+               neighbour-count floor has not learned past local co-occurrence: its BLiMP/task
+               differences are not architecture effects.
 
 report: REPORT.json (default MODEL_DIR/results.json) and REPORT.md beside it (Markdown table);
   both are refused when they exist unless --overwrite.
@@ -241,6 +248,9 @@ def run(args: argparse.Namespace) -> int:
                 data = None
                 mlm_note = {"status": "not applicable",
                             "reason": "RTD discriminator has no MLM head (no generator.safetensors in the model directory)"}
+    if data is not None and (args.dev_seq_len or data.seq_len) > mlm_model.dims.max_len:
+        raise LvsearchError(f"dev sequence length {args.dev_seq_len or data.seq_len} exceeds the model's max_len "
+                            f"{mlm_model.dims.max_len}", fix=f"pass --dev-seq-len ≤ {mlm_model.dims.max_len}")
     if paradigms is None and not tasks and data is None and not (blimp_note and blimp_note["status"] == "not applicable") \
             and mlm_note is None:
         raise LvsearchError("nothing to evaluate (BLiMP skipped, no --task, no --mlm-data)",
@@ -301,14 +311,24 @@ def run(args: argparse.Namespace) -> int:
                 report["timings"]["finetune_s"][task.name] = time.perf_counter() - t0
 
     if data is not None:
+        from lvsearch.data.loader import fixed_dev_set
+        from lvsearch.eval.floors import beats_floor, floors_for_model
         from lvsearch.eval.mlm import mlm_dev_metrics
 
         t0 = time.perf_counter()
-        res = mlm_dev_metrics(mlm_model, data, num_sequences=args.dev_sequences, seq_len=args.dev_seq_len,
-                              seed=args.dev_seed, device=args.device)
+        L = args.dev_seq_len or data.seq_len
+        dev = fixed_dev_set(data, num_sequences=args.dev_sequences, seq_len=L, seed=args.dev_seed)
+        res = mlm_dev_metrics(mlm_model, data, num_sequences=args.dev_sequences, seq_len=L,
+                              seed=args.dev_seed, device=args.device, dev=dev)
         report["mlm"] = {"status": "done", "data": str(Path(args.data).resolve()),
                          "head": "generator" if mlm_model is loaded.generator else "model", **res}
         report["timings"]["mlm_s"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        floors = floors_for_model(loaded.training_args, loaded.config.get("extra") or {}, data, dev)
+        if floors["status"] == "done":
+            floors["beats_floor"] = beats_floor(res["accuracy"], floors)
+        report["mlm"]["floors"] = floors
+        report["timings"]["floors_s"] = time.perf_counter() - t0
     elif mlm_note is not None:
         report["mlm"] = mlm_note
 
@@ -338,6 +358,10 @@ def print_summary(report: dict) -> None:
     for k, v in summary_rows(report):
         table.add_row(k, v)
     ui.console.print(table)
+    from lvsearch.eval.report import floor_notes
+
+    for note in floor_notes([report], [model["name"]]):
+        ui.console.print(note, highlight=False)
 
 
 def compare_reports(paths: list[str]) -> int:
@@ -359,5 +383,10 @@ def compare_reports(paths: list[str]) -> int:
         table.add_column(f"{r['model']['name']}\n{Path(p).name}", justify="right")
     for metric, values in comparison_table(reports):
         table.add_row(metric, *values)
-    Console().print(table)
+    console = Console()
+    console.print(table)
+    from lvsearch.eval.report import floor_notes
+
+    for note in floor_notes(reports, [r["model"]["name"] for r in reports]):
+        console.print(note, highlight=False)
     return 0

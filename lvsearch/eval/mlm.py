@@ -1,8 +1,9 @@
 """MLM dev metrics of a model on a prepared corpus: the number the architecture search optimises.
 
 The dev batch is :func:`lvsearch.data.loader.fixed_dev_set` (a seeded sample of packed dev
-sequences masked once with a seeded generator, BERT 80/10/10 masking, Devlin et al. 2019 §3.1),
-so the same arguments give the same masks in every process and for every model.
+sequences masked once with a seeded generator, standard BERT masking — 15%, 80/10/10, Devlin
+et al. 2019 §3.1 — whatever masking the model trained with), so the same arguments give the
+same masks in every process and for every model.
 
 * ``accuracy`` = fraction of predicted positions (label ≠ −100) whose arg-max token equals the
   original token (LV-BERT's search fitness, Yu et al. 2021 §3.3).
@@ -41,6 +42,7 @@ def mlm_dev_metrics(
     seed: int = 1234,
     batch_size: int = 32,
     device: str = "cpu",
+    dev=None,
 ) -> dict:
     """MLM accuracy and loss of ``model`` on the fixed masked dev set of ``data``.
 
@@ -51,6 +53,10 @@ def mlm_dev_metrics(
             (seq_len default: the dataset's).
         batch_size: sequences per forward pass (does not change the result beyond float
             rounding).
+        dev: an already built :class:`~lvsearch.data.loader.DevSet` to score instead of
+            building one (it must be ``fixed_dev_set(data, num_sequences=..., seq_len=...,
+            seed=...)`` with these arguments, so that the recorded settings describe it; the
+            caller scores the reference floors on the same object).
 
     Returns:
         ``{"accuracy", "loss", "predicted_tokens", "sequences", "seq_len", "seed",
@@ -68,11 +74,12 @@ def mlm_dev_metrics(
     from lvsearch.data.loader import fixed_dev_set
     from lvsearch.data.masking import IGNORE_INDEX
 
-    L = seq_len or data.seq_len
+    L = dev.input_ids.shape[1] if dev is not None else (seq_len or data.seq_len)
     if L > model.dims.max_len:
         raise LvsearchError(f"dev sequence length {L} exceeds the model's max_len {model.dims.max_len}",
                             fix=f"pass --dev-seq-len ≤ {model.dims.max_len}")
-    dev = fixed_dev_set(data, num_sequences=num_sequences, seq_len=L, seed=seed)
+    if dev is None:
+        dev = fixed_dev_set(data, num_sequences=num_sequences, seq_len=L, seed=seed)
     model.eval()
     loss_sum = 0.0
     correct = total = 0

@@ -4,7 +4,10 @@ One implementation of the comparison table, :func:`comparison_table`, feeds thre
 the terminal table of ``lvsearch evaluate --compare``, the Markdown file ``lvsearch evaluate``
 writes next to its JSON report (one column), and ``report.md`` of ``lvsearch report`` (one
 column per model). Reports are the JSON files written by ``lvsearch evaluate``
-(format ``lvsearch.eval-report/v1``); see :mod:`lvsearch.eval.cli`.
+(format ``lvsearch.eval-report/v1``); see :mod:`lvsearch.eval.cli`. Each table has the
+reference floors of :mod:`lvsearch.eval.floors` under the MLM rows, and a model that does not
+beat its neighbour-count floor gets a sentence saying it has not learned past local
+co-occurrence (its BLiMP/task differences are not architecture effects).
 
 The α heatmap follows ELC-BERT (Charpentier & Samuel 2023, Figure 1): rows are slots 1..N,
 columns are inputs 0..N-1 (0 = embedding output), each cell is α = softmax of the slot's mixing
@@ -35,8 +38,11 @@ def _fmt(v, digits: int = 4) -> str:
 def summary_rows(report: dict) -> list[tuple[str, str]]:
     """``(metric, value)`` rows of one report: BLiMP (mean over paradigms and pairs, pairs /
     ties, per phenomenon, sentences/s), fine-tuning (``TASK SPLIT METRIC`` → mean ± sample std
-    (median, n) over seeds; test when labeled, else dev) and MLM dev accuracy / loss (nats).
-    Stages that were skipped or not applicable give one row with their status and reason."""
+    (median, n) over seeds; test when labeled, else dev), MLM dev accuracy / loss (nats) and the
+    reference floors on the same dev targets (``MLM floor · unigram``, ``MLM floor ·
+    neighbour-count (N tokens)`` with N the training tokens the model saw, and whether the model
+    beats the neighbour-count floor). Stages that were skipped or not applicable, and floors that
+    are unavailable, give one row with their status and reason."""
     rows: list[tuple[str, str]] = []
     blimp = report.get("blimp") or {}
     if blimp.get("status") == "done":
@@ -59,9 +65,44 @@ def summary_rows(report: dict) -> list[tuple[str, str]]:
     if mlm.get("status") == "done":
         rows.append(("MLM dev accuracy", _fmt(mlm["accuracy"])))
         rows.append(("MLM dev loss", _fmt(mlm["loss"])))
+        rows += floor_rows(mlm)
     elif mlm:
         rows.append(("MLM", f"{mlm.get('status')}: {mlm.get('reason')}"))
     return rows
+
+
+def floor_rows(mlm: dict) -> list[tuple[str, str]]:
+    """Rows of the reference floors of one report's ``mlm`` entry (none for reports written
+    before floors existed)."""
+    from lvsearch.eval.floors import NOT_PAST_FLOOR
+
+    floors = mlm.get("floors")
+    if not isinstance(floors, dict):
+        return []
+    if floors.get("status") != "done":
+        return [("MLM floors", f"{floors.get('status')}: {floors.get('reason')}")]
+    rows = [("MLM floor · unigram", _fmt(floors["unigram"]["accuracy"])),
+            (f"MLM floor · neighbour-count ({floors['tokens_seen']:,} tokens)", _fmt(floors["neighbour-count"]["accuracy"]))]
+    beats = floors.get("beats_floor")
+    if beats is not None:
+        rows.append(("MLM beats neighbour-count floor", "yes" if beats else f"no: {NOT_PAST_FLOOR}"))
+    return rows
+
+
+def floor_notes(reports: Sequence[dict], names: Sequence[str]) -> list[str]:
+    """One sentence per model that does not beat its neighbour-count floor: it has not learned
+    past local co-occurrence, so its BLiMP/task differences are not architecture effects."""
+    from lvsearch.eval.floors import NOT_ARCH_EFFECT, NOT_PAST_FLOOR
+
+    notes = []
+    for report, name in zip(reports, names):
+        mlm = report.get("mlm") or {}
+        floors = mlm.get("floors") or {}
+        if floors.get("status") == "done" and floors.get("beats_floor") is False:
+            notes.append(f"{name} {NOT_PAST_FLOOR}: its MLM dev accuracy {mlm['accuracy']:.4f} is not above the "
+                         f"neighbour-count floor {floors['neighbour-count']['accuracy']:.4f} at the "
+                         f"{floors['tokens_seen']:,} training tokens it saw, so {NOT_ARCH_EFFECT}.")
+    return notes
 
 
 def arch_compact(report: dict) -> str:
@@ -114,7 +155,8 @@ def single_report_markdown(report: dict) -> str:
     head = (f"# Evaluation of {m['name']}\n\n"
             f"Model folder: `{m['folder']}` · {m['num_params']:,} parameters · objective "
             f"{m['config']['objective']} · lvsearch {report.get('lvsearch_version', '?')}\n\n")
-    return head + markdown_table([report], [m["name"]])
+    notes = floor_notes([report], [m["name"]])
+    return head + markdown_table([report], [m["name"]]) + "".join(f"\n{n}\n" for n in notes)
 
 
 def check_report(report, path: Path) -> dict:
@@ -309,8 +351,11 @@ def write_report(sources: Sequence[str], out: str | Path, *, overwrite: bool = F
 
     md = ["# lvsearch report", "",
           "Models: " + ", ".join(f"**{lab}** (`{s.report_path}`)" for lab, s in zip(labels, resolved)), "",
-          markdown_table([s.report for s in resolved], labels), "## α (ELC-BERT layer mixing)", "",
-          "Heatmaps (rows = slots, columns = inputs 0..N-1, α = softmax over each slot's inputs):", ""]
+          markdown_table([s.report for s in resolved], labels)]
+    for note in floor_notes([s.report for s in resolved], labels):
+        md += [note, ""]
+    md += ["## α (ELC-BERT layer mixing)", "",
+           "Heatmaps (rows = slots, columns = inputs 0..N-1, α = softmax over each slot's inputs):", ""]
     md += [f"- {lab}: ![{lab}]({p.name})" for lab, p in heatmaps.items()]
     md += ["", "Slots that mix several inputs:" if alpha_lines else "Every slot reads one input (sequential): α is one-hot.", ""]
     md += alpha_lines
