@@ -96,6 +96,18 @@ def test_report_has_every_section_with_numbers(finished):
         line = next(l for l in text.splitlines() if l.startswith(f"| {row}"))
         assert len(re.findall(r"\d\.\d{4}|\d[\d,]{3,}", line)) >= 4, line  # a number for each of the four arms
     assert re.search(r"Kendall τ = (-?\d\.\d\d|—)", text)
+    # reference floors: rows at the arms' token count, each arm against its floor, the supernet panel
+    tokens = make_plan(float(MINUTES)).retrain_steps * 8 * 32
+    for row in (f"unigram floor ({tokens:,} training tokens)", f"neighbour-count floor ({tokens:,} training tokens)"):
+        line = next(l for l in text.splitlines() if l.startswith(f"| {row}"))
+        assert len(re.findall(r"\d\.\d{4}", line)) == 4, line
+    line = next(l for l in text.splitlines() if l.startswith("| MLM dev accuracy − neighbour-count floor"))
+    assert line.count("→ **") == 4, line
+    for verdict in re.findall(r"→ \*\*(ahead|behind|within noise)\*\*([^|]*)", line):
+        assert (verdict[0] == "ahead") != ("has not learned past local co-occurrence" in verdict[1]), line
+    if "has not learned past local co-occurrence" in line:
+        assert "not to be read as architecture effects" in text
+    assert "## Supernet panel against the floors" in text and "| `bert` |" in text
     for png in ("architectures.png", "alpha_ea.png", "learning_curves.png", "search_curve.png"):
         assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", png
         assert f"]({png})" in text

@@ -259,7 +259,9 @@ def stage_supernet(ctx: Context) -> dict:
                              resume=status == "partial", overwrite=status == "new" and run.exists(),
                              device=ctx.device, show_progress=ctx.show_progress)
     return {"resumed_from": summary.get("resumed_from"), "tokens_per_s": summary.get("tokens_per_s"),
-            "unigram_accuracy": summary.get("unigram_accuracy")}
+            "unigram_accuracy": summary.get("unigram_accuracy"),
+            "neighbour_count_floor": ((summary.get("floors") or {}).get("neighbour-count") or {}).get("accuracy"),
+            "beats_floor": summary.get("beats_floor")}
 
 
 def _search_done(folder: Path) -> bool:

@@ -11,6 +11,12 @@ settings); a difference is called a win only when its 95% interval excludes zero
   interval covers evaluation-sample noise only; pretraining-seed noise is then unmeasured and
   the report says so.
 * Fine-tuning: mean ± std over fine-tuning seeds; with fewer than two seeds per arm no verdict.
+* Reference floors (:mod:`lvsearch.eval.floors`): the arms table has the unigram and
+  neighbour-count floors at the arms' training token count (scored by ``evaluate`` on the same
+  dev targets) and each arm's paired-bootstrap difference from the neighbour-count floor; an
+  arm not ahead of it beyond noise "has not learned past local co-occurrence" and the report
+  says its BLiMP/task differences are not to be read as architecture effects. The supernet
+  panel is shown against the floors at the supernet's token count.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from lvsearch.eval.floors import NOT_ARCH_EFFECT, NOT_PAST_FLOOR
 from lvsearch.io import atomic_write_bytes, read_json
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -74,6 +81,29 @@ def _mlm_outcomes(report: dict) -> np.ndarray | None:
     m = report.get("mlm") or {}
     s = m.get("per_target_correct")
     return None if not s else _bits(s)
+
+
+def _floor(report: dict) -> dict | None:
+    """The report's floors entry when it was computed, else None."""
+    f = (report.get("mlm") or {}).get("floors") or {}
+    return f if f.get("status") == "done" else None
+
+
+def _floor_outcomes(report: dict, name: str = "neighbour-count") -> np.ndarray | None:
+    f = _floor(report)
+    s = None if f is None else f[name].get("per_target_correct")
+    return None if not s else _bits(s)
+
+
+def floor_comparison(reports: list[dict]) -> dict | None:
+    """Paired bootstrap (:func:`paired_difference`) of the MLM dev outcomes of one arm's runs
+    against their own neighbour-count floors (same targets, seed by seed); None when a report
+    lacks per-target outcomes or floors."""
+    a = [_mlm_outcomes(r) for r in reports]
+    b = [_floor_outcomes(r) for r in reports]
+    if any(x is None for x in a + b) or any(x.shape != y.shape for x, y in zip(a, b)):
+        return None
+    return paired_difference(np.concatenate(a), np.concatenate(b))
 
 
 def _blimp_outcomes(report: dict) -> np.ndarray | None:
@@ -245,6 +275,60 @@ def _search_targets(folder: Path) -> str:
         return "the same"
 
 
+def floor_table_rows(arm_reports: dict[str, list[dict]], floor_cmp: dict[str, dict | None]) -> list[tuple[str, list[str]]]:
+    """Arms-table rows of the reference floors: ``unigram floor (N tokens)``,
+    ``neighbour-count floor (N tokens)`` (per arm, mean over its seeds' floors) and ``MLM dev
+    accuracy − neighbour-count floor`` (paired bootstrap, with the :data:`NOT_PAST_FLOOR`
+    wording when not ahead). One ``floors`` row with the reason when none could be computed."""
+    arms = list(arm_reports)
+    floors = {a: [_floor(r) for r in arm_reports[a]] for a in arms}
+    if not any(f for a in arms for f in floors[a]):
+        first = (arm_reports[arms[0]][0].get("mlm") or {}).get("floors") or {}
+        reason = first.get("reason") or "the evaluation reports hold no floors (evaluated before floors existed)"
+        return [("reference floors", [f"unavailable: {reason}"] * len(arms))]
+    tokens = sorted({f["tokens_seen"] for a in arms for f in floors[a] if f})
+    n = f"{tokens[0]:,}" if len(tokens) == 1 else "/".join(f"{t:,}" for t in tokens)
+    rows = []
+    for name in ("unigram", "neighbour-count"):
+        rows.append((f"{name} floor ({n} training tokens)",
+                     [_pm([f[name]["accuracy"] for f in floors[a] if f]) if all(floors[a]) else "unavailable" for a in arms]))
+    cells = []
+    for a in arms:
+        d = floor_cmp.get(a)
+        if d is None:
+            cells.append("—")
+        else:
+            cells.append(_interval(d) + ("" if d["verdict"] == "ahead" else f": {NOT_PAST_FLOOR}"))
+    rows.append(("MLM dev accuracy − neighbour-count floor", cells))
+    return rows
+
+
+def supernet_floor_section(summary: dict) -> list[str]:
+    """Markdown lines: the supernet's final panel accuracies against the floors at the
+    supernet's own token count (from its ``summary.json``); empty when it holds no floors."""
+    floors = summary.get("floors")
+    panel = (summary.get("final_eval") or {}).get("panel") or {}
+    if not floors or not panel:
+        return []
+    nc, uni = floors["neighbour-count"], floors["unigram"]
+    lines = ["## Supernet panel against the floors\n",
+             f"The supernet's reference panel at step {summary.get('steps')} (inherited weights, the supernet's dev set, "
+             f"{nc.get('predicted_tokens', '?')} masked targets) against the floors counted on the "
+             f"{nc.get('tokens_seen', 0):,} training tokens the supernet saw: unigram {uni['accuracy']:.4f}, "
+             f"neighbour-count {nc['accuracy']:.4f}.\n",
+             "| panel architecture | dev MLM accuracy | − neighbour-count floor | verdict |", "|---|---|---|---|"]
+    beats = summary.get("beats_floor") or {}
+    for name, r in panel.items():
+        verdict = "above the floor" if beats.get(name) else NOT_PAST_FLOOR
+        lines.append(f"| `{name}` | {r['accuracy']:.4f} | {_signed(r['accuracy'] - nc['accuracy'])} | {verdict} |")
+    lines.append("")
+    if not any(beats.get(name) for name in panel):
+        lines.append("No panel architecture beats the neighbour-count floor: the supernet "
+                     f"{NOT_PAST_FLOOR}, so fitness differences between architectures are not to be read as architecture "
+                     "effects.\n")
+    return lines
+
+
 def write_quickstart_report(ctx: "Context") -> Path:
     """Write ``OUT/report.md`` and its PNGs; returns the report path."""
     from lvsearch.arch import Arch
@@ -282,6 +366,8 @@ def write_quickstart_report(ctx: "Context") -> Path:
         ("MLM dev accuracy", [_pm([reports[n]["mlm"]["accuracy"] for n in names[a]]) for a in ARMS]),
         ("MLM dev loss (nats)", [_pm([reports[n]["mlm"]["loss"] for n in names[a]], 3) for a in ARMS]),
     ]
+    floor_cmp = {a: floor_comparison([reports[n] for n in names[a]]) for a in ARMS}
+    rows += floor_table_rows({a: [reports[n] for n in names[a]] for a in ARMS}, floor_cmp)
     if all((reports[n].get("blimp") or {}).get("status") == "done" for n in reports):
         rows.append(("BLiMP mean over paradigms", [_pm([reports[n]["blimp"]["mean_over_paradigms"] for n in names[a]]) for a in ARMS]))
         terms = sorted(reports[names["bert"][0]]["blimp"]["phenomena"])
@@ -304,7 +390,12 @@ def write_quickstart_report(ctx: "Context") -> Path:
         w(f"| {label} | " + " | ".join(vals) + " |")
     w("")
     w("Values are the mean over pretraining seeds (± sample std when there are several); task scores "
-      "pool every (pretraining seed, fine-tuning seed) run.\n")
+      "pool every (pretraining seed, fine-tuning seed) run. The floor rows are reference predictors, not "
+      "models: unigram (always the most frequent training token) and neighbour-count (the most frequent "
+      "token between the same left/right neighbours, backing off to one neighbour, then unigram), counted on "
+      "exactly the training sequences each arm saw and scored on the same masked dev targets; the last row is "
+      "the paired bootstrap of the arm against its floor.\n")
+    below = [a for a in ARMS if floor_cmp[a] is not None and floor_cmp[a]["verdict"] != "ahead"]
     if settings.objective == "electra":
         w("Objective **ELECTRA** (replaced-token detection): the discriminator has no MLM head, so MLM dev "
           "accuracy/loss and BLiMP pseudo-log-likelihoods are those of each arm's ELECTRA *generator* "
@@ -345,6 +436,10 @@ def write_quickstart_report(ctx: "Context") -> Path:
                 tcell.append(f"{task}: {np.mean(va) - np.mean(vb):+.4f} (Welch p={t.pvalue:.2f}) → **{verdict}**")
         w(f"| {ARM_TITLES[arm]} | {' | '.join(cells)} | {'; '.join(tcell) or '—'} |")
     w("")
+    if below:
+        who = "; ".join(f"{ARM_TITLES[a]} ({_interval(floor_cmp[a])})" for a in below)
+        w(f"**Below the neighbour-count floor:** {who}. Each of these arms {NOT_PAST_FLOOR} (its MLM dev accuracy "
+          f"is not above the floor beyond evaluation noise), so {NOT_ARCH_EFFECT}.\n")
     w("The searched architecture against the other two non-baseline arms (is the search better than "
       "picking at random?):\n")
     w("| comparison | MLM dev accuracy | BLiMP accuracy |")
@@ -377,8 +472,12 @@ def write_quickstart_report(ctx: "Context") -> Path:
             if d is not None:
                 rel = {"ahead": "ahead of", "behind": "behind", "within noise": "not distinguishable from"}[d["verdict"]]
                 parts.append(f"it is {rel} the {ARM_TITLES[other]} ({d['diff']:+.4f})")
+        caveat = ""
+        if "ea" in below:
+            caveat = (f" The searched architecture {NOT_PAST_FLOOR} (below the neighbour-count floor), so none of "
+                      "these differences is to be read as an architecture effect.")
         w(f"**Summary (MLM dev accuracy, the objective the search optimised):** {'; '.join(parts)}. "
-          "Differences inside their interval are not wins.\n")
+          f"Differences inside their interval are not wins.{caveat}\n")
 
     # ---- figures
     strip = out / "architectures.png"
@@ -445,6 +544,10 @@ def write_quickstart_report(ctx: "Context") -> Path:
     fin_path = out / "finalists" / "finalists.json"
     if fin_path.exists():
         lines.extend(finalists_section(read_json(fin_path, what="finalist decision log")))
+
+    sn_summary_path = ctx.supernet_dir / "summary.json"
+    if sn_summary_path.exists():
+        lines.extend(supernet_floor_section(read_json(sn_summary_path, what="supernet summary")))
 
     # ---- rank check
     rank_path = out / "rank.json"
