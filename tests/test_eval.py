@@ -368,7 +368,7 @@ def test_finetune_sentence_polarity(shared_data, model_dir):
             assert 0 <= s[split]["accuracy"] <= 1 and 0 <= s[split]["f1"] <= 1 and -1 <= s[split]["mcc"] <= 1
         assert all(math.isfinite(x) for x in s["train_loss_per_epoch"])
     accs = [s["test"]["accuracy"] for s in r["per_seed"]]
-    agg = r["aggregate"]["test"]["accuracy"]
+    agg = r["aggregate_all_seeds"]["test"]["accuracy"]  # 160 examples, 2 epochs: seeds may fail (issue 13)
     assert math.isclose(agg["mean"], sum(accs) / 2) and math.isclose(agg["median"], sum(accs) / 2)
     assert math.isclose(agg["std"], abs(accs[0] - accs[1]) / math.sqrt(2))
     assert r["per_seed"][0]["train_loss_per_epoch"] != r["per_seed"][1]["train_loss_per_epoch"]  # seeds differ

@@ -94,7 +94,8 @@ def test_report_has_every_section_with_numbers(finished):
         assert section in text, section
     for row in ("MLM dev accuracy", "BLiMP mean over paradigms", "sentence_polarity test accuracy", "parameters"):
         line = next(l for l in text.splitlines() if l.startswith(f"| {row}"))
-        assert len(re.findall(r"\d\.\d{4}|\d[\d,]{3,}", line)) >= 4, line  # a number for each of the four arms
+        # a number for each of the four arms (a task score may instead say its fine-tuning failed)
+        assert len(re.findall(r"\d\.\d{4}|\d[\d,]{3,}|failed \(loss did not fall\)", line)) >= 4, line
     assert re.search(r"Kendall τ = (-?\d\.\d\d|—)", text)
     # reference floors: rows at the arms' token count, each arm against its floor, the supernet panel
     tokens = make_plan(float(MINUTES)).retrain_steps * 8 * 32

@@ -32,6 +32,9 @@ what is measured:
                otherwise "not applicable" (the RTD discriminator has no trained MLM head).
   fine-tuning  --task DIR (train.tsv, dev.tsv, optional test.tsv) or a HF dataset [hf:]NAME:CONFIG;
                best dev epoch per seed, test metrics of that epoch, mean/std/median over seeds.
+               Default lr 1e-3 × 128 / hidden, no layer decay (measured; docs/results.md). A seed
+               whose last-epoch train loss is ≥ 0.98 × the constant-prediction loss (ln 2 on a
+               balanced binary task) is "failed (loss did not fall)" and gets no score.
   MLM          --mlm-data DIR (alias --data; from 'lvsearch data prepare'): accuracy and loss on the fixed masked
                dev set the architecture search uses (standard BERT masking, whatever the model trained
                with); the tokenizer must be the model's.
@@ -104,9 +107,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     f = p.add_argument_group("fine-tuning")
     f.add_argument("--task", action="append", default=[], metavar="DIR_OR_HF",
                    help="task folder, or HF dataset hf:NAME:CONFIG / NAME:CONFIG (repeatable)")
-    f.add_argument("--epochs", type=_positive_int, default=3, help="epochs (default: 3)")
-    f.add_argument("--lr", type=float, default=3e-4, help="peak learning rate of the top slot and classifier (default: 3e-4)")
-    f.add_argument("--layer-decay", type=float, default=0.8, help="layer-wise LR decay per slot (default: 0.8; 1 = off)")
+    from lvsearch.eval.finetune import LR_BASE, LR_REF_WIDTH, FinetuneConfig
+
+    d = FinetuneConfig()
+    f.add_argument("--epochs", type=_positive_int, default=d.epochs, help=f"epochs (default: {d.epochs})")
+    f.add_argument("--lr", type=float, default=None,
+                   help=f"peak learning rate of the top slot and classifier (default: {LR_BASE:g} × {LR_REF_WIDTH} / "
+                        "the model's hidden width, e.g. 1e-3 at hidden 128, 5e-4 at 256)")
+    f.add_argument("--layer-decay", type=float, default=d.layer_decay,
+                   help=f"layer-wise LR decay per slot (default: {d.layer_decay:g}; 1 = off)")
     f.add_argument("--batch-size", type=_positive_int, default=32, help="batch size (default: 32)")
     f.add_argument("--max-len", type=_positive_int, default=128, help="max tokens per example, [CLS]/[SEP] included (default: 128)")
     f.add_argument("--seeds", type=_positive_int, default=3, metavar="N", help="number of seeds 0..N-1 (default: 3)")

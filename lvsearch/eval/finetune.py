@@ -18,11 +18,19 @@ Model: the pretrained Encoder, then dropout (0.1) and one linear layer on the ``
 state — no pooler (lvsearch pretraining has no next-sentence objective that would train one).
 The Encoder has no segment (token type) embeddings, so the two texts of a pair are told apart
 only by the ``[SEP]`` between them. Optimiser: AdamW, linear warm-up over the first 10% of
-steps then linear decay to 0, gradient clipping at 1.0, and layer-wise learning-rate decay
-(LLRD; ELECTRA, Clark et al. 2020, appendix A "Fine-tuning details"; LV-BERT uses 0.8): slot ``n`` of ``N`` trains with
-``lr · d^(N−n)``, the embeddings with ``lr · d^N`` (the lowest), the classifier, the ELC
-mixing logits and the output stage with ``lr``. Defaults follow ELECTRA-small's fine-tuning
-(Clark et al. 2020, appendix A, fine-tuning hyperparameter table): lr 3e-4, batch 32, 3 epochs, weight decay 0, LLRD 0.8.
+steps then linear decay to 0, gradient clipping at 1.0, and optional layer-wise learning-rate
+decay (LLRD; ELECTRA, Clark et al. 2020, appendix A "Fine-tuning details"): slot ``n`` of ``N``
+trains with ``lr · d^(N−n)``, the embeddings with ``lr · d^N`` (the lowest), the classifier, the
+ELC mixing logits and the output stage with ``lr``. Defaults were measured on lvsearch's own
+encoders (docs/results.md, "Fine-tuning defaults"): lr ``1e-3 · 128 / hidden``
+(:func:`default_lr`; ELECTRA's inverse-width scaling at a higher level), LLRD off (``d = 1``),
+batch 32, 3 epochs, warm-up 10%, weight decay 0. ELECTRA-small's lr 3e-4 with LLRD 0.8 per
+*slot* (0.8^12 = 0.07 at the embeddings of a 12-slot stack) left the train loss of these
+encoders at ln 2.
+
+A seed whose training loss did not fall (:func:`loss_did_not_fall`: last-epoch mean ≥ 0.98 ×
+the loss of the best constant prediction) is marked ``failed`` with the reason and left out of
+the aggregate; reports show a task whose every seed failed as :data:`FAILED_TEXT`.
 
 Each seed fine-tunes a fresh copy; the epoch with the best dev score (accuracy, or Pearson for
 regression) is selected and evaluated on test. Results per seed and mean / std (sample,
@@ -310,17 +318,82 @@ def load_task(spec: str) -> TaskData:
 
 
 # --------------------------------------------------------------------------- training
+LR_BASE = 1e-3
+"""Default peak learning rate at :data:`LR_REF_WIDTH` (see :func:`default_lr`)."""
+LR_REF_WIDTH = 128
+"""Hidden width at which :data:`LR_BASE` was measured (the quickstart / retrain-quickstart width)."""
+LOSS_FELL_FRACTION = 0.98
+"""A seed fails when its last-epoch mean train loss is ≥ this fraction of the constant-prediction loss."""
+FAILED_TEXT = "failed (loss did not fall)"
+"""How reports show a task whose every fine-tuning seed failed (see :func:`loss_did_not_fall`)."""
+
+
+def default_lr(hidden: int) -> float:
+    """Default peak fine-tuning learning rate for an encoder of width ``hidden``:
+    ``LR_BASE · LR_REF_WIDTH / hidden`` (1e-3 at hidden 128, 5e-4 at 256, 1.7e-4 at 768).
+
+    The inverse-width scaling is ELECTRA's own (3e-4 small / 1e-4 base at hidden 256 / 768,
+    Clark et al. 2020, appendix A); the level was measured on lvsearch's CPU-budget encoders
+    (docs/results.md, "Fine-tuning defaults"), which are far less pretrained than ELECTRA's and
+    need a larger step. Raises LvsearchError for ``hidden < 1``.
+    """
+    if hidden < 1:
+        raise LvsearchError(f"hidden width must be ≥ 1, got {hidden}", fix="pass the encoder's dims.hidden")
+    return LR_BASE * LR_REF_WIDTH / hidden
+
+
+def constant_loss(task_kind: str, labels: Sequence, num_outputs: int) -> float:
+    """Training loss of the best constant prediction, the level a run that learned nothing stays at.
+
+    Classification: the entropy (nats) of the label frequencies in ``labels`` (ln 2 = 0.693 for
+    two balanced classes; a class with no example contributes 0). Regression: the population
+    variance of ``labels`` (the MSE of always predicting their mean). ``num_outputs`` is the
+    number of classes (unused for regression). Raises LvsearchError for an empty ``labels``.
+    """
+    if not labels:
+        raise LvsearchError("no training labels to compute the constant-prediction loss", fix="add training examples")
+    n = len(labels)
+    if task_kind == "regression":
+        mean = sum(labels) / n
+        return sum((y - mean) ** 2 for y in labels) / n
+    counts = [0] * num_outputs
+    for y in labels:
+        counts[y] += 1
+    return -sum(c / n * math.log(c / n) for c in counts if c)
+
+
+def loss_did_not_fall(loss_per_epoch: Sequence[float], baseline: float) -> str | None:
+    """The failure reason when a fine-tuning run's training loss did not fall, else None.
+
+    Rule: the mean train loss (nats for classification, MSE for regression; with dropout on) of
+    the last epoch is ≥ :data:`LOSS_FELL_FRACTION` (0.98) × ``baseline``, the loss of the best
+    constant prediction (:func:`constant_loss`). Such a run fitted its own training set no better
+    than the class prior, so its dev/test score is the prior's (chance), not the encoder's.
+    Raises LvsearchError for an empty ``loss_per_epoch``.
+    """
+    if not loss_per_epoch:
+        raise LvsearchError("no train loss recorded", fix="fine-tune for at least one epoch")
+    last = loss_per_epoch[-1]
+    if not math.isfinite(last):
+        return f"training loss did not fall: last-epoch mean train loss is {last}"
+    if last >= LOSS_FELL_FRACTION * baseline:
+        return (f"training loss did not fall: last-epoch mean train loss {last:.4f} ≥ {LOSS_FELL_FRACTION} × "
+                f"{baseline:.4f}, the loss of the best constant prediction")
+    return None
+
+
 @dataclass
 class FinetuneConfig:
-    """Fine-tuning settings (defaults: ELECTRA-small, Clark et al. 2020, appendix A)."""
+    """Fine-tuning settings; defaults measured on lvsearch's encoders (docs/results.md,
+    "Fine-tuning defaults"). ``lr=None`` means :func:`default_lr` of the encoder's width."""
 
     epochs: int = 3
-    lr: float = 3e-4
+    lr: float | None = None
     batch_size: int = 32
     max_len: int = 128
     seeds: Sequence[int] = (0, 1, 2)
     train_limit: int | None = None
-    layer_decay: float = 0.8
+    layer_decay: float = 1.0
     warmup_fraction: float = 0.1
     weight_decay: float = 0.0
     dropout: float = 0.1
@@ -334,7 +407,7 @@ class FinetuneConfig:
         for name in ("epochs", "batch_size", "max_len", "eval_batch_size"):
             if getattr(self, name) < 1:
                 raise LvsearchError(f"--{name.replace('_', '-')} must be ≥ 1", fix="pass a positive integer")
-        if not self.lr > 0:
+        if self.lr is not None and not self.lr > 0:
             raise LvsearchError(f"--lr must be positive, got {self.lr}", fix="e.g. --lr 3e-4")
         if not 0 < self.layer_decay <= 1:
             raise LvsearchError(f"--layer-decay must be in (0, 1], got {self.layer_decay}", fix="e.g. 0.8 (1 = off)")
@@ -484,9 +557,16 @@ def finetune_task(
         progress: ``progress(what, done_steps, total_steps)`` after each optimiser step.
 
     Returns:
-        JSON-ready dict: task info, settings, ``per_seed`` (seed, best_epoch, dev and test
-        metrics at the selected epoch, dev metric per epoch, mean train loss per epoch,
-        seconds) and ``aggregate`` (``dev``/``test`` → metric → mean/std/median/n).
+        JSON-ready dict: task info, settings (``lr`` is the peak rate used, ``lr_rule`` where it
+        came from), ``per_seed`` (seed, ``status`` ``"ok"``/``"failed"`` and ``failure`` reason
+        (:func:`loss_did_not_fall`), best_epoch, dev and test metrics at the selected epoch, dev
+        metric per epoch, mean train loss per epoch, seconds), ``status`` (``"failed"`` when every
+        seed failed, else ``"done"``), ``failed_seeds``, ``constant_loss``, ``aggregate``
+        (``dev``/``test`` → metric → mean/std/median/n over the seeds that did not fail; n = 0
+        and None values when all failed) and ``aggregate_all_seeds`` (the same over every seed).
+
+    Raises:
+        LvsearchError: ``cfg`` out of range (:meth:`FinetuneConfig.check`).
     """
     import copy
 
@@ -496,6 +576,7 @@ def finetune_task(
     from lvsearch.data.tokenizer import SpecialIds
 
     cfg.check()
+    lr = cfg.lr if cfg.lr is not None else default_lr(encoder.dims.hidden)
     pad_id = SpecialIds.of(tokenizer).pad
     max_len = min(cfg.max_len, encoder.dims.max_len)
     train = task.splits["train"]
@@ -513,6 +594,7 @@ def finetune_task(
     steps_per_epoch = math.ceil(len(train) / cfg.batch_size)
     total = steps_per_epoch * cfg.epochs
     warmup = int(cfg.warmup_fraction * total)
+    baseline = constant_loss(task.kind, y_train, task.num_outputs)
 
     def lr_mult(step: int) -> float:  # step counts finished optimiser steps
         if step < warmup:
@@ -525,8 +607,8 @@ def finetune_task(
         t0 = time.perf_counter()
         torch.manual_seed(seed)
         model = _make_classifier(copy.deepcopy(encoder), task.num_outputs, cfg.dropout).to(device)
-        groups = layerwise_param_groups(model, cfg.lr, cfg.layer_decay, cfg.weight_decay)
-        opt = torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, 0.999), eps=1e-6)
+        groups = layerwise_param_groups(model, lr, cfg.layer_decay, cfg.weight_decay)
+        opt = torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.999), eps=1e-6)
         sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_mult)
         gen = torch.Generator().manual_seed(seed)
         best_score, best_epoch, best_state, best_dev = -math.inf, -1, None, None
@@ -566,15 +648,23 @@ def finetune_task(
         if "test" in enc and task.test_labeled:
             test_pred = _predict(model, enc["test"], pad_id, cfg.eval_batch_size, regression, device)
             test_m = _metrics(task, [e.label for e in evals["test"]], test_pred)
+        failure = loss_did_not_fall(loss_curve, baseline)
         per_seed.append({
-            "seed": seed, "best_epoch": best_epoch, "dev": best_dev, "test": test_m,
+            "seed": seed, "status": "failed" if failure else "ok", "failure": failure,
+            "best_epoch": best_epoch, "dev": best_dev, "test": test_m,
             "dev_per_epoch": dev_curve, "train_loss_per_epoch": loss_curve,
             "seconds": time.perf_counter() - t0,
         })
     metric_names = list(per_seed[0]["dev"])
-    aggregate = {"dev": {m: _summary([r["dev"][m] for r in per_seed]) for m in metric_names}}
-    if task.test_labeled and "test" in enc:
-        aggregate["test"] = {m: _summary([r["test"][m] for r in per_seed]) for m in metric_names}
+    learned = [r for r in per_seed if r["status"] == "ok"]
+
+    def aggregate_of(runs: list[dict]) -> dict:
+        agg = {"dev": {m: _summary([r["dev"][m] for r in runs]) for m in metric_names}}
+        if task.test_labeled and "test" in enc:
+            agg["test"] = {m: _summary([r["test"][m] for r in runs]) for m in metric_names}
+        return agg
+
+    aggregate = aggregate_of(learned)
     from lvsearch.eval.metrics import BACKEND
 
     return {
@@ -583,8 +673,17 @@ def finetune_task(
         "sizes": {"train_used": len(train), **{f"{s}_used": len(v) for s, v in evals.items()},
                   **{s: len(v) for s, v in task.splits.items()}},
         "test_labeled": task.test_labeled,
+        "status": "failed" if not learned else "done",
+        "failed_seeds": [r["seed"] for r in per_seed if r["status"] == "failed"],
+        "failure_rule": f"a seed fails when its last-epoch mean train loss is ≥ {LOSS_FELL_FRACTION} × the loss of the "
+                        "best constant prediction (label entropy in nats; label variance for regression); failed seeds "
+                        "are left out of 'aggregate' (all seeds: 'aggregate_all_seeds')",
+        "constant_loss": baseline,
         "settings": {
-            "epochs": cfg.epochs, "lr": cfg.lr, "batch_size": cfg.batch_size, "max_len": max_len,
+            "epochs": cfg.epochs, "lr": lr,
+            "lr_rule": "--lr" if cfg.lr is not None else f"default {LR_BASE:g} × {LR_REF_WIDTH} / hidden "
+                                                          f"(hidden {encoder.dims.hidden})",
+            "batch_size": cfg.batch_size, "max_len": max_len,
             "seeds": list(cfg.seeds), "train_limit": cfg.train_limit, "train_limit_sample": "seeded random sample (seed "
             f"{cfg.train_limit_seed}), same for every fine-tuning seed" if cfg.train_limit else None,
             "layer_decay": cfg.layer_decay, "warmup_fraction": cfg.warmup_fraction, "weight_decay": cfg.weight_decay,
@@ -593,10 +692,12 @@ def finetune_task(
         },
         "per_seed": per_seed,
         "aggregate": aggregate,
+        "aggregate_all_seeds": aggregate_of(per_seed),
     }
 
 
 __all__ = [
     "Example", "TaskData", "FinetuneConfig", "detect_columns", "read_tsv", "load_task", "load_task_folder",
-    "load_task_hf", "layerwise_param_groups", "finetune_task", "primary_metric",
+    "load_task_hf", "layerwise_param_groups", "finetune_task", "primary_metric", "default_lr", "constant_loss",
+    "loss_did_not_fall", "LR_BASE", "LR_REF_WIDTH", "LOSS_FELL_FRACTION", "FAILED_TEXT",
 ]

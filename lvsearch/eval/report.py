@@ -38,7 +38,8 @@ def _fmt(v, digits: int = 4) -> str:
 def summary_rows(report: dict) -> list[tuple[str, str]]:
     """``(metric, value)`` rows of one report: BLiMP (mean over paradigms and pairs, pairs /
     ties, per phenomenon, sentences/s), fine-tuning (``TASK SPLIT METRIC`` → mean ± sample std
-    (median, n) over seeds; test when labeled, else dev), MLM dev accuracy / loss (nats) and the
+    (median, n) over the seeds whose training loss fell; test when labeled, else dev; a task whose
+    every seed failed shows :data:`~lvsearch.eval.finetune.FAILED_TEXT`), MLM dev accuracy / loss (nats) and the
     reference floors on the same dev targets (``MLM floor · unigram``, ``MLM floor ·
     neighbour-count (N tokens)`` with N the training tokens the model saw, and whether the model
     beats the neighbour-count floor). Stages that were skipped or not applicable, and floors that
@@ -55,12 +56,20 @@ def summary_rows(report: dict) -> list[tuple[str, str]]:
         rows.append(("BLiMP sentences/s", "—" if sps is None else f"{sps:.0f}"))
     elif blimp:
         rows.append(("BLiMP", f"{blimp.get('status')}: {blimp.get('reason')}"))
+    from lvsearch.eval.finetune import FAILED_TEXT
+
     for name, ft in (report.get("finetune") or {}).items():
         split = "test" if "test" in ft["aggregate"] else "dev"
+        n_failed, n_seeds = len(ft.get("failed_seeds") or []), len(ft.get("per_seed") or [])
         for metric, s in ft["aggregate"][split].items():
+            if ft.get("status") == "failed":
+                rows.append((f"{name} {split} {metric}", FAILED_TEXT))
+                continue
             if s["mean"] is None:
                 continue
-            rows.append((f"{name} {split} {metric}", f"{s['mean']:.4f} ± {s['std']:.4f} (median {s['median']:.4f}, n={s['n']})"))
+            note = f"; {n_failed} of {n_seeds} seeds {FAILED_TEXT}" if n_failed else ""
+            rows.append((f"{name} {split} {metric}",
+                         f"{s['mean']:.4f} ± {s['std']:.4f} (median {s['median']:.4f}, n={s['n']}{note})"))
     mlm = report.get("mlm") or {}
     if mlm.get("status") == "done":
         rows.append(("MLM dev accuracy", _fmt(mlm["accuracy"])))

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from lvsearch.eval.finetune import FAILED_TEXT
 from lvsearch.eval.floors import NOT_ARCH_EFFECT, NOT_PAST_FLOOR
 from lvsearch.io import atomic_write_bytes, read_json
 
@@ -118,13 +119,20 @@ def _split(report: dict, task: str) -> str:
     return "test" if "test" in report["finetune"][task]["aggregate"] else "dev"
 
 
+def _learned(seed_result: dict) -> bool:
+    """Whether a fine-tuning seed's training loss fell (reports before the rule count as learned)."""
+    return seed_result.get("status", "ok") != "failed"
+
+
 def _task_scores(report: dict) -> dict[str, tuple[str, list[float]]]:
-    """``{task: (metric, per-seed values)}`` on test when labelled, else dev."""
+    """``{task: (metric, per-seed values)}`` on test when labelled, else dev; seeds whose
+    training loss did not fall (``status == "failed"``) are left out."""
     out = {}
     for name, ft in (report.get("finetune") or {}).items():
         split = "test" if "test" in ft["aggregate"] else "dev"
         metric = ft.get("select_metric") or next(iter(ft["aggregate"][split]))
-        vals = [r[split][metric] for r in ft.get("per_seed", []) if r.get(split) and r[split].get(metric) is not None]
+        vals = [r[split][metric] for r in ft.get("per_seed", [])
+                if _learned(r) and r.get(split) and r[split].get(metric) is not None]
         out[name] = (f"{split} {metric}", [float(v) for v in vals])
     return out
 
@@ -379,9 +387,10 @@ def write_quickstart_report(ctx: "Context") -> Path:
     task_scores = {n: _task_scores(r) for n, r in reports.items()}
     for task in sorted(task_scores[names["bert"][0]]):
         metric = task_scores[names["bert"][0]][task][0]
-        rows.append((f"{task} {metric}", [_pm([v for n in names[a] for v in task_scores[n][task][1]]) for a in ARMS]))
+        pooled = {a: [v for n in names[a] for v in task_scores[n][task][1]] for a in ARMS}
+        rows.append((f"{task} {metric}", [_pm(pooled[a]) if pooled[a] else FAILED_TEXT for a in ARMS]))
         mcc = {a: [r[_split(reports[n], task)]["mcc"] for n in names[a] for r in reports[n]["finetune"][task]["per_seed"]
-                   if (r.get(_split(reports[n], task)) or {}).get("mcc") is not None] for a in ARMS}
+                   if _learned(r) and (r.get(_split(reports[n], task)) or {}).get("mcc") is not None] for a in ARMS}
         if all(mcc.values()):
             rows.append((f"{task} MCC (0 = one class / chance)", [_pm(mcc[a]) for a in ARMS]))
     w("| " + " | ".join(head) + " |")
@@ -390,7 +399,9 @@ def write_quickstart_report(ctx: "Context") -> Path:
         w(f"| {label} | " + " | ".join(vals) + " |")
     w("")
     w("Values are the mean over pretraining seeds (± sample std when there are several); task scores "
-      "pool every (pretraining seed, fine-tuning seed) run. The floor rows are reference predictors, not "
+      "pool every (pretraining seed, fine-tuning seed) run whose training loss fell; a run whose last-epoch "
+      "train loss stayed at ≥ 0.98 × the constant-prediction loss is left out, and an arm with no other run "
+      f"shows \"{FAILED_TEXT}\". The floor rows are reference predictors, not "
       "models: unigram (always the most frequent training token) and neighbour-count (the most frequent "
       "token between the same left/right neighbours, backing off to one neighbour, then unigram), counted on "
       "exactly the training sequences each arm saw and scored on the same masked dev targets; the last row is "
@@ -426,7 +437,10 @@ def write_quickstart_report(ctx: "Context") -> Path:
         for task in sorted(task_scores[names["bert"][0]]):
             va = [v for n in names[arm] for v in task_scores[n][task][1]]
             vb = [v for n in names["bert"] for v in task_scores[n][task][1]]
-            if len(va) < 2 or len(vb) < 2:
+            if not va or not vb:
+                who = " and ".join(w for w, v in ((ARM_TITLES[arm], va), ("bert", vb)) if not v)
+                tcell.append(f"{task}: {who} {FAILED_TEXT}, no difference")
+            elif len(va) < 2 or len(vb) < 2:
                 tcell.append(f"{task}: {np.mean(va) - np.mean(vb):+.4f} (n={len(va)}, no spread: no verdict)")
             else:
                 from scipy import stats
