@@ -47,7 +47,8 @@ class TrainConfig:
         adam_betas, adam_eps: AdamW moments and epsilon.
         grad_clip: max global gradient L2 norm (0 = no clipping).
         grad_accum: micro-batches per optimizer step (per rank).
-        precision: ``auto`` (bf16 autocast on CUDA, fp32 on CPU), ``fp32`` or ``bf16``.
+        precision: ``auto`` (bf16 autocast on CUDA and on CPUs with native bf16 —
+            AVX512-BF16 or AMX —, fp32 elsewhere), ``fp32`` or ``bf16``.
         seed: seed of initialisation, data order, masks, architecture sampling and dropout.
         log_every: steps between metric lines.
         eval_every: steps between dev evaluations (0 = only at the end).

@@ -72,7 +72,7 @@ def test_electra_learns_and_model_dir_round_trips(prepared_corpus: Path, tmp_pat
     run = tmp_path / "run"
     summary = retrain(
         "bert", "retrain-quickstart", prepared_corpus, run,
-        overrides=TINY + ["objective=electra", "train.steps=120", "train.warmup_steps=10", "train.eval_every=60", "train.lr=2e-3"],
+        overrides=TINY + ["objective=electra", "masking.probability=0.15", "train.steps=120", "train.warmup_steps=10", "train.eval_every=60", "train.lr=2e-3"],
         show_progress=False,
     )
     lines = [r for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if "lr" in r]

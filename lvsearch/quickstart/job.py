@@ -333,7 +333,9 @@ def retrain_overrides(ctx: Context, seed: int) -> list[str]:
 
     p = ctx.plan
     slots = read_json(ctx.supernet_dir / "config.json", what="supernet run config")["space"]["num_slots"]
-    return [f"space={ctx.settings.space}", f"num_slots={slots}", f"objective={ctx.settings.objective}",
+    # The recipe's 40% masking is measured for MLM only; ELECTRA keeps its paper rate (15%).
+    electra = ["masking.probability=0.15"] if ctx.settings.objective == "electra" else []
+    return [f"space={ctx.settings.space}", f"num_slots={slots}", f"objective={ctx.settings.objective}", *electra,
             f"train.steps={p.retrain_steps}", f"train.eval_every={p.curve_every}", f"train.seed={seed}",
             f"train.warmup_steps={_warmup(ctx.settings.retrain_recipe, RetrainConfig, p.retrain_steps)}",
             f"train.checkpoint_every={max(p.curve_every, p.retrain_steps // 6)}", f"eval.dev_sequences={p.curve_sequences}"]

@@ -119,11 +119,11 @@ def make_plan(minutes: float = BASE_MINUTES, seeds: int = 1) -> Plan:
     def steps(base: int, floor: int, multiple: int) -> int:
         return max(floor, int(round(base * s / multiple)) * multiple)
 
-    retrain = steps(300, 48, 24)
+    retrain = steps(576, 48, 24)
     return Plan(
         minutes=float(minutes),
         vocab_size=4096,
-        supernet_steps=steps(1000, 40, 10),
+        supernet_steps=steps(1500, 40, 10),
         population=8 if small else min(50, int(round(20 * s ** 0.5))),
         iterations=2 if small else max(3, min(20, int(round(5 * s)))),
         topk=4 if small else 10,
@@ -135,9 +135,9 @@ def make_plan(minutes: float = BASE_MINUTES, seeds: int = 1) -> Plan:
         curve_sequences=32 if small else 64,
         seeds=int(seeds),
         mlm_dev_sequences=64 if small else 256,
-        blimp_limit=max(1, min(1000, int(round(10 * s)))),
-        finetune_train_limit=max(64, int(round(1000 * s))),
+        blimp_limit=max(1, min(1000, int(round(50 * s)))),
+        finetune_train_limit=max(64, int(round(1500 * s))),
         finetune_eval_limit=max(64, min(2000, int(round(500 * s ** 0.5)))),
-        finetune_epochs=1 if small else 2,
+        finetune_epochs=1 if small else 3,
         finetune_seeds=1 if s < 1 else 2,
     )

@@ -111,10 +111,29 @@ def make_optimizer(module: nn.Module, cfg: TrainConfig) -> torch.optim.AdamW:
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.adam_betas, eps=cfg.adam_eps)
 
 
+def cpu_has_native_bf16() -> bool:
+    """Whether this CPU computes bf16 matmuls natively (AVX512-BF16 or AMX), where bf16
+    autocast is faster than fp32 (measured: benchmarks/learning_efficiency.py --speed);
+    without it bf16 is emulated and slower."""
+    cpu = torch.cpu
+    return bool(getattr(cpu, "_is_avx512_bf16_supported", lambda: False)()
+                or getattr(cpu, "_is_amx_tile_supported", lambda: False)())
+
+
+def resolved_precision(cfg: TrainConfig, device: torch.device) -> str:
+    """``"bf16"`` or ``"fp32"``: what ``cfg.precision`` means on ``device``. ``auto`` is bf16
+    on CUDA and on CPUs with native bf16 (:func:`cpu_has_native_bf16`), fp32 elsewhere."""
+    if cfg.precision != "auto":
+        return cfg.precision
+    if device.type == "cuda" or (device.type == "cpu" and cpu_has_native_bf16()):
+        return "bf16"
+    return "fp32"
+
+
 def autocast_context(cfg: TrainConfig, device: torch.device):
-    """bf16 autocast on CUDA (``precision`` auto/bf16); fp32 elsewhere unless bf16 is forced."""
-    use_bf16 = cfg.precision == "bf16" or (cfg.precision == "auto" and device.type == "cuda")
-    if not use_bf16:
+    """bf16 autocast when :func:`resolved_precision` says bf16 (weights, AdamW state and
+    losses stay fp32); a null context for fp32."""
+    if resolved_precision(cfg, device) != "bf16":
         return contextlib.nullcontext()
     return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
 
