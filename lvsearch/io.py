@@ -39,6 +39,17 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
         raise
 
 
+def save_safetensors(tensors: dict, path: str | os.PathLike, *, metadata: dict[str, str] | None = None) -> None:
+    """Write ``tensors`` (name -> torch tensor, no two sharing memory) to the safetensors file
+    ``path`` with the usual permissions (``0666 & ~umask``, 0644 by default), like every other
+    file lvsearch writes: ``safetensors.torch.save_file`` itself creates 0600 files. Callers
+    write into a temporary folder that is renamed into place, so the write is atomic."""
+    from safetensors.torch import save_file
+
+    save_file(tensors, str(path), metadata=metadata)
+    os.chmod(path, 0o666 & ~umask())
+
+
 def umask() -> int:
     """The process umask (read without changing it)."""
     mask = os.umask(0)

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lvsearch.errors import LvsearchError
-from lvsearch.io import atomic_write_json, read_json, sha256_file, umask
+from lvsearch.io import atomic_write_json, read_json, save_safetensors, sha256_file, umask
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -117,8 +117,6 @@ def save_model_dir(
         LvsearchError: the tokenizer file is missing, or ``folder`` exists, is not empty and is
             not a model directory (it is never replaced then).
     """
-    from safetensors.torch import save_file
-
     if objective not in OBJECTIVES:
         raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
     if encoder.arch != arch or encoder.dims != dims:
@@ -147,9 +145,9 @@ def save_model_dir(
     try:
         os.chmod(tmp, 0o777 & ~umask())
         meta = {"format": MODEL_FORMAT}
-        save_file(_state_dict(encoder), str(tmp / WEIGHTS), metadata=meta)
+        save_safetensors(_state_dict(encoder), tmp / WEIGHTS, metadata=meta)
         if generator is not None:
-            save_file(_state_dict(generator), str(tmp / GENERATOR_WEIGHTS), metadata=meta)
+            save_safetensors(_state_dict(generator), tmp / GENERATOR_WEIGHTS, metadata=meta)
         shutil.copyfile(tokenizer_path, tmp / TOKENIZER)
         atomic_write_json(tmp / TRAINING_ARGS, training_args)
         atomic_write_json(tmp / CONFIG, config)

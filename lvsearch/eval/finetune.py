@@ -532,7 +532,7 @@ def _summary(values: list[float]) -> dict:
         return {"mean": None, "std": None, "median": None, "n": 0}
     return {
         "mean": statistics.fmean(vals),
-        "std": statistics.stdev(vals) if len(vals) > 1 else 0.0,
+        "std": statistics.stdev(vals) if len(vals) > 1 else None,  # one seed: spread unmeasured
         "median": statistics.median(vals),
         "n": len(vals),
     }
@@ -563,7 +563,7 @@ def finetune_task(
         metric per epoch, mean train loss per epoch, seconds), ``status`` (``"failed"`` when every
         seed failed, else ``"done"``), ``failed_seeds``, ``constant_loss``, ``aggregate``
         (``dev``/``test`` → metric → mean/std/median/n over the seeds that did not fail; n = 0
-        and None values when all failed) and ``aggregate_all_seeds`` (the same over every seed).
+        and None values when all failed; ``std`` None with a single seed: unmeasured, not 0) and ``aggregate_all_seeds`` (the same over every seed).
 
     Raises:
         LvsearchError: ``cfg`` out of range (:meth:`FinetuneConfig.check`).

@@ -38,7 +38,7 @@ def _fmt(v, digits: int = 4) -> str:
 def summary_rows(report: dict) -> list[tuple[str, str]]:
     """``(metric, value)`` rows of one report: BLiMP (mean over paradigms and pairs, pairs /
     ties, per phenomenon, sentences/s), fine-tuning (``TASK SPLIT METRIC`` → mean ± sample std
-    (median, n) over the seeds whose training loss fell; test when labeled, else dev; a task whose
+    (median, n) over the seeds whose training loss fell, ``± unmeasured (1 seed)`` with one seed; test when labeled, else dev; a task whose
     every seed failed shows :data:`~lvsearch.eval.finetune.FAILED_TEXT`), MLM dev accuracy / loss (nats) and the
     reference floors on the same dev targets (``MLM floor · unigram``, ``MLM floor ·
     neighbour-count (N tokens)`` with N the training tokens the model saw, and whether the model
@@ -68,8 +68,9 @@ def summary_rows(report: dict) -> list[tuple[str, str]]:
             if s["mean"] is None:
                 continue
             note = f"; {n_failed} of {n_seeds} seeds {FAILED_TEXT}" if n_failed else ""
+            spread = f" ± {s['std']:.4f}" if s.get("std") is not None else " ± unmeasured (1 seed)"
             rows.append((f"{name} {split} {metric}",
-                         f"{s['mean']:.4f} ± {s['std']:.4f} (median {s['median']:.4f}, n={s['n']}{note})"))
+                         f"{s['mean']:.4f}{spread} (median {s['median']:.4f}, n={s['n']}{note})"))
     mlm = report.get("mlm") or {}
     if mlm.get("status") == "done":
         rows.append(("MLM dev accuracy", _fmt(mlm["accuracy"])))

@@ -160,6 +160,10 @@ def evolve(opts: EvolveOptions, config: SearchConfig, *, show_progress: bool = T
         _check_out(out, opts.resume, opts.overwrite)
         if opts.cache_mb < 0:
             raise LvsearchError(f"--cache-mb must be ≥ 0, got {opts.cache_mb}")
+        for flag, limit in (("--max-params", opts.max_params), ("--max-flops", opts.max_flops)):
+            if limit is not None and not limit > 0:
+                raise LvsearchError(f"{flag} must be a positive number, got {limit}",
+                                    fix=f"pass a bound above 0 (e.g. {flag} 5e6), or omit {flag} for no bound")
         loaded = load_supernet(opts.supernet, device=info.device)
         if opts.space is not None:
             want = SearchSpace.load(opts.space)

@@ -24,10 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 
 from lvsearch.errors import LvsearchError
-from lvsearch.io import atomic_write_json, read_json, sha256_file, umask
+from lvsearch.io import atomic_write_json, read_json, save_safetensors, sha256_file, umask
 
 CHECKPOINTS = "checkpoints"
 LATEST = "latest.json"
@@ -98,12 +98,12 @@ def save_checkpoint(
             if ptr in seen and v.numel():
                 model_sd[k] = v.clone()
             seen[ptr] = k
-        save_file(model_sd, str(tmp / "model.safetensors"))
+        save_safetensors(model_sd, tmp / "model.safetensors")
         state = {"format": STATE_FORMAT, "step": step, "extra": extra, "files": {}}
         files = ["model.safetensors"]
         if optimizer is not None:
             tensors, meta = _optimizer_tensors(optimizer.state_dict())
-            save_file(tensors, str(tmp / "optimizer.safetensors"))
+            save_safetensors(tensors, tmp / "optimizer.safetensors")
             state["optimizer"] = meta
             files.append("optimizer.safetensors")
         state["files"] = {f: sha256_file(tmp / f) for f in files}

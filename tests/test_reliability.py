@@ -1,0 +1,88 @@
+"""Issue 14 regressions: no non-finite checkpoint, finished runs stay finished, the parameter
+count equals what is saved, bad --max-params, one-seed spreads, file permissions."""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+import re
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from lvsearch.cli import main
+from lvsearch.errors import LvsearchError
+from lvsearch.io import umask
+from lvsearch.model import Encoder, ModelDims, Supernet
+from lvsearch.space import SearchSpace
+from lvsearch.train.retrain import retrain
+from lvsearch.train.supernet import train_supernet
+
+SUPERNET_TINY = [
+    "num_slots=4", "model.hidden=32", "model.embedding=16", "model.ff_inner=64", "model.heads=2",
+    "train.seq_len=32", "train.batch_size=8", "train.log_every=5", "eval.dev_sequences=32", "eval.batch_size=32",
+]
+RETRAIN_TINY = [
+    "num_slots=4", "model.hidden=32", "model.embedding=16", "model.ff_inner=64", "model.heads=2",
+    "train.seq_len=32", "train.batch_size=8", "train.log_every=5", "eval.dev_sequences=32", "eval.batch_size=32",
+    "objective=mlm",
+]
+
+
+def printed(capsys) -> str:
+    """What the console printed (stdout + stderr), line wrapping undone."""
+    out, err = capsys.readouterr()
+    return " ".join((out + err).split())
+
+
+def snapshot(folder: Path) -> dict[str, tuple[bytes, int]]:
+    """Every file under ``folder``: bytes and modification time (ns)."""
+    return {str(p.relative_to(folder)): (p.read_bytes(), p.stat().st_mtime_ns)
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+# ------------------------------------------------------------------ 4. smaller ones
+@pytest.mark.parametrize("flag,value", [("--max-params", "-1"), ("--max-params", "0"), ("--max-flops", "-5")])
+def test_nonpositive_resource_bounds_are_refused(tmp_path: Path, capsys, flag: str, value: str):
+    code = main(["evolve", "--supernet", str(tmp_path / "sn"), "--out", str(tmp_path / "s"), flag, value])
+    out = "".join(capsys.readouterr())
+    assert code == 2 and f"{flag} must be a positive number" in out and "Traceback" not in out
+    assert not (tmp_path / "s").exists()
+
+
+def test_one_seed_reports_no_spread():
+    from lvsearch.eval.finetune import _summary
+    from lvsearch.eval.report import summary_rows
+
+    one = _summary([0.75])
+    assert one["std"] is None and one["n"] == 1
+    assert math.isclose(_summary([0.5, 0.7])["std"], 0.2 / math.sqrt(2))
+    report = {"finetune": {"rte": {"aggregate": {"dev": {"accuracy": one}}, "per_seed": [{}], "failed_seeds": []}}}
+    text = " ".join(v for _, v in summary_rows(report))
+    assert "± 0.0000" not in text and "0.7500 ± unmeasured (1 seed)" in text
+
+
+def test_weight_files_have_the_usual_permissions(tmp_path: Path):
+    from lvsearch.modeldir import save_model_dir
+    from lvsearch.train.checkpoint import save_checkpoint
+    from lvsearch.arch import Arch
+
+    want = 0o666 & ~umask()
+    d = ModelDims(vocab_size=50, hidden=16, embedding=8, ff_inner=32, heads=2, conv_kernel=5, max_len=32)
+    enc = Encoder(Arch.sequential("sf"), d)
+    opt = torch.optim.AdamW(enc.parameters())
+    enc(torch.ones(1, 4, dtype=torch.long)).sum().backward()
+    opt.step()
+    ckpt = save_checkpoint(tmp_path / "run", 1, enc, opt, {})
+    tok = tmp_path / "tokenizer.json"
+    tok.write_text("{}")
+    model = save_model_dir(tmp_path / "model", enc, arch=enc.arch, dims=d, tokenizer_path=tok, objective="mlm",
+                           training_args={})
+    files = [p for p in [*ckpt.iterdir(), *model.iterdir()] if p.is_file()]
+    assert {p.name for p in files} >= {"model.safetensors", "optimizer.safetensors", "state.json", "config.json"}
+    modes = {p.name: oct(os.stat(p).st_mode & 0o777) for p in files}
+    assert set(modes.values()) == {oct(want)}, modes
+    assert re.fullmatch(r"step-0000001", ckpt.name)
