@@ -44,6 +44,27 @@ def snapshot(folder: Path) -> dict[str, tuple[bytes, int]]:
             for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
+# ------------------------------------------------------------------ 3. parameter count
+def test_elc_num_params_equals_saved_size(tmp_path: Path):
+    from lvsearch.modeldir import save_model_dir
+
+    space = SearchSpace.load("lvbert-elc").with_num_slots(6)
+    d = ModelDims(vocab_size=50, hidden=16, embedding=8, ff_inner=32, heads=2, conv_kernel=5, max_len=32)
+    sn = Supernet(space, d)
+    tok = tmp_path / "tokenizer.json"
+    tok.write_text("{}")
+    checked = 0
+    for seed in range(6):
+        arch = space.sample(random.Random(seed), dense_prob=0.5)
+        enc = sn.extract(arch)
+        folder = save_model_dir(tmp_path / f"m{seed}", enc, arch=arch, dims=d, tokenizer_path=tok,
+                                objective="mlm", training_args={})
+        saved = sum(t.numel() for t in load_file(str(folder / "model.safetensors")).values())
+        assert enc.num_params() == saved == sn.num_params(arch)
+        checked += enc.mixing is not None
+    assert checked  # some sampled arch mixes several inputs (holds the α matrix)
+
+
 # ------------------------------------------------------------------ 4. smaller ones
 @pytest.mark.parametrize("flag,value", [("--max-params", "-1"), ("--max-params", "0"), ("--max-flops", "-5")])
 def test_nonpositive_resource_bounds_are_refused(tmp_path: Path, capsys, flag: str, value: str):

@@ -145,11 +145,14 @@ class _Backbone(nn.Module):
         return n
 
     def _num_params(self, arch: Arch) -> int:
+        # What the Encoder of ``arch`` saves (model.safetensors): shared parts, the op of every
+        # slot, and the whole (N, N) α̂ matrix whenever some slot mixes several inputs (the
+        # Encoder then holds ``mixing.logits``, unused entries included), not only the entries used.
         n = self._shared_params()
-        for slot, (op, inputs) in enumerate(zip(arch.ops, arch.inputs), start=1):
+        for slot, op in enumerate(arch.ops, start=1):
             n += sum(p.numel() for p in self.slots[str(slot)][op].parameters())
-            if len(inputs) > 1:
-                n += len(inputs)  # the α̂ logits this slot uses
+        if any(len(inputs) > 1 for inputs in arch.inputs):
+            n += self.num_slots * self.num_slots
         return n
 
 
@@ -193,8 +196,9 @@ class Encoder(_Backbone):
         return alpha_matrix(self.arch, self.mixing)
 
     def num_params(self) -> int:
-        """Parameters of this model: embeddings and head once (decoder tied), every slot, and
-        the α̂ logits actually used (one per input of each multi-input slot)."""
+        """Parameters this model holds and saves (the numel of its ``state_dict``, tied decoder
+        once): embeddings and head, every slot, and the whole ``(N, N)`` α̂ matrix when some
+        slot mixes several inputs (unused entries included, since they are saved)."""
         return self._num_params(self.arch)
 
     def flops_per_token(self, seq_len: int, include_head: bool = False) -> float:

@@ -75,8 +75,9 @@ class Supernet(_Backbone):
         return alpha_matrix(arch, self.mixing)
 
     def num_params(self, arch: Arch) -> int:
-        """Parameters on the path of ``arch``: embeddings and MLM head once (decoder tied),
-        the op of every slot, and the α̂ logits the arch uses. Equals
+        """Parameters on the path of ``arch`` as its extracted Encoder saves them: embeddings
+        and MLM head once (decoder tied), the op of every slot, and the whole ``(N, N)`` α̂
+        matrix when some slot of ``arch`` mixes several inputs. Equals
         ``self.extract(arch).num_params()``."""
         self._check(arch)
         return self._num_params(arch)
