@@ -44,6 +44,29 @@ def snapshot(folder: Path) -> dict[str, tuple[bytes, int]]:
             for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
+# ------------------------------------------------------------------ 1. divergence
+@pytest.mark.parametrize("every", [5, 1])  # the repro (diverges at step 3), and checkpoints before it
+def test_diverging_run_never_writes_a_nonfinite_checkpoint(prepared_corpus: Path, tmp_path: Path, every: int):
+    run = tmp_path / "run"
+    sets = SUPERNET_TINY + ["train.steps=60", "train.lr=1e9", "train.warmup_steps=0", f"train.checkpoint_every={every}",
+                            "train.log_every=10", "train.eval_every=0"]
+    with pytest.raises(LvsearchError, match="training diverged at step") as err:
+        train_supernet("quickstart", prepared_corpus, run, overrides=sets, show_progress=False)
+    msg = str(err.value)
+    folders = sorted((run / "checkpoints").glob("step-*"))
+    for folder in folders:
+        for name in ("model.safetensors", "optimizer.safetensors"):
+            tensors = load_file(str(folder / name))
+            assert all(torch.isfinite(t).all() for t in tensors.values()), f"{folder / name} holds non-finite values"
+    if every == 1:
+        assert folders
+    if folders:
+        assert str(folders[-1]) in msg and "last good checkpoint" in msg
+    else:
+        assert "no checkpoint was written" in msg
+    assert "lower train.lr" in msg
+
+
 # ------------------------------------------------------------------ 3. parameter count
 def test_elc_num_params_equals_saved_size(tmp_path: Path):
     from lvsearch.modeldir import save_model_dir

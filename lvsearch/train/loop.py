@@ -152,6 +152,26 @@ def _truncate_metrics(path: Path, step: int) -> None:
     atomic_write_bytes(path, ("\n".join(kept) + "\n" if kept else "").encode("utf-8"))
 
 
+def _all_finite(tensors) -> bool:
+    """Whether every element of every tensor is finite (one device sync)."""
+    flags = [torch.isfinite(t).all() for t in tensors]
+    return bool(torch.stack(flags).all()) if flags else True
+
+
+def _diverged(done: int, what: str, last_good: tuple[int, Path] | None) -> LvsearchError:
+    """The error of a run that diverged at step ``done``; names the last checkpoint written
+    (every checkpoint holds finite weights: they are checked before writing)."""
+    if last_good is None:
+        where = "no checkpoint was written before it"
+    else:
+        where = f"the last good checkpoint is {last_good[1]} (step {last_good[0]}; checkpoints/latest.json names it)"
+    return LvsearchError(
+        f"training diverged at step {done} ({what}); nothing non-finite was saved: {where}",
+        fix="lower train.lr or raise train.warmup_steps and start the run again (--overwrite); resuming with the "
+        "same settings repeats the divergence",
+    )
+
+
 class MetricsWriter:
     """Appends JSON lines to ``run_dir/metrics.jsonl`` (main process only)."""
 
@@ -194,13 +214,18 @@ def train(
             ``stop_at`` a multiple of ``eval_every`` its ``curve.jsonl`` is a prefix too. None:
             train to ``cfg.steps``. Nothing is trained when the run is already past it.
 
+    Every step checks the summed loss and the gradient norm, and every checkpoint the weights,
+    before anything is written: a non-finite checkpoint is never written.
+
     Returns:
         Summary: steps reached, target_steps (``cfg.steps``), tokens, seconds, tokens/s,
         final evaluation.
 
     Raises:
         LvsearchError: resume without a valid checkpoint (missing, truncated, modified);
-            ``stop_at`` outside ``[1, cfg.steps]``.
+            ``stop_at`` outside ``[1, cfg.steps]``; training diverged (non-finite loss,
+            gradient norm or weights; the message names the last good checkpoint or says
+            none was written).
     """
     from lvsearch import ui
 
@@ -211,6 +236,7 @@ def train(
     module = objective.module.to(info.device)
     optimizer = make_optimizer(module, cfg)
     start = 0
+    last_good: tuple[int, Path] | None = None  # (step, folder) of the newest checkpoint written or loaded
     if resume:
         path = latest_checkpoint(run_dir)
         if path is None:
@@ -219,6 +245,7 @@ def train(
         module.load_state_dict(ckpt.model, strict=True)
         optimizer.load_state_dict(ckpt.optimizer)
         start = ckpt.step
+        last_good = (start, path)
         if info.is_main:
             _truncate_metrics(run_dir / METRICS, start)
             _truncate_metrics(run_dir / CURVE, start)
@@ -234,6 +261,18 @@ def train(
         )
     params = [p for p in module.parameters() if p.requires_grad]
     final_eval: dict = {}
+
+    def checkpoint(done: int) -> None:
+        # Every rank checks (the weights are identical under DDP, so all raise together);
+        # rank 0 writes. A non-finite checkpoint is never written.
+        nonlocal last_good
+        if not _all_finite(p.detach() for p in module.parameters()):
+            raise _diverged(done, "non-finite weights", last_good)
+        if info.is_main:
+            folder = save_checkpoint(run_dir, done, module, optimizer, {**checkpoint_extra, "tokens": done * tokens_per_step},
+                                     keep=cfg.keep_checkpoints)
+            last_good = (done, folder)
+
     t0 = time.perf_counter()
     tokens_done_here = 0
     stop = _GracefulInterrupt(enabled=not info.enabled)
@@ -243,8 +282,7 @@ def train(
         for step in range(start, end):
             if stop.requested:
                 if step > start:
-                    save_checkpoint(run_dir, step, module, optimizer, {**checkpoint_extra, "tokens": step * tokens_per_step},
-                                    keep=cfg.keep_checkpoints)
+                    checkpoint(step)
                     ui.console.print(f"interrupted: checkpoint saved at step {step}; {RESUME_HINT.get()}")
                 else:
                     ui.console.print("interrupted before the first step completed: nothing to save")
@@ -270,9 +308,15 @@ def train(
                 if cfg.grad_clip > 0
                 else torch.zeros(())
             )
+            done = step + 1
+            # Every step, before anything is written: the loss is already summed, so this costs
+            # one scalar (all-reduced under DDP so every rank stops at the same step).
+            loss_sum = sums["loss_sum"]
+            ok = torch.isfinite(loss_sum) & torch.isfinite(grad_norm.to(loss_sum.device))
+            if float(all_reduce_sum((~ok).float().reshape(1), info)[0]) > 0:
+                raise _diverged(done, f"loss_sum {float(sums['loss_sum'])}, grad norm {float(grad_norm)}", last_good)
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
-            done = step + 1
             tokens_done_here += tokens_per_step
             if done % cfg.log_every == 0 or done == end:
                 keys = sorted(sums)
@@ -289,10 +333,7 @@ def train(
                     **objective.step_info(step),
                 }
                 if not math.isfinite(record["loss"]):
-                    raise LvsearchError(
-                        f"training diverged at step {done} (loss {record['loss']})",
-                        fix="lower train.lr or raise train.warmup_steps; resume from the last checkpoint",
-                    )
+                    raise _diverged(done, f"loss {record['loss']}", last_good)
                 metrics.write(record)
                 bar.update(task, info=f"loss {record['loss']:.3f} {record['tokens_per_s']:,.0f} tok/s")
             is_eval = (cfg.eval_every and done % cfg.eval_every == 0) or done == end
@@ -305,15 +346,8 @@ def train(
                 if "curve" in final_eval:
                     curve.write({"step": done, "tokens": done * tokens_per_step, **final_eval["curve"]})
             is_ckpt = (cfg.checkpoint_every and done % cfg.checkpoint_every == 0) or done == end
-            if is_ckpt and info.is_main:
-                save_checkpoint(
-                    run_dir,
-                    done,
-                    module,
-                    optimizer,
-                    {**checkpoint_extra, "tokens": done * tokens_per_step},
-                    keep=cfg.keep_checkpoints,
-                )
+            if is_ckpt:
+                checkpoint(done)
             bar.update(task, completed=done)
     elapsed = time.perf_counter() - t0
     reached = max(start, end)
