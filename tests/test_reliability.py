@@ -67,6 +67,59 @@ def test_diverging_run_never_writes_a_nonfinite_checkpoint(prepared_corpus: Path
     assert "lower train.lr" in msg
 
 
+# ------------------------------------------------------------------ 2. finished runs
+def test_resume_of_finished_supernet_changes_nothing_and_kill_before_summary_recovers(
+        prepared_corpus: Path, tmp_path: Path, capsys):
+    run = tmp_path / "sn"
+    sets = SUPERNET_TINY + ["train.steps=4", "train.checkpoint_every=2", "train.eval_every=0"]
+    first = train_supernet("quickstart", prepared_corpus, run, overrides=sets, show_progress=False)
+    assert first["final_eval"]
+    before = snapshot(run)
+    capsys.readouterr()
+    again = train_supernet(None, prepared_corpus, run, resume=True, show_progress=False)
+    assert "already finished" in printed(capsys)
+    assert snapshot(run) == before
+    assert again["final_eval"] == first["final_eval"]
+
+    # killed between the final checkpoint and the summary write
+    (run / "summary.json").unlink()
+    recovered = train_supernet(None, prepared_corpus, run, resume=True, show_progress=False)
+    assert recovered["final_eval"] == first["final_eval"] and recovered["steps"] == 4
+    from lvsearch.io import read_json
+
+    assert read_json(run / "summary.json")["final_eval"] == first["final_eval"]
+
+
+def test_resume_of_finished_retrain_changes_nothing_and_kill_before_summary_recovers(
+        prepared_corpus: Path, tmp_path: Path, capsys):
+    from lvsearch.io import read_json
+
+    run = tmp_path / "rt"
+    sets = RETRAIN_TINY + ["train.steps=6", "train.checkpoint_every=2", "train.eval_every=0"]
+    stopped = retrain("bert", "retrain-quickstart", prepared_corpus, run, overrides=sets, show_progress=False, stop_at=4)
+    assert stopped["final_eval"] and stopped["steps"] == 4
+    before = snapshot(run)
+    capsys.readouterr()
+    # resumed at its stop: finished there (what finalist pruning does)
+    again = retrain(None, None, prepared_corpus, run, resume=True, show_progress=False, stop_at=4)
+    assert "already finished" in printed(capsys)
+    assert snapshot(run) == before and again["final_eval"] == stopped["final_eval"]
+
+    full = retrain(None, None, prepared_corpus, run, resume=True, show_progress=False)
+    assert full["steps"] == 6 and full["final_eval"]
+    before = snapshot(run)
+    retrain(None, None, prepared_corpus, run, resume=True, show_progress=False)
+    assert "already finished" in printed(capsys)
+    assert snapshot(run) == before
+
+    # killed between the final checkpoint and the summary write: the old (stop_at) summary is left
+    (run / "summary.json").write_bytes(before["summary.json"][0].replace(b'"steps": 6', b'"steps": 4'))
+    recovered = retrain(None, None, prepared_corpus, run, resume=True, show_progress=False)
+    assert recovered["steps"] == 6 and recovered["final_eval"] == full["final_eval"]
+    assert read_json(run / "summary.json")["final_eval"] == full["final_eval"]
+    assert read_json(run / "model" / "config.json")["extra"]["steps"] == 6
+
+
 # ------------------------------------------------------------------ 3. parameter count
 def test_elc_num_params_equals_saved_size(tmp_path: Path):
     from lvsearch.modeldir import save_model_dir

@@ -147,8 +147,8 @@ def latest_step(run_dir: str | Path) -> int:
     return step
 
 
-def load_checkpoint(path: str | Path, *, with_optimizer: bool = True) -> Checkpoint:
-    """Load and verify a checkpoint folder.
+def verify_checkpoint(path: str | Path) -> dict:
+    """Check a checkpoint folder without loading its tensors; returns its ``state.json``.
 
     Raises:
         LvsearchError: the folder, ``state.json`` or a tensor file is missing, or a tensor
@@ -169,6 +169,18 @@ def load_checkpoint(path: str | Path, *, with_optimizer: bool = True) -> Checkpo
                 f"checkpoint file {f} is truncated or modified (sha256 differs from state.json)",
                 fix="resume from an earlier checkpoint (edit checkpoints/latest.json) or restart the run",
             )
+    return state
+
+
+def load_checkpoint(path: str | Path, *, with_optimizer: bool = True) -> Checkpoint:
+    """Load and verify (:func:`verify_checkpoint`) a checkpoint folder.
+
+    Raises:
+        LvsearchError: the folder, ``state.json`` or a tensor file is missing, or a tensor
+            file's sha256 differs from the one recorded (truncated or modified).
+    """
+    path = Path(path)
+    state = verify_checkpoint(path)
     model = load_file(str(path / "model.safetensors"))
     optimizer = None
     if with_optimizer and "optimizer.safetensors" in state["files"]:

@@ -142,14 +142,17 @@ def _truncate_metrics(path: Path, step: int) -> None:
     """Drop metric lines logged after ``step`` (from the part of a run that is being redone)."""
     if not path.is_file():
         return
+    text = path.read_text(encoding="utf-8")
     kept = []
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in text.splitlines():
         try:
             if json.loads(line).get("step", 0) <= step:
                 kept.append(line)
         except json.JSONDecodeError:
             continue  # a line cut by a crash
-    atomic_write_bytes(path, ("\n".join(kept) + "\n" if kept else "").encode("utf-8"))
+    new = "\n".join(kept) + "\n" if kept else ""
+    if new != text:  # a finished or cleanly stopped run's files stay untouched
+        atomic_write_bytes(path, new.encode("utf-8"))
 
 
 def _all_finite(tensors) -> bool:
@@ -212,14 +215,15 @@ def train(
             schedule of ``cfg.steps``: the stopped run is an exact prefix of the full one, and
             resuming it continues as if never stopped (finalist pruning relies on this). With
             ``stop_at`` a multiple of ``eval_every`` its ``curve.jsonl`` is a prefix too. None:
-            train to ``cfg.steps``. Nothing is trained when the run is already past it.
+            train to ``cfg.steps``. Nothing is trained when the run is already past it; the
+            loaded weights are then evaluated again (rank 0), so ``final_eval`` is complete.
 
     Every step checks the summed loss and the gradient norm, and every checkpoint the weights,
     before anything is written: a non-finite checkpoint is never written.
 
     Returns:
         Summary: steps reached, target_steps (``cfg.steps``), tokens, seconds, tokens/s,
-        final evaluation.
+        final evaluation (rank 0; ``{}`` on other ranks).
 
     Raises:
         LvsearchError: resume without a valid checkpoint (missing, truncated, modified);
@@ -349,6 +353,15 @@ def train(
             if is_ckpt:
                 checkpoint(done)
             bar.update(task, completed=done)
+        if start >= end and info.is_main:
+            # Nothing to train (a run killed between its final checkpoint and its summary, or
+            # resumed at its stop): evaluate the loaded weights again so the caller gets a
+            # complete final_eval. The metric lines of that evaluation were written before the
+            # checkpoint, so none is written again.
+            module.eval()
+            with torch.no_grad():
+                final_eval = objective.evaluate(module, start)
+            module.train()
     elapsed = time.perf_counter() - t0
     reached = max(start, end)
     return {

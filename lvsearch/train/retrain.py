@@ -53,7 +53,7 @@ from lvsearch.space import SearchSpace
 from lvsearch.train.distributed import DistInfo, barrier, init_distributed, shutdown
 from lvsearch.train.loop import train
 from lvsearch.train.objectives import MaskedBatches, evaluate_mlm, mlm_log_metrics, mlm_sums
-from lvsearch.train.run import begin_run, normalise, select_config
+from lvsearch.train.run import begin_run, finished_summary, normalise, report_finished, select_config
 
 RUN_FORMAT = "lvsearch.retrain-run/v1"
 MODEL_DIR = "model"
@@ -333,6 +333,9 @@ def retrain(
         stop_at: stop after this many steps with the learning-rate schedule of
             ``train.steps`` (see :func:`lvsearch.train.loop.train`); the model directory and
             ``summary.json`` describe the stopped model and ``--resume`` continues the run.
+        resume: continue the run in ``out``; a run already finished at its target step
+            (``stop_at`` or ``train.steps``) is left unchanged and its recorded summary returned
+            (:func:`lvsearch.train.run.finished_summary`).
 
     Raises:
         LvsearchError: bad recipe/overrides/arch (unknown name, wrong slot count, invalid
@@ -363,6 +366,10 @@ def retrain(
             arch = Arch.from_dict(recorded["arch"], source=out / "config.json")
             if arch_spec is not None and resolve_arch(arch_spec, _space(config, arch.num_slots)) != arch:
                 raise LvsearchError(f"--resume with another --arch than the run in {out}", fix="omit --arch on resume")
+            finished = finished_summary(out, config.train.steps if stop_at is None else int(stop_at))
+            if finished is not None:
+                report_finished(out, finished, info)
+                return finished
         else:
             arch = resolved[0]
         dims = retrain_dims(config, data.vocab_size, data.special_ids.pad, config.train.seq_len)

@@ -8,6 +8,10 @@ against tokens seen), ``checkpoints/`` and ``summary.json``.
   ``--overwrite`` replaces it) or any other non-empty folder (never deleted).
 * ``--resume`` uses the recorded configuration; passing a different recipe or ``--set``
   values is refused with the sections that differ.
+* A finished run stays finished: ``--resume`` of a run whose ``summary.json`` is complete at
+  the target step changes no file (:func:`finished_summary`). A run killed between its final
+  checkpoint and ``summary.json`` is not finished: resuming it evaluates the final checkpoint
+  again and writes the summary.
 """
 
 from __future__ import annotations
@@ -20,9 +24,10 @@ from typing import Any, Callable
 from lvsearch.config import build_dataclass, load_config, to_jsonable
 from lvsearch.errors import LvsearchError
 from lvsearch.io import differing_keys, read_json
-from lvsearch.train.checkpoint import CHECKPOINTS, latest_checkpoint
+from lvsearch.train.checkpoint import CHECKPOINTS, latest_checkpoint, latest_step, verify_checkpoint
 
 CONFIG = "config.json"
+SUMMARY = "summary.json"
 
 
 def normalise(obj: Any) -> Any:
@@ -169,3 +174,40 @@ def begin_run(out: Path, record: dict, data, info, *, resume: bool) -> None:
         atomic_write_json(out / CONFIG, record)
         shutil.copyfile(data.folder / TOKENIZER, out / TOKENIZER)
     barrier(info)
+
+
+def finished_summary(out: Path, target_steps: int) -> dict | None:
+    """The recorded summary when the run in ``out`` is finished at ``target_steps``, else None.
+
+    Finished means: ``summary.json`` is a JSON object with ``steps == target_steps`` and a
+    non-empty ``final_eval``, and ``checkpoints/latest.json`` names step ``target_steps``, a
+    checkpoint that is verified (sha256) as a resume would: a damaged one is reported. A
+    missing, unreadable or incomplete summary (a run killed between its final checkpoint and
+    the summary write) gives None: the caller resumes, which evaluates the checkpoint again.
+
+    Raises:
+        LvsearchError: ``checkpoints/latest.json`` is malformed, or the checkpoint it names is
+            missing, truncated or modified.
+    """
+    path = out / SUMMARY
+    if not path.is_file():
+        return None
+    try:
+        summary = read_json(path, what="run summary")
+    except LvsearchError:
+        return None  # rewritten by the resume
+    if not isinstance(summary, dict) or summary.get("steps") != target_steps or not summary.get("final_eval"):
+        return None
+    if latest_step(out) != target_steps:
+        return None
+    verify_checkpoint(latest_checkpoint(out))
+    return summary
+
+
+def report_finished(out: Path, summary: dict, info) -> None:
+    """Tell the user (rank 0) that ``--resume`` found the run in ``out`` already finished."""
+    from lvsearch import ui
+
+    if info.is_main:
+        ui.console.print(f"the run in {out} is already finished ({summary['steps']} steps): nothing to do, "
+                         f"no file changed ({SUMMARY} holds its final evaluation)", highlight=False)

@@ -46,7 +46,7 @@ from lvsearch.train.checkpoint import latest_checkpoint, load_checkpoint
 from lvsearch.train.distributed import DistInfo, barrier, init_distributed, shutdown
 from lvsearch.train.loop import step_seed, train
 from lvsearch.train.objectives import MaskedBatches, SupernetMLM, evaluate_mlm, mlm_log_metrics
-from lvsearch.train.run import CONFIG, begin_run, normalise, read_run_config, select_config
+from lvsearch.train.run import CONFIG, begin_run, finished_summary, normalise, read_run_config, report_finished, select_config
 
 RUN_FORMAT = "lvsearch.supernet-run/v1"
 
@@ -167,6 +167,8 @@ def train_supernet(
     show_progress: bool = True,
 ) -> dict:
     """Train (or resume) a supernet; returns the summary also written to ``summary.json``.
+    ``resume`` of a run already finished at ``train.steps`` changes no file and returns the
+    recorded summary (:func:`lvsearch.train.run.finished_summary`).
 
     Raises:
         LvsearchError: bad recipe / overrides, bad data folder, ``out`` already holding a run
@@ -182,6 +184,10 @@ def train_supernet(
         config, _ = select_config(
             out, SupernetConfig, RUN_FORMAT, recipe, list(overrides), resume=resume, overwrite=overwrite, data=data, info=info
         )
+        finished = finished_summary(out, config.train.steps) if resume else None
+        if finished is not None:
+            report_finished(out, finished, info)
+            return finished
         space = build_space(config)
         dims = build_dims(config, data.vocab_size, data.special_ids.pad, config.train.seq_len)
         torch.manual_seed(config.train.seed)
