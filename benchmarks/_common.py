@@ -62,12 +62,16 @@ def parse_peak_rss(stderr: str) -> float:
     return float(stderr.rsplit("PEAK_RSS_MIB", 1)[1].split()[0])
 
 
-def prepared_data(given: str | None, tmp: str) -> str:
-    """``given`` (a prepared dataset), or the shared corpus prepared into ``tmp``."""
+def prepared_data(given: str | None, tmp: str, vocab_size: int | None = None) -> str:
+    """``given`` (a prepared dataset), or the shared corpus prepared into ``tmp`` (with the
+    tokenizer's default vocabulary, or ``vocab_size`` pieces)."""
     if given is not None:
         return given
     from lvsearch.data.prepare import prepare
 
     out = f"{tmp}/corpus"
-    prepare([str(shared_data_dir() / "corpora")], out, show_progress=False)
+    from lvsearch.data.prepare import PrepareSettings
+
+    settings = PrepareSettings(vocab_size=vocab_size) if vocab_size else None
+    prepare([str(shared_data_dir() / "corpora")], out, settings, show_progress=False)
     return out
