@@ -18,7 +18,7 @@ from lvsearch.errors import LvsearchError
 from lvsearch.model import Encoder, ModelDims, Supernet
 from lvsearch.model.layers import SelfAttention, relative_buckets
 from lvsearch.space import SearchSpace
-from lvsearch.train.loop import lr_at
+from lvsearch.train.loop import cpu_has_native_bf16, lr_at
 
 V = 60
 
@@ -171,6 +171,9 @@ def test_resume_is_exact_with_the_new_switches(prepared_corpus: Path, tmp_path: 
     assert main([*args, "--out", str(run), *extra]) == 0, capsys.readouterr()
     cfg = json.loads((run / "config.json").read_text())
     assert cfg["dims"]["position"] == "relative" and cfg["config"]["train"]["schedule"] == "wsd"
+    # precision auto is recorded as what it resolved to on this machine
+    want = "bf16" if cpu_has_native_bf16() else "fp32"
+    assert json.loads((run / "summary.json").read_text())["precision"] == want
     killed = tmp_path / "killed"
     shutil.copytree(run, killed)
     shutil.rmtree(killed / "checkpoints" / "step-0000020")

@@ -71,7 +71,15 @@ examples:
 --arch takes an architecture JSON (e.g. best.json from 'lvsearch evolve') or a reference name:
 bert, sandwich, lvbert-paper (24 slots), random:SEED. The result is a model directory in
 RUN/model for 'lvsearch evaluate', and RUN/curve.jsonl (dev metrics against tokens seen) for
-'lvsearch scaling fit'.
+'lvsearch scaling fit'. summary.json holds the final dev metrics next to the unigram and
+neighbour-count floors counted on the tokens the run saw, and the precision actually used.
+
+learning-efficiency switches (--set; docs/recipes.md has their measured effects):
+  model.dropout=0.0  model.position=absolute|relative  model.relative_init=local|zero
+  model.init=bert|scaled  masking.probability=0.4  train.schedule=linear|wsd|cosine
+  train.decay_fraction=0.2  train.precision=auto|fp32|bf16
+retrain-quickstart sets dropout 0, relative positions and 40% masking (use
+--set masking.probability=0.15 with --objective electra).
 
 finalist pruning (successive halving over the K best architectures of a search):
   lvsearch retrain --arch runs/search/topk.json --finalists 4 --budget 600 \\

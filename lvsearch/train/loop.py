@@ -222,7 +222,8 @@ def train(
     before anything is written: a non-finite checkpoint is never written.
 
     Returns:
-        Summary: steps reached, target_steps (``cfg.steps``), tokens, seconds, tokens/s,
+        Summary: steps reached, target_steps (``cfg.steps``), precision used (``bf16``/``fp32``),
+        tokens, seconds, tokens/s,
         final evaluation (rank 0; ``{}`` on other ranks).
 
     Raises:
@@ -367,6 +368,7 @@ def train(
     return {
         "steps": reached,
         "target_steps": cfg.steps,
+        "precision": resolved_precision(cfg, info.device),
         "resumed_from": start,
         "tokens": reached * tokens_per_step,
         "seconds_this_process": elapsed,
