@@ -56,6 +56,7 @@ ABLATIONS: list[tuple[str, list[str], str]] = [
     ("base", [], "the old retrain-quickstart (dropout 0.1, absolute positions, lr 3e-3, β2 0.999, 15% masking)"),
     ("mask30", ["masking.probability=0.3"], "base + 30% masking"),
     ("mask40", ["masking.probability=0.4"], "base + 40% masking"),
+    ("m30-d0", ["masking.probability=0.3", "model.dropout=0.0"], "mask30 + no dropout (absolute positions)"),
     ("m30-d0-relzero", ["masking.probability=0.3", "model.dropout=0.0", "model.position=relative",
                         "model.relative_init=zero"], "mask30 + no dropout + relative positions (zero-init bias, T5)"),
     ("m30-d0-relzero-lr1e-2", ["masking.probability=0.3", "model.dropout=0.0", "model.position=relative",
