@@ -165,16 +165,15 @@ def run_one(data, dev, recipe: str, arm: str, overrides: list[str], tokens: floa
     from lvsearch.train.objectives import MaskedBatches
     from lvsearch.train.retrain import build_module, retrain_dims
 
-    base, _ = load_config(RetrainConfig, recipe, ["objective=mlm", *OLD])
-    tps = base.train.batch_size * base.train.seq_len
-    sets = [s for s in overrides if not s.startswith("train.batch_size")]
-    bs = next((int(s.split("=")[1]) for s in overrides if s.startswith("train.batch_size")), base.train.batch_size)
+    base, _ = load_config(RetrainConfig, recipe, ["objective=mlm", *OLD, *overrides])
+    bs = base.train.batch_size  # a configuration may change the batch: keep tokens and warm-up tokens
     tps = bs * base.train.seq_len
     steps = max(1, round(tokens / tps))
-    warm = max(1, round(base.train.warmup_steps * base.train.batch_size / bs))
-    cfg, _ = load_config(RetrainConfig, recipe, ["objective=mlm", *OLD, f"train.batch_size={bs}", f"train.steps={steps}",
+    recipe_cfg, _ = load_config(RetrainConfig, recipe, ["objective=mlm"])
+    warm = max(1, round(recipe_cfg.train.warmup_steps * recipe_cfg.train.batch_size / bs))
+    cfg, _ = load_config(RetrainConfig, recipe, ["objective=mlm", *OLD, *overrides, f"train.steps={steps}",
                                                   f"train.warmup_steps={warm}", f"train.eval_every={eval_every}",
-                                                  "train.checkpoint_every=0", "train.log_every=1000000", *sets])
+                                                  "train.checkpoint_every=0", "train.log_every=1000000"])
     info = DistInfo(0, 1, 0, torch.device("cpu"))
     batches = MaskedBatches(data, cfg.train, cfg.masking, info)
     space = SearchSpace.load(cfg.space).with_num_slots(cfg.num_slots or 12)

@@ -278,6 +278,15 @@ def score_floors(model: NeighbourCountModel, dev, pad_id: int | None = None) -> 
     return result
 
 
+def floors_for_train(data, dev, train_cfg, steps: int) -> dict[str, dict] | None:
+    """:func:`floors_for_run` with a run's :class:`~lvsearch.config.TrainConfig`
+    (``batch_size``, ``seq_len``, ``seed``); None when ``steps`` < 1 (nothing was trained)."""
+    if steps < 1:
+        return None
+    return floors_for_run(data, dev, batch_size=train_cfg.batch_size, seq_len=train_cfg.seq_len,
+                          seed=train_cfg.seed, steps=steps)
+
+
 def floors_for_run(data, dev, *, batch_size: int, seq_len: int, seed: int, steps: int) -> dict[str, dict]:
     """Both floors for a run that took ``steps`` steps of ``batch_size × seq_len`` tokens with
     ``train.seed = seed``, scored on ``dev``; also records ``tokens_seen`` (= steps·batch·L).
@@ -408,6 +417,7 @@ def floor_line(label: str, accuracy: float, floors: dict[str, dict]) -> str:
 
 
 __all__ = [
+    "floors_for_train",
     "FLOOR_NAMES", "NOT_ARCH_EFFECT", "NOT_PAST_FLOOR", "REFERENCE_FLOOR", "NeighbourCountModel", "beats_floor",
     "compact_floors", "floor_line", "floors_for_model", "floors_for_run", "run_settings", "score_floors", "seen_row_counts", "seen_sequences",
 ]

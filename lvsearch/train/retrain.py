@@ -439,12 +439,11 @@ def run_floors(data: PreparedData, dev, train_cfg, steps: int, final_eval: dict)
         "floors_compared_with": "dev_mlm" | "generator_mlm" | None, "beats_floor": bool | None}``
         (without the per-target strings), or ``{}`` when ``steps`` is 0.
     """
-    from lvsearch.eval.floors import beats_floor, compact_floors, floors_for_run
+    from lvsearch.eval.floors import beats_floor, compact_floors, floors_for_train
 
-    if steps < 1:
+    floors = floors_for_train(data, dev, train_cfg, steps)
+    if floors is None:
         return {}
-    floors = floors_for_run(data, dev, batch_size=train_cfg.batch_size, seq_len=train_cfg.seq_len,
-                            seed=train_cfg.seed, steps=steps)
     key = next((k for k in ("dev_mlm", "generator_mlm") if k in final_eval), None)
     acc = final_eval[key]["accuracy"] if key else None
     return {"floors": compact_floors(floors), "floors_compared_with": key,

@@ -242,12 +242,11 @@ def panel_floors(data: PreparedData, dev: DevSet, train_cfg, steps: int, final_e
         "beats_floor": {panel name: bool}}`` (``beats_floor`` empty when ``final_eval`` has no
         panel), or ``{}`` when ``steps`` is 0.
     """
-    from lvsearch.eval.floors import beats_floor, compact_floors, floors_for_run
+    from lvsearch.eval.floors import beats_floor, compact_floors, floors_for_train
 
-    if steps < 1:
+    floors = floors_for_train(data, dev, train_cfg, steps)
+    if floors is None:
         return {}
-    floors = floors_for_run(data, dev, batch_size=train_cfg.batch_size, seq_len=train_cfg.seq_len,
-                            seed=train_cfg.seed, steps=steps)
     panel = final_eval.get("panel") or {}
     return {"floors": compact_floors(floors),
             "beats_floor": {name: beats_floor(r["accuracy"], floors) for name, r in panel.items()}}
