@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,60 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
         except FileNotFoundError:
             pass
         raise
+    remove_stale_temps(path.parent, f".{path.name}.", (".tmp",))
+
+
+def remove_stale_temps(folder: str | os.PathLike, prefix: str, suffixes: tuple[str, ...] = ("",)) -> list[Path]:
+    """Delete leftovers of interrupted writes in ``folder``: entries whose name starts with
+    ``prefix`` and ends with one of ``suffixes`` (files or whole folders). Each writer calls it
+    after its own write succeeded, with the temp-name pattern only it uses for that target
+    (a SIGKILL between creating a temp and renaming it leaves one behind; lvsearch writes each
+    target from a single process, so a matching temp can only be such a leftover).
+
+    Returns the paths removed."""
+    folder = Path(folder)
+    removed = []
+    try:
+        entries = list(folder.iterdir())
+    except OSError:
+        return removed
+    for entry in entries:
+        name = entry.name
+        if name.startswith(prefix) and any(name.endswith(s) for s in suffixes):
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)
+            removed.append(entry)
+    return removed
+
+
+def check_writable_folder(path: str | os.PathLike, flag: str = "--out") -> Path:
+    """Make sure the folder ``path`` can be created and written before any work starts, without
+    creating it: the nearest existing ancestor must be a folder in which a temporary folder can
+    be made (and removed again). Returns ``path`` as given (a :class:`~pathlib.Path`).
+
+    Raises:
+        LvsearchError: ``path`` or an ancestor is a file, or the location is not writable
+            (permissions, a read-only or virtual file system such as /proc); the message names
+            ``flag`` and the path.
+    """
+    path = Path(path)
+    probe = path
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if probe.exists() and not probe.is_dir():
+        where = "is a file" if probe == path else f"is under {probe}, which is a file"
+        raise LvsearchError(f"{flag} {path} {where}", fix=f"choose a folder path for {flag}")
+    if path.is_dir():
+        probe = path
+    try:
+        tmp = tempfile.mkdtemp(prefix=".lvsearch-write-probe.", dir=probe)
+        os.rmdir(tmp)
+    except OSError as e:
+        raise LvsearchError(f"{flag} {path} cannot be written ({e.strerror or e} in {probe})",
+                            fix=f"choose a writable location for {flag}") from None
+    return path
 
 
 def save_safetensors(tensors: dict, path: str | os.PathLike, *, metadata: dict[str, str] | None = None) -> None:

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lvsearch.errors import LvsearchError
-from lvsearch.io import atomic_write_json, read_json, save_safetensors, sha256_file, umask
+from lvsearch.io import atomic_write_json, read_json, remove_stale_temps, save_safetensors, sha256_file, umask
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -161,6 +161,8 @@ def save_model_dir(
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    # leftovers of earlier writes of this folder that were killed before their rename
+    remove_stale_temps(folder.parent, f".{folder.name}.", (".tmp", ".old"))
     return folder
 
 

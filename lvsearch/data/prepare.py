@@ -27,7 +27,7 @@ from lvsearch.data.shards import FORMAT, MANIFEST, SPLITS, TOKENIZER, changed_so
 from lvsearch.data.sources import ResolvedInputs, iter_split_documents, resolve_inputs
 from lvsearch.data.tokenizer import SpecialIds, load_tokenizer, train_wordpiece
 from lvsearch.errors import LvsearchError
-from lvsearch.io import atomic_write_json, read_json, sha256_file, umask
+from lvsearch.io import atomic_write_json, check_writable_folder, read_json, remove_stale_temps, sha256_file, umask
 
 #: Lines encoded per call of the Rust tokenizer.
 ENCODE_BATCH_LINES = 8192
@@ -132,6 +132,7 @@ def check_out_folder(out: Path, *, overwrite: bool) -> None:
     """
     if out.exists() and not out.is_dir():
         raise LvsearchError(f"--out {out} is a file", fix="choose a folder path")
+    check_writable_folder(out)
     if not out.is_dir() or not any(out.iterdir()):
         return
     manifest_path = out / MANIFEST
@@ -166,6 +167,9 @@ def _replace_folder(tmp: Path, out: Path) -> None:
         shutil.rmtree(backup, ignore_errors=True)
     else:
         os.replace(tmp, out)
+    # leftovers of earlier prepares into ``out`` killed before their rename
+    remove_stale_temps(out.parent, f".{out.name}.tmp-")
+    remove_stale_temps(out.parent, f".{out.name}.old-")
 
 
 def prepare(

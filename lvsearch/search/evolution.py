@@ -40,6 +40,7 @@ from typing import Callable
 
 from lvsearch.arch import Arch
 from lvsearch.errors import LvsearchError
+from lvsearch.faults import kill_point
 from lvsearch.io import differing_keys
 from lvsearch.search.evaluator import BaseEvaluator, EvalResult
 from lvsearch.space import SearchSpace
@@ -383,6 +384,15 @@ class Search:
                 raise LvsearchError(f"--resume: {source} was made for another search space", fix="check --supernet")
             if s["extra"] != self.extra_state:
                 diff = differing_keys(s["extra"], self.extra_state)
+                mine_sn, old_sn = self.extra_state.get("supernet_sha256"), s["extra"].get("supernet_sha256")
+                if mine_sn is not None and old_sn != mine_sn:
+                    raise LvsearchError(
+                        f"--resume: the supernet {self.extra_state.get('supernet')} is not the one the search in "
+                        f"{source} was scored on (weights sha256 {str(mine_sn)[:12]}… now, "
+                        f"{str(old_sn)[:12] + '…' if old_sn else 'not recorded'} when it started; step "
+                        f"{self.extra_state.get('supernet_step')} now, {s['extra'].get('supernet_step')} then): "
+                        f"continuing would mix scores from two supernets",
+                        fix="start a new search on this supernet (--overwrite or another --out), or restore the supernet run")
                 raise LvsearchError(f"--resume: {source} was made with different inputs ({', '.join(diff)})",
                                     fix="resume with the original --supernet/--dev-sequences/constraints")
             history = [dict(h) for h in s["history"]]
@@ -421,6 +431,7 @@ class Search:
         from lvsearch.io import atomic_write_bytes, atomic_write_json
 
         atomic_write_json(self.out / STATE, self.state_dict())
+        kill_point(f"search-save:{self.iteration}")
         lines = "".join(json.dumps(h, sort_keys=True) + "\n" for h in self.history)
         atomic_write_bytes(self.out / "history.jsonl", lines.encode("utf-8"))
         atomic_write_json(self.out / "topk.json", {

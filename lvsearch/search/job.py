@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lvsearch.errors import LvsearchError
+from lvsearch.io import check_writable_folder
 from lvsearch.search.evaluator import Constraints, EvalResult
 from lvsearch.search.evolution import STATE, Search, SearchConfig, SearchResult, arch_from_key, plot_curves
 
@@ -63,6 +64,7 @@ class EvolveOptions:
 def _check_out(out: Path, resume: bool, overwrite: bool) -> None:
     if out.exists() and not out.is_dir():
         raise LvsearchError(f"--out {out} is a file", fix="choose a folder path")
+    check_writable_folder(out)
     has = out.is_dir() and (out / STATE).exists()
     if resume:
         if not has:
@@ -186,6 +188,7 @@ def evolve(opts: EvolveOptions, config: SearchConfig, *, show_progress: bool = T
         )
         extra = {
             "supernet": str(Path(loaded.run_dir).resolve()), "supernet_step": loaded.step,
+            "supernet_sha256": loaded.weights_sha256,
             "tokenizer_sha256": loaded.run_config["data"]["tokenizer_sha256"],
             "dev_sequences": int(dev.input_ids.shape[0]), "seq_len": int(dev.input_ids.shape[1]),
             "dev_seed": loaded.config.eval.seed, "max_params": opts.max_params, "max_flops": opts.max_flops,
@@ -194,6 +197,9 @@ def evolve(opts: EvolveOptions, config: SearchConfig, *, show_progress: bool = T
             if opts.overwrite and not opts.resume and out.is_dir():
                 _clear(out)
             out.mkdir(parents=True, exist_ok=True)
+            from lvsearch.repro import record_environment
+
+            record_environment(out, str(info.device), resume=opts.resume, what="search")
         barrier(info)
         phases = [(config.strategy, out, config)]
         if opts.compare_random and config.strategy != "random":
@@ -212,21 +218,27 @@ def evolve(opts: EvolveOptions, config: SearchConfig, *, show_progress: bool = T
                 if info.is_main:
                     arch_from_key(best.key).to_json(search.out / "best.json", space=loaded.space.name,
                                             meta=_best_meta(best, loaded, search.config, label))
+                title = (f"{label}: iteration {t + 1}/{search.config.iterations} — "
+                         f"{len(search.history)} evaluated, {evaluator.stats.seconds:.0f}s computing")
                 if live is not None:
-                    s = evaluator.stats
-                    live.update(topk_table(search, f"{label}: iteration {t + 1}/{search.config.iterations} — "
-                                                   f"{len(search.history)} evaluated, {s.seconds:.0f}s computing"))
+                    live.update(topk_table(search, title))
+                elif show:  # a log file: one plain line per iteration, the table once at the end
+                    ui.console.print(f"[progress] {title}; best {best.fitness:.4f} ({best.key})",
+                                     highlight=False, markup=False, soft_wrap=True)
 
             search = Search(loaded.space, evaluator, cfg, out=folder, write=info.is_main,
                             on_iteration=on_iteration, extra_state=extra)
             resume_phase = opts.resume and (folder / STATE).exists()
-            if show:
+            if show and (ui.console.is_terminal or ui.console.is_jupyter):
                 from rich.live import Live
 
                 with Live(console=ui.console, refresh_per_second=2, transient=False) as live:
                     res = search.run(resume=resume_phase, max_iterations=max_iterations)
             else:
                 res = search.run(resume=resume_phase, max_iterations=max_iterations)
+                if show and search.topk:
+                    ui.console.print(topk_table(search, f"{label}: top-{len(search.topk)} after "
+                                                        f"{search.iteration} iterations"))
             results[label] = res
             if res.iteration and info.is_main:
                 best = res.best

@@ -6,13 +6,17 @@ Layout inside a run folder::
     checkpoints/step-0000100/optimizer.safetensors   AdamW moments: "state.<param index>.<name>"
     checkpoints/step-0000100/state.json              step, tokens, optimizer param groups,
                                                      sha256 of both tensor files, extra state
-    checkpoints/latest.json                          {"step": 100, "dir": "step-0000100"}
+    checkpoints/latest.json                          {"step": 100, "dir": "step-0000100",
+                                                      "state_sha256": sha256 of its state.json}
 
 A checkpoint folder is assembled under a temporary name and renamed into place, then
 ``latest.json`` is replaced atomically, so a crash at any moment leaves the previous checkpoint
 intact and ``latest.json`` always names a complete one. :func:`load_checkpoint` checks the
-sha256 of both tensor files before loading anything: a truncated or modified checkpoint is an
-error, never loaded silently. Nothing is unpickled.
+sha256 of both tensor files before loading anything, and that ``latest.json``, the folder name
+and ``state.json`` agree on the step (and ``state.json`` on its sha256): a truncated, modified
+or inconsistent checkpoint is an error, never loaded silently. A temporary folder left by a
+write that was killed (``.step-*``) is removed by the next successful checkpoint write. Nothing
+is unpickled.
 """
 
 from __future__ import annotations
@@ -27,7 +31,8 @@ import torch
 from safetensors.torch import load_file
 
 from lvsearch.errors import LvsearchError
-from lvsearch.io import atomic_write_json, read_json, save_safetensors, sha256_file, umask
+from lvsearch.faults import kill_point
+from lvsearch.io import atomic_write_json, read_json, remove_stale_temps, save_safetensors, sha256_file, umask
 
 CHECKPOINTS = "checkpoints"
 LATEST = "latest.json"
@@ -107,6 +112,7 @@ def save_checkpoint(
             state["optimizer"] = meta
             files.append("optimizer.safetensors")
         state["files"] = {f: sha256_file(tmp / f) for f in files}
+        kill_point(f"checkpoint-write:{step}")
         atomic_write_json(tmp / "state.json", state)
         final = root / name
         if final.exists():
@@ -115,21 +121,46 @@ def save_checkpoint(
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    atomic_write_json(root / LATEST, {"step": step, "dir": name})
+    atomic_write_json(root / LATEST, {"step": step, "dir": name, "state_sha256": sha256_file(final / "state.json")})
     for old in sorted(p for p in root.glob("step-*") if p.is_dir())[:-keep]:
         shutil.rmtree(old, ignore_errors=True)
+    remove_stale_temps(root, ".step-")  # leftovers of writes killed before their rename
     return final
 
 
+def _step_of_folder(path: Path) -> int | None:
+    name = path.name
+    if name.startswith("step-") and name[5:].isdigit():
+        return int(name[5:])
+    return None
+
+
+_POINTER_FIX = "restore it, or rewrite it to name a complete step-* folder: {\"step\": N, \"dir\": \"step-000000N\"}"
+
+
+def _read_pointer(root: Path) -> dict:
+    pointer = read_json(root / LATEST, what="checkpoint pointer")
+    if (not isinstance(pointer, dict) or not isinstance(pointer.get("dir"), str) or not isinstance(pointer.get("step"), int)
+            or "/" in pointer["dir"] or pointer["dir"] in ("", ".", "..")):
+        raise LvsearchError(f"{root / LATEST} is malformed", fix=_POINTER_FIX)
+    folder_step = _step_of_folder(root / pointer["dir"])
+    if folder_step != pointer["step"]:
+        raise LvsearchError(
+            f"{root / LATEST} says step {pointer['step']} but names folder {pointer['dir']} (step {folder_step})",
+            fix=_POINTER_FIX)
+    return pointer
+
+
 def latest_checkpoint(run_dir: str | Path) -> Path | None:
-    """The folder ``latest.json`` names, or None when the run has no checkpoint."""
+    """The folder ``latest.json`` names, or None when the run has no checkpoint.
+
+    Raises:
+        LvsearchError: ``latest.json`` is malformed, or its step disagrees with the folder name.
+    """
     root = Path(run_dir) / CHECKPOINTS
     if not (root / LATEST).is_file():
         return None
-    pointer = read_json(root / LATEST, what="checkpoint pointer")
-    if not isinstance(pointer, dict) or "dir" not in pointer:
-        raise LvsearchError(f"{root / LATEST} is malformed", fix="delete it to resume from the newest complete step-* folder")
-    return root / pointer["dir"]
+    return root / _read_pointer(root)["dir"]
 
 
 def latest_step(run_dir: str | Path) -> int:
@@ -138,28 +169,44 @@ def latest_step(run_dir: str | Path) -> int:
     Raises:
         LvsearchError: ``latest.json`` is malformed.
     """
-    path = latest_checkpoint(run_dir)
-    if path is None:
+    root = Path(run_dir) / CHECKPOINTS
+    if not (root / LATEST).is_file():
         return 0
-    step = read_json(Path(run_dir) / CHECKPOINTS / LATEST, what="checkpoint pointer").get("step")
-    if not isinstance(step, int):
-        raise LvsearchError(f"{Path(run_dir) / CHECKPOINTS / LATEST} has no step", fix="delete it and resume")
-    return step
+    return _read_pointer(root)["step"]
 
 
 def verify_checkpoint(path: str | Path) -> dict:
     """Check a checkpoint folder without loading its tensors; returns its ``state.json``.
 
+    The step in ``state.json`` must equal the folder's (``step-NNNNNNN``), and when
+    ``checkpoints/latest.json`` names this folder, its recorded sha256 of ``state.json`` must
+    match: a state that disagrees with what was recorded is never believed (a resume from it
+    would train the wrong steps and overwrite later records).
+
     Raises:
-        LvsearchError: the folder, ``state.json`` or a tensor file is missing, or a tensor
-            file's sha256 differs from the one recorded (truncated or modified).
+        LvsearchError: the folder, ``state.json`` or a tensor file is missing, a tensor
+            file's sha256 differs from the one recorded (truncated or modified), or
+            ``state.json`` disagrees with the folder name or with ``latest.json``.
     """
     path = Path(path)
     if not path.is_dir():
         raise LvsearchError(f"checkpoint not found: {path}", fix="check the run folder; was the run started?")
     state = read_json(path / "state.json", what="checkpoint state")
-    if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
+    if not isinstance(state, dict) or state.get("format") != STATE_FORMAT or not isinstance(state.get("files"), dict):
         raise LvsearchError(f"{path / 'state.json'} is not an lvsearch checkpoint state", fix="use another checkpoint")
+    folder_step = _step_of_folder(path)
+    if not isinstance(state.get("step"), int) or (folder_step is not None and state["step"] != folder_step):
+        raise LvsearchError(
+            f"{path / 'state.json'} says step {state.get('step')!r}, but the folder is {path.name} (modified)",
+            fix="restore the file, resume from an earlier checkpoint (edit checkpoints/latest.json), or restart the run")
+    pointer_file = path.parent / LATEST
+    if pointer_file.is_file():
+        pointer = read_json(pointer_file, what="checkpoint pointer")
+        if isinstance(pointer, dict) and pointer.get("dir") == path.name and pointer.get("state_sha256") not in (
+                None, sha256_file(path / "state.json")):
+            raise LvsearchError(
+                f"{path / 'state.json'} was modified after it was written (sha256 differs from {pointer_file})",
+                fix="restore the file, resume from an earlier checkpoint (edit checkpoints/latest.json), or restart the run")
     for name, digest in state["files"].items():
         f = path / name
         if not f.is_file():

@@ -60,6 +60,7 @@ from lvsearch import __version__
 from lvsearch.arch import ARCH_FORMAT, Arch, resolve_arch
 from lvsearch.config import RetrainConfig, load_config, to_jsonable
 from lvsearch.errors import LvsearchError
+from lvsearch.faults import kill_point
 from lvsearch.io import atomic_write_json, differing_keys, iter_jsonl, read_json
 
 FORMAT = "lvsearch.finalists/v1"
@@ -319,10 +320,12 @@ class _Job:
         from lvsearch.train.checkpoint import latest_step
         from lvsearch.train.retrain import retrain
 
+        from lvsearch.train.run import finished_summary
+
         run = self.run_dir(name)
         reached = latest_step(run)
-        if reached >= target:
-            return
+        if reached >= target and (target < self.budget or finished_summary(run, self.budget) is not None):
+            return  # a rung is read from the curve; the full budget also needs its summary
         stop = None if target == self.budget else target
         if reached == 0:  # new, or started without reaching a checkpoint: start over
             retrain(str(self.arch_file(name)), self.recipe, self.data_dir, run,
@@ -490,6 +493,7 @@ def run_finalists(
         for n in alive:
             job.advance(n, rung)
             reached[n] = rung
+        kill_point(f"finalists-round:{i + 1}")
         curves = {n: job.curve(n, rung) for n in alive}
         decision = halving_step(curves, full_budget=job.budget * job.tokens_per_step, eta=o.eta, rule=rule,
                                 **job.step_kwargs())

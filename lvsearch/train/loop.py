@@ -31,7 +31,8 @@ from torch import nn
 
 from lvsearch.config import TrainConfig
 from lvsearch.errors import LvsearchError
-from lvsearch.io import atomic_write_bytes
+from lvsearch.faults import kill_point
+from lvsearch.io import atomic_write_bytes, remove_stale_temps
 from lvsearch.train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from lvsearch.train.distributed import DistInfo, all_reduce_sum
 
@@ -247,6 +248,8 @@ def train(
         if path is None:
             raise LvsearchError(f"--resume: {run_dir} has no checkpoint", fix="start the run without --resume")
         ckpt = load_checkpoint(path)
+        if info.is_main:
+            remove_stale_temps(path.parent, ".step-")  # checkpoint writes killed before their rename
         module.load_state_dict(ckpt.model, strict=True)
         optimizer.load_state_dict(ckpt.optimizer)
         start = ckpt.step
@@ -322,6 +325,7 @@ def train(
                 raise _diverged(done, f"loss_sum {float(sums['loss_sum'])}, grad norm {float(grad_norm)}", last_good)
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
+            kill_point(f"step:{done}")
             tokens_done_here += tokens_per_step
             if done % cfg.log_every == 0 or done == end:
                 keys = sorted(sums)
@@ -353,6 +357,8 @@ def train(
             is_ckpt = (cfg.checkpoint_every and done % cfg.checkpoint_every == 0) or done == end
             if is_ckpt:
                 checkpoint(done)
+                if done == cfg.steps:
+                    kill_point("before-summary")
             bar.update(task, completed=done)
         if start >= end and info.is_main:
             # Nothing to train (a run killed between its final checkpoint and its summary, or

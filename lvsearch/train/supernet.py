@@ -263,6 +263,7 @@ class LoadedSupernet:
     run_config: dict
     step: int
     run_dir: Path
+    weights_sha256: str = ""  # sha256 of the checkpoint's model.safetensors (verified at load)
 
 
 def load_supernet(run_dir: str | Path, *, device: str | torch.device = "cpu") -> LoadedSupernet:
@@ -288,4 +289,5 @@ def load_supernet(run_dir: str | Path, *, device: str | torch.device = "cpu") ->
             fix="the run folder was modified; retrain or restore it",
         )
     supernet.to(device).eval()
-    return LoadedSupernet(supernet, space, dims, config, rc, ckpt.step, run_dir)
+    return LoadedSupernet(supernet, space, dims, config, rc, ckpt.step, run_dir,
+                          weights_sha256=ckpt.state["files"]["model.safetensors"])
