@@ -6,7 +6,8 @@ status). Job modules import heavy libraries (torch, datasets) inside ``func`` so
 ``lvsearch --help`` stays fast.
 
 Errors a user can cause are :class:`~lvsearch.errors.LvsearchError`: printed as one message,
-exit status 2, no traceback. ``LVSEARCH_DEBUG=1`` re-raises them with the traceback.
+exit status 2, no traceback; so is an ``OSError`` no earlier check caught (it names the file).
+``LVSEARCH_DEBUG=1`` re-raises them with the traceback.
 """
 
 from __future__ import annotations
@@ -109,6 +110,16 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("lvsearch: interrupted", file=sys.stderr)
         return 130
+    except OSError as e:
+        # A file-system failure no check foresaw (disk full, permissions changed mid-run):
+        # one message naming the file, not a traceback. Writes are atomic, so nothing
+        # half-written replaced an earlier file.
+        if os.environ.get("LVSEARCH_DEBUG"):
+            raise
+        where = f" {e.filename}" if getattr(e, "filename", None) else ""
+        print(f"lvsearch: error: cannot access{where}: {e.strerror or e}\n  fix: check the path, its permissions and "
+              f"free disk space, then re-run the same command (finished work is kept)", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":  # pragma: no cover

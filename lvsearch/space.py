@@ -221,7 +221,7 @@ class SearchSpace:
             elif inp != (n - 1,):
                 raise LvsearchError(
                     f"{where}: slot {n} has inputs {list(inp)}, but {sp} is sequential",
-                    fix=f"use inputs [{n - 1}] for slot {n}, or an elc search space",
+                    fix=f"use inputs [{n - 1}] for slot {n}, or an ELC search space (e.g. --set space=lvbert-elc)",
                 )
         return arch
 

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from lvsearch.errors import LvsearchError
+from lvsearch.io import check_writable_folder
 
 from lvsearch.eval.report import DEFAULT_REPORT_NAME, REPORT_FORMAT, summary_rows  # noqa: F401 (re-exported)
 
@@ -124,9 +125,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     m = p.add_argument_group("MLM dev metrics")
     m.add_argument("--mlm-data", "--data", dest="data", metavar="DIR",
                    help="prepared dataset (lvsearch data prepare --out DIR); --data is an alias")
-    m.add_argument("--dev-sequences", type=_positive_int, default=256, help="dev sequences (default: 256, as the search)")
-    m.add_argument("--dev-seq-len", type=_positive_int, help="dev sequence length (default: the dataset's)")
-    m.add_argument("--dev-seed", type=int, default=1234, help="seed of the dev sample and masks (default: 1234)")
+    m.add_argument("--dev-sequences", type=_positive_int,
+                   help="dev sequences (default: the model's training dev set, eval.dev_sequences; else 256)")
+    m.add_argument("--dev-seq-len", type=_positive_int,
+                   help="dev sequence length (default: the model's training train.seq_len; else the dataset's)")
+    m.add_argument("--dev-seed", type=int,
+                   help="seed of the dev sample and masks (default: the model's training eval.seed; else 1234)")
     p.set_defaults(func=run)
 
     r = sub.add_parser(
@@ -161,6 +165,33 @@ def default_blimp_dir() -> Path:
     return (Path(lvsearch.__file__).resolve().parents[1] / ".." / "shared" / "data" / "blimp").resolve()
 
 
+def mlm_dev_settings(args: argparse.Namespace, training_args: dict | None, data) -> dict:
+    """The MLM dev set ``evaluate`` scores on: each of ``--dev-seq-len``, ``--dev-sequences`` and
+    ``--dev-seed`` when given, else the model's own training dev set as recorded in its
+    ``training_args.json`` (``train.seq_len``, ``eval.dev_sequences``, ``eval.seed``: the dev set
+    its learning curve and, for a searched architecture, the search scored), else the dataset's
+    packing length, 256 sequences and seed 1234. Returns ``{"seq_len", "num_sequences", "seed",
+    "source"}`` with ``source`` saying where each value came from."""
+    ta = training_args if isinstance(training_args, dict) else {}
+    train = ta.get("train") if isinstance(ta.get("train"), dict) else {}
+    ev = ta.get("eval") if isinstance(ta.get("eval"), dict) else {}
+    picks = []
+    out = {}
+    for key, flag, given, recorded, fallback, fallback_name in (
+            ("seq_len", "--dev-seq-len", args.dev_seq_len, train.get("seq_len"), data.seq_len, "the dataset's"),
+            ("num_sequences", "--dev-sequences", args.dev_sequences, ev.get("dev_sequences"), 256, "default"),
+            ("seed", "--dev-seed", args.dev_seed, ev.get("seed"), 1234, "default")):
+        if given is not None:
+            out[key], src = given, flag
+        elif isinstance(recorded, int) and not isinstance(recorded, bool) and recorded > (0 if key != "seed" else -1):
+            out[key], src = recorded, "model's training dev set"
+        else:
+            out[key], src = fallback, fallback_name
+        picks.append(f"{key} from {src}")
+    out["source"] = "; ".join(picks)
+    return out
+
+
 def run(args: argparse.Namespace) -> int:
     if args.compare:
         return compare_reports(args.compare)
@@ -177,6 +208,7 @@ def run(args: argparse.Namespace) -> int:
     if md_out == out:
         raise LvsearchError(f"--out {out} ends in .md; the Markdown table goes beside the JSON report",
                             fix="pass a JSON file name such as report.json")
+    check_writable_folder(out.parent, "--out")
     for path, what in ((out, "report"), (md_out, "Markdown report")):
         if path.exists() and not args.overwrite:
             raise LvsearchError(f"{what} {path} already exists", fix="pass --overwrite to replace it, or another --out")
@@ -257,9 +289,12 @@ def run(args: argparse.Namespace) -> int:
                 data = None
                 mlm_note = {"status": "not applicable",
                             "reason": "RTD discriminator has no MLM head (no generator.safetensors in the model directory)"}
-    if data is not None and (args.dev_seq_len or data.seq_len) > mlm_model.dims.max_len:
-        raise LvsearchError(f"dev sequence length {args.dev_seq_len or data.seq_len} exceeds the model's max_len "
-                            f"{mlm_model.dims.max_len}", fix=f"pass --dev-seq-len ≤ {mlm_model.dims.max_len}")
+    dev_settings = None
+    if data is not None:
+        dev_settings = mlm_dev_settings(args, loaded.training_args, data)
+        if dev_settings["seq_len"] > mlm_model.dims.max_len:
+            raise LvsearchError(f"dev sequence length {dev_settings['seq_len']} exceeds the model's max_len "
+                                f"{mlm_model.dims.max_len}", fix=f"pass --dev-seq-len ≤ {mlm_model.dims.max_len}")
     if paradigms is None and not tasks and data is None and not (blimp_note and blimp_note["status"] == "not applicable") \
             and mlm_note is None:
         raise LvsearchError("nothing to evaluate (BLiMP skipped, no --task, no --mlm-data)",
@@ -325,12 +360,15 @@ def run(args: argparse.Namespace) -> int:
         from lvsearch.eval.mlm import mlm_dev_metrics
 
         t0 = time.perf_counter()
-        L = args.dev_seq_len or data.seq_len
-        dev = fixed_dev_set(data, num_sequences=args.dev_sequences, seq_len=L, seed=args.dev_seed)
-        res = mlm_dev_metrics(mlm_model, data, num_sequences=args.dev_sequences, seq_len=L,
-                              seed=args.dev_seed, device=args.device, dev=dev)
+        L, n_dev, dev_seed = dev_settings["seq_len"], dev_settings["num_sequences"], dev_settings["seed"]
+        ui.console.print(f"MLM dev set: {n_dev} sequences × {L} tokens, seed {dev_seed} ({dev_settings['source']})",
+                         highlight=False)
+        dev = fixed_dev_set(data, num_sequences=n_dev, seq_len=L, seed=dev_seed)
+        res = mlm_dev_metrics(mlm_model, data, num_sequences=n_dev, seq_len=L,
+                              seed=dev_seed, device=args.device, dev=dev)
         report["mlm"] = {"status": "done", "data": str(Path(args.data).resolve()),
-                         "head": "generator" if mlm_model is loaded.generator else "model", **res}
+                         "head": "generator" if mlm_model is loaded.generator else "model",
+                         "dev_settings": dev_settings, **res}
         report["timings"]["mlm_s"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         floors = floors_for_model(loaded.training_args, loaded.config.get("extra") or {}, data, dev)

@@ -32,8 +32,9 @@ A seed whose training loss did not fall (:func:`loss_did_not_fall`: last-epoch m
 the loss of the best constant prediction) is marked ``failed`` with the reason and left out of
 the aggregate; reports show a task whose every seed failed as :data:`FAILED_TEXT`.
 
-Each seed fine-tunes a fresh copy; the epoch with the best dev score (accuracy, or Pearson for
-regression) is selected and evaluated on test. Results per seed and mean / std (sample,
+Each seed fine-tunes a fresh copy; the epoch with the best dev score is selected and evaluated
+on test: accuracy on balanced classification tasks, MCC (binary) or macro-F1 (multi-class) on
+imbalanced ones, Pearson for regression (:func:`primary_metric`). Results per seed and mean / std (sample,
 ddof = 1) / median over seeds.
 """
 
@@ -521,9 +522,37 @@ def _metrics(task: TaskData, labels: list, preds: list) -> dict:
     return classification_metrics(labels, preds, task.num_outputs)
 
 
-def primary_metric(kind: str) -> str:
-    """The dev metric used to select the epoch: ``accuracy`` or ``pearson`` (regression)."""
-    return "pearson" if kind == "regression" else "accuracy"
+#: A classification task counts as imbalanced when its largest class holds more than this
+#: multiple of the uniform share ``1/K`` of the training labels (binary: more than 60%).
+IMBALANCE_RATIO = 1.2
+
+
+def primary_metric(kind: str, labels: Sequence | None = None, num_classes: int | None = None) -> str:
+    """The dev metric used to select the epoch (and shown first): ``pearson`` for regression;
+    for classification ``accuracy`` when the training labels are balanced, otherwise the metric
+    GLUE reports for such tasks: ``mcc`` (Matthews correlation, CoLA) for binary and ``f1``
+    (macro-F1) for multi-class tasks, since accuracy rewards predicting the majority class.
+    Balanced: the largest class holds at most :data:`IMBALANCE_RATIO` × ``1/K`` of ``labels``."""
+    if kind == "regression":
+        return "pearson"
+    if not labels or not num_classes or num_classes < 2:
+        return "accuracy"
+    counts = [0] * num_classes
+    for y in labels:
+        counts[int(y)] += 1
+    if max(counts) / len(labels) <= IMBALANCE_RATIO / num_classes:
+        return "accuracy"
+    return "mcc" if num_classes == 2 else "f1"
+
+
+def metric_label(metric: str, num_classes: int | None, label_names: Sequence[str] | None = None) -> str:
+    """How a metric is named in tables: which F1 ``f1`` is (binary F1 of class 1, or macro-F1)."""
+    if metric != "f1" or not num_classes:
+        return metric
+    if num_classes == 2:
+        pos = f" = {label_names[1]}" if label_names and len(label_names) > 1 else ""
+        return f"f1 (binary, positive class 1{pos})"
+    return f"f1 (macro over {num_classes} classes)"
 
 
 def _summary(values: list[float]) -> dict:
@@ -590,7 +619,7 @@ def finetune_task(
         enc[s] = _encode(tokenizer, exs, max_len)
     y_train = [e.label for e in train]
     regression = task.kind == "regression"
-    select = primary_metric(task.kind)
+    select = primary_metric(task.kind, y_train if task.kind != "regression" else None, task.num_outputs)
     steps_per_epoch = math.ceil(len(train) / cfg.batch_size)
     total = steps_per_epoch * cfg.epochs
     warmup = int(cfg.warmup_fraction * total)
@@ -670,6 +699,12 @@ def finetune_task(
     return {
         "task": task.name, "source": task.source, "kind": task.kind, "label_names": task.label_names,
         "columns": task.columns, "select_metric": select, "metrics_backend": BACKEND,
+        "select_rule": "dev pearson (regression)" if regression else (
+            f"dev accuracy (balanced training labels)" if select == "accuracy" else
+            f"dev {metric_label(select, task.num_outputs, task.label_names)}: the training labels are imbalanced "
+            f"(largest class > {IMBALANCE_RATIO:g}/K), where accuracy rewards the majority class"),
+        "metric_labels": {m: metric_label(m, None if regression else task.num_outputs, task.label_names)
+                          for m in per_seed[0]["dev"]},
         "sizes": {"train_used": len(train), **{f"{s}_used": len(v) for s, v in evals.items()},
                   **{s: len(v) for s, v in task.splits.items()}},
         "test_labeled": task.test_labeled,

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Sequence
 
 from lvsearch.errors import LvsearchError
+from lvsearch.io import check_writable_folder
 
 REPORT_FORMAT = "lvsearch.eval-report/v1"
 DEFAULT_REPORT_NAME = "results.json"
@@ -62,14 +63,15 @@ def summary_rows(report: dict) -> list[tuple[str, str]]:
         split = "test" if "test" in ft["aggregate"] else "dev"
         n_failed, n_seeds = len(ft.get("failed_seeds") or []), len(ft.get("per_seed") or [])
         for metric, s in ft["aggregate"][split].items():
+            label = (ft.get("metric_labels") or {}).get(metric, metric)
             if ft.get("status") == "failed":
-                rows.append((f"{name} {split} {metric}", FAILED_TEXT))
+                rows.append((f"{name} {split} {label}", FAILED_TEXT))
                 continue
             if s["mean"] is None:
                 continue
             note = f"; {n_failed} of {n_seeds} seeds {FAILED_TEXT}" if n_failed else ""
             spread = f" ± {s['std']:.4f}" if s.get("std") is not None else " ± unmeasured (1 seed)"
-            rows.append((f"{name} {split} {metric}",
+            rows.append((f"{name} {split} {label}",
                          f"{s['mean']:.4f}{spread} (median {s['median']:.4f}, n={s['n']}{note})"))
     mlm = report.get("mlm") or {}
     if mlm.get("status") == "done":
@@ -341,6 +343,7 @@ def write_report(sources: Sequence[str], out: str | Path, *, overwrite: bool = F
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise LvsearchError(f"--out {out} is a file", fix="pass a folder (default: ./report)")
+    check_writable_folder(out)
     targets = [out / REPORT_MD] + [out / heatmap_name(lab) for lab in labels]
     if len({t.name for t in targets}) != len(targets):
         raise LvsearchError("two models would get the same heatmap file name", fix="rename one of the folders")

@@ -36,8 +36,12 @@ from pathlib import Path
 from typing import Callable
 
 from lvsearch.errors import LvsearchError
-from lvsearch.io import atomic_write_json, differing_keys, read_json
-from lvsearch.quickstart.plan import Plan, make_plan
+from lvsearch.faults import kill_point
+from lvsearch.io import atomic_write_json, check_writable_folder, differing_keys, read_json
+from lvsearch.quickstart.plan import Plan, make_plan, pace_line
+
+#: Warn once when the run is this many times slower than its plan.
+OVERRUN_WARN = 1.5
 
 FORMAT = "lvsearch.quickstart/v1"
 STATE = "quickstart.json"
@@ -163,6 +167,7 @@ def open_context(out: str | Path, settings: QuickstartSettings, *, device: str =
     path = out / STATE
     if out.exists() and not out.is_dir():
         raise LvsearchError(f"--out {out} is a file", fix="choose a folder path")
+    check_writable_folder(out)
     if path.exists():
         state = read_json(path, what="quickstart state")
         if not isinstance(state, dict) or state.get("format") != FORMAT:
@@ -217,10 +222,12 @@ def stage_data(ctx: Context) -> dict:
 
 
 def _train_state(run: Path, steps: int) -> str:
-    """``done`` (summary at ``steps``), ``partial`` (a checkpoint to resume) or ``new``."""
+    """``done`` (a finished run: summary with its final evaluation at ``steps``), ``partial`` (a
+    checkpoint to resume, which also completes a run killed before its summary) or ``new``."""
     from lvsearch.train.checkpoint import latest_checkpoint
+    from lvsearch.train.run import finished_summary
 
-    if (run / "summary.json").exists() and read_json(run / "summary.json").get("steps") == steps:
+    if finished_summary(run, steps) is not None:  # summary at ``steps`` with its final evaluation
         return "done"
     if (run / "config.json").exists() and latest_checkpoint(run) is not None:
         return "partial"
@@ -496,6 +503,9 @@ def run_quickstart(out: str | Path, settings: QuickstartSettings, *, device: str
     from lvsearch.train.loop import RESUME_HINT
 
     ctx = open_context(out, settings, device=device, show_progress=show_progress)
+    from lvsearch.repro import record_environment
+
+    record_environment(ctx.out, ctx.device, resume=bool(ctx.state.get("stages")), what="quickstart")
     token = RESUME_HINT.set("re-run the same 'lvsearch quickstart' command to continue")
     try:
         return _run_stages(ctx, stop_after)
@@ -514,12 +524,21 @@ def _run_stages(ctx: Context, stop_after: str | None) -> Context:
             ui.console.rule(f"[bold]stage {i}/{total}: {name}[/bold] — done earlier ({rec['seconds']:.0f} s)")
             continue
         elapsed = sum(s.get("seconds", 0.0) for s in ctx.state["stages"].values())
-        ui.console.rule(f"[bold]stage {i}/{total}: {name}[/bold] — {elapsed / 60:.1f} of ~{ctx.plan.minutes:.0f} min used")
+        done_names = [n for n, r in ctx.state["stages"].items() if r.get("status") == "done"]
+        text, pace = pace_line(ctx.plan.minutes * (2 if ctx.plan.seeds > 1 else 1), elapsed, done_names)
+        ui.console.rule(f"[bold]stage {i}/{total}: {name}[/bold] — {text}")
+        if pace is not None and pace > OVERRUN_WARN and not ctx.state.get("overrun_warned"):
+            ctx.state["overrun_warned"] = True
+            ui.warn(f"the quickstart is running {pace:.1f}× slower than its plan (other jobs on these cores, fewer "
+                    f"cores, or a slower machine): expect ~{ctx.plan.minutes * pace:.0f} min instead of "
+                    f"~{ctx.plan.minutes:g}. The results do not depend on speed; to finish sooner, stop it and "
+                    f"start again with a smaller --minutes in a new --out")
         rec["status"] = "running"
         ctx.save()
         t0 = time.perf_counter()
         try:
             result = fn(ctx)
+            kill_point(f"quickstart-stage:{name}")
         finally:
             rec["seconds"] = rec.get("seconds", 0.0) + (time.perf_counter() - t0)
             ctx.save()

@@ -97,6 +97,35 @@ class Plan:
         ]
 
 
+#: Share of the wall time each stage took in the calibration run (``--minutes 20``, idle 2-core
+#: machine, docs/results.md "Quickstart": data 9 s, supernet 242 s, search 44 s, finalists
+#: 273 s, retrain 242 s, evaluate 365 s, rank 1 s of 1,176 s). The stage banners compare the
+#: time used with these shares of the budget to give an ETA and to warn about an overrun.
+STAGE_SHARES = {"data": 9, "supernet": 242, "search": 44, "finalists": 273, "retrain": 242, "evaluate": 365,
+                "rank": 1, "report": 0}
+
+
+def expected_fraction_done(done_stages) -> float:
+    """Fraction of the planned wall time the stages in ``done_stages`` take (by
+    :data:`STAGE_SHARES`), in [0, 1]."""
+    total = sum(STAGE_SHARES.values())
+    return sum(STAGE_SHARES.get(n, 0) for n in done_stages) / total
+
+
+def pace_line(minutes: float, used_s: float, done_stages) -> tuple[str, float | None]:
+    """``(text, pace)`` for a stage banner: the time used of the budget and, once a stage with a
+    share has finished, the pace (used / planned for the stages done: 1.0 = on plan) and the
+    whole run's ETA at that pace. ``pace`` is None before there is anything to compare."""
+    used_min = used_s / 60
+    frac = expected_fraction_done(done_stages)
+    if frac <= 0.01 or used_s <= 0:
+        return f"{used_min:.1f} of ~{minutes:g} min used", None
+    pace = used_s / (frac * minutes * 60)
+    eta_total = minutes * pace
+    return (f"{used_min:.1f} of ~{minutes:g} min used; at this pace ({pace:.2f}× the plan) the whole run takes "
+            f"~{eta_total:.0f} min, ~{max(0.0, eta_total - used_min):.0f} min left"), pace
+
+
 def make_plan(minutes: float = BASE_MINUTES, seeds: int = 1) -> Plan:
     """The plan for a budget of ``minutes`` (default 20) and ``seeds`` pretraining seeds per arm.
 

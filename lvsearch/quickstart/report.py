@@ -364,6 +364,12 @@ def write_quickstart_report(ctx: "Context") -> Path:
       f"{plan.retrain_steps} steps × {summaries[names['bert'][0]].get('tokens', 0) // max(1, plan.retrain_steps):,} "
       f"tokens, data and seeds; only the architecture differs.\n")
     w("Wall time is the sum over every process that worked on this folder (a resumed run adds up).\n")
+    budget_min = plan.minutes * (2 if plan.seeds > 1 else 1)
+    if total_s > 1.5 * budget_min * 60:
+        w(f"**This run took {total_s / 60:.1f} min, {total_s / 60 / budget_min:.1f}× its ~{budget_min:g}-minute "
+          "budget**: the plan is calibrated on an otherwise idle 2-core machine, and other jobs on the same cores "
+          "(or fewer or slower cores) stretch every stage. The numbers below do not depend on the speed (same "
+          "command, same thread count → same results; see docs/results.md \"Reliability\").\n")
 
     # ---- arms table
     w("## The four arms\n")
@@ -602,7 +608,50 @@ def write_quickstart_report(ctx: "Context") -> Path:
         w(f"| {stage} | {this} | {paper} |")
     w("")
     w("Plan (recorded in `quickstart.json`): " + ", ".join(f"{k} {v}" for k, v in plan.to_dict().items()) + ".\n")
+    lines.extend(fingerprint_section(out, names))
 
     path = out / "report.md"
     atomic_write_bytes(path, ("\n".join(lines) + "\n").encode("utf-8"))
     return path
+
+
+def fingerprint_section(out: Path, names: dict[str, list[str]]) -> list[str]:
+    """Markdown lines of the run's fingerprint: what its bit-reproducibility depends on
+    (``environment.json``: versions, threads, device, native bf16) and hashes of its results
+    (each arm's ``model.safetensors`` sha256, the EA and random-search top-k). A re-run of the
+    same command in the same environment reproduces every line; with another thread count or
+    precision the numbers agree only within tolerance (docs/results.md "Reliability")."""
+    from lvsearch.io import sha256_file
+    from lvsearch.modeldir import WEIGHTS
+    from lvsearch.quickstart.job import ARMS
+    from lvsearch.repro import BIT_RELEVANT, ENVIRONMENT
+
+    lines = ["## Fingerprint (what reproduces this report bit for bit)\n"]
+    env_path = out / ENVIRONMENT
+    if env_path.is_file():
+        rec = read_json(env_path, what="environment record")
+        started = rec.get("started") or {}
+        lines.append("Environment at the start: " + ", ".join(f"{k} {started.get(k)}" for k in BIT_RELEVANT) + ".")
+        if rec.get("resumes"):
+            from lvsearch.repro import bit_differences
+
+            changed = sorted({d for r in rec["resumes"] for d in bit_differences(started, r)})
+            lines.append(f"Resumed {len(rec['resumes'])} time(s)"
+                         + (f"; in another environment: {'; '.join(changed)} — the numbers then agree with an "
+                            "uninterrupted run only within tolerance." if changed else ", always in the same environment."))
+        lines.append("")
+    lines += ["| arm | model.safetensors sha256 |", "|---|---|"]
+    for arm in ARMS:
+        for n in names[arm]:
+            f = out / "retrain" / n / "model" / WEIGHTS
+            lines.append(f"| {n} | `{sha256_file(f)[:16]}` |" if f.is_file() else f"| {n} | missing |")
+    lines.append("")
+    for label, folder in (("EA", out / "search"), ("random search", out / "search" / "random")):
+        topk = folder / "topk.json"
+        if topk.is_file():
+            rec = read_json(topk, what="search top-k")
+            keys = [f"`{r['key']}` {r['fitness']:.4f}" for r in (rec.get("topk") or [])[:5]]
+            lines.append(f"{label} top-{len(keys)} (of {len(rec.get('topk') or [])}, iteration {rec.get('iteration')}): "
+                         + ", ".join(keys) + ".")
+    lines.append("")
+    return lines

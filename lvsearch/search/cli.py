@@ -209,10 +209,13 @@ def _arch_show(args: argparse.Namespace) -> int:
         seq = loaded.config.train.seq_len
         out.print(f"params {loaded.supernet.num_params(arch):,}; forward FLOPs/token at seq {seq}: "
                   f"{loaded.supernet.flops_per_token(arch, seq) / 1e6:.2f} M", highlight=False)
+    elif isinstance(meta.get("params"), int) and isinstance(meta.get("flops"), (int, float)):
+        out.print(f"params {meta['params']:,}; forward FLOPs/token: {meta['flops'] / 1e6:.2f} M "
+                  f"(recorded in {text} by the search)", highlight=False)
     else:
-        out.print("params/FLOPs: pass --supernet RUN", highlight=False)
+        out.print("params/FLOPs: they depend on the model widths; pass --supernet RUN", highlight=False)
     if meta:
-        keys = [k for k in ("fitness", "loss", "params", "flops", "supernet", "supernet_step") if k in meta]
+        keys = [k for k in ("fitness", "loss", "supernet", "supernet_step") if k in meta]
         out.print("meta: " + ", ".join(f"{k}={meta[k]}" for k in keys), highlight=False)
     return 0
 

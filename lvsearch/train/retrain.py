@@ -353,6 +353,8 @@ def retrain(
         if not resume and arch_spec is None:
             raise LvsearchError("--arch is required for a new run", fix="e.g. --arch best.json or --arch bert")
         resolved: list[Arch] = []
+        if not resume:
+            overrides = space_from_arch_file(arch_spec, list(overrides), info)
 
         def check_new(config: RetrainConfig) -> None:
             _check_provenance(arch_spec, data)
@@ -405,6 +407,10 @@ def retrain(
                        "train_tokens": data.num_tokens("train")},
             )
             summary["model_dir"] = str(out / MODEL_DIR)
+            from lvsearch.io import sha256_file
+            from lvsearch.modeldir import WEIGHTS
+
+            summary["weights_sha256"] = sha256_file(out / MODEL_DIR / WEIGHTS)  # the run's fingerprint
             summary["params"] = disc.num_params()
             summary.update(run_floors(data, objective.dev, t, summary["steps"], summary.get("final_eval") or {}))
             atomic_write_json(out / "summary.json", summary)
@@ -448,6 +454,32 @@ def run_floors(data: PreparedData, dev, train_cfg, steps: int, final_eval: dict)
     acc = final_eval[key]["accuracy"] if key else None
     return {"floors": compact_floors(floors), "floors_compared_with": key,
             "beats_floor": None if acc is None else beats_floor(acc, floors)}
+
+
+def space_from_arch_file(arch_spec: str | None, overrides: list[str], info=None) -> list[str]:
+    """``overrides`` plus ``space=NAME`` when ``arch_spec`` is an architecture file that records
+    the search space it was searched in (``best.json``/``topk`` files written by ``evolve``,
+    ``finalists``) and no ``--set space=`` was given: the space follows the architecture (an
+    ELC architecture from an ``lvbert-elc`` search retrains in ``lvbert-elc`` whatever the
+    recipe's default). A recorded name that does not load (a custom space file moved away)
+    is ignored, and the recipe's space applies."""
+    if arch_spec is None or not Path(arch_spec).is_file():
+        return overrides
+    if any(o.split("=", 1)[0].strip() == "space" for o in overrides):
+        return overrides
+    try:
+        recorded = read_json(arch_spec, what="architecture file").get("space")
+        if not isinstance(recorded, str) or not recorded:
+            return overrides
+        SearchSpace.load(recorded)
+    except (LvsearchError, AttributeError):
+        return overrides
+    if info is None or info.is_main:
+        from lvsearch import ui
+
+        ui.console.print(f"search space {recorded} (recorded in {arch_spec}; --set space=NAME to change it)",
+                         highlight=False)
+    return [*overrides, f"space={recorded}"]
 
 
 def _space(config: RetrainConfig, num_slots: int | None, arch_spec: str | None = None) -> SearchSpace:

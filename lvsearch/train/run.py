@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 from lvsearch.config import build_dataclass, load_config, to_jsonable
 from lvsearch.errors import LvsearchError
-from lvsearch.io import differing_keys, read_json
+from lvsearch.io import check_writable_folder, differing_keys, read_json
 from lvsearch.train.checkpoint import CHECKPOINTS, latest_checkpoint, latest_step, verify_checkpoint
 
 CONFIG = "config.json"
@@ -44,6 +44,7 @@ def check_new_run(out: Path, *, overwrite: bool, run_format: str) -> None:
     """
     if out.exists() and not out.is_dir():
         raise LvsearchError(f"--out {out} is a file", fix="choose a folder path")
+    check_writable_folder(out)
     if not out.is_dir() or not any(out.iterdir()):
         return
     holds_run = (out / CONFIG).exists() or (out / CHECKPOINTS).exists()
@@ -100,18 +101,38 @@ def resume_config(out: Path, cls: type, run_format: str, recipe: str | None, ove
     return config, recorded
 
 
-def check_same_tokenizer(recorded: dict, data_sha: str, data_folder: Path, out: Path) -> None:
-    """Refuse data prepared with another tokenizer than the run's.
+def check_same_data(recorded: dict, data, out: Path) -> None:
+    """Refuse ``data`` (a :class:`~lvsearch.data.shards.PreparedData`) prepared with another
+    tokenizer than the run's.
+
+    Also refuses a dataset whose ``manifest.json`` changed since the run recorded it (rebuilt in
+    place) and a run folder whose ``tokenizer.json`` copy was modified.
 
     Raises:
-        LvsearchError: the hashes differ (the message names both folders).
+        LvsearchError: the hashes differ (the message names the files and folders).
     """
+    data_sha, data_folder = data.tokenizer_sha256, data.folder
     if recorded["data"]["tokenizer_sha256"] != data_sha:
         raise LvsearchError(
             f"data folder {data_folder} was prepared with another tokenizer than the run in {out} "
             f"(sha256 {data_sha[:12]}… vs {recorded['data']['tokenizer_sha256'][:12]}…)",
             fix=f"pass the --data folder the run was started with ({recorded['data']['folder']})",
         )
+    recorded_manifest = recorded["data"].get("manifest_sha256")
+    if recorded_manifest is not None and recorded_manifest != data.manifest_sha256:
+        raise LvsearchError(
+            f"data folder {data_folder} changed since the run in {out} started ({data_folder / 'manifest.json'} sha256 "
+            f"{data.manifest_sha256[:12]}… now, {recorded_manifest[:12]}… recorded in {out / CONFIG}): the same "
+            f"steps would read other batches",
+            fix=f"restore the dataset the run was started with, or start a new run (--overwrite or another --out)",
+        )
+    from lvsearch.data.shards import TOKENIZER
+    from lvsearch.io import sha256_file
+
+    copy = out / TOKENIZER
+    if copy.is_file() and sha256_file(copy) != recorded["data"]["tokenizer_sha256"]:
+        raise LvsearchError(f"{copy} was modified (sha256 differs from {out / CONFIG})",
+                            fix=f"copy {data_folder / TOKENIZER} over it (the data's tokenizer is the right one)")
 
 
 def select_config(
@@ -133,28 +154,62 @@ def select_config(
     passed). Returns ``(config, recorded config.json or None)``.
 
     Raises:
-        LvsearchError: see :func:`resume_config`, :func:`check_same_tokenizer`,
+        LvsearchError: see :func:`resume_config`, :func:`check_same_data`,
             :func:`check_new_run` and ``check_new``.
     """
     from lvsearch.train.distributed import barrier
 
     if resume:
         config, recorded = resume_config(out, cls, run_format, recipe, overrides)
-        check_same_tokenizer(recorded, data.tokenizer_sha256, data.folder, out)
+        check_same_data(recorded, data, out)
         return config, recorded
     config, _ = load_config(cls, recipe, overrides)
     if check_new is not None:
         check_new(config)
+    if info.is_main:
+        warn_costly_step(config, data)
     if info.is_main:
         check_new_run(out, overwrite=overwrite, run_format=run_format)
     barrier(info)
     return config, None
 
 
+#: Attention activations per step above which a new run warns (bytes).
+COSTLY_STEP_BYTES = 4 << 30
+
+
+def step_attention_bytes(config: Any) -> int:
+    """Rough size (bytes) of one training step's attention activations: batch × heads × L² fp32
+    scores, kept twice (scores and softmax) for the backward pass, at every slot (a supernet
+    path or a retrained stack may put SA at any slot). An upper-bound estimate for warnings."""
+    train, model = config.train, config.model
+    slots = getattr(config, "num_slots", None) or 12
+    heads = getattr(model, "heads", None) or 1
+    return int(train.batch_size * heads * train.seq_len ** 2 * 4 * 2 * slots)
+
+
+def warn_costly_step(config: Any, data) -> None:
+    """Warn (not refuse) when a new run's settings make each step very large: attention
+    activations above :data:`COSTLY_STEP_BYTES`, or ``train.seq_len`` more than 4× the data's
+    prepared sequence length (the usual sign of a typo, e.g. ``train.seq_len=12800``). Such a
+    step takes tens of seconds and several GB on a CPU."""
+    from lvsearch import ui
+
+    est = step_attention_bytes(config)
+    seq, data_seq = config.train.seq_len, data.seq_len
+    if est > COSTLY_STEP_BYTES or seq > 4 * data_seq:
+        ui.warn(f"train.seq_len={seq} (the data was prepared for {data_seq}) with train.batch_size="
+                f"{config.train.batch_size}: attention activations alone need up to ~{est / (1 << 30):.1f} GB per step, "
+                "and a step may take tens of seconds on a CPU. Intended? Otherwise lower train.seq_len or "
+                "train.batch_size (--set train.seq_len=128)")
+
+
 def begin_run(out: Path, record: dict, data, info, *, resume: bool) -> None:
     """Write ``config.json`` (``record`` plus the data's folder, tokenizer hash and vocabulary
     size, and the world size) and a copy of the data's tokenizer into a new run folder (rank 0;
-    nothing on resume), then wait for every rank."""
+    on resume neither), record the numerical environment (``environment.json``,
+    :func:`lvsearch.repro.record_environment`: new, or one more resume entry), then wait for
+    every rank."""
     from lvsearch.data.shards import TOKENIZER
     from lvsearch.io import atomic_write_json
     from lvsearch.train.distributed import barrier
@@ -166,6 +221,7 @@ def begin_run(out: Path, record: dict, data, info, *, resume: bool) -> None:
             "data": {
                 "folder": str(data.folder.resolve()),
                 "tokenizer_sha256": data.tokenizer_sha256,
+                "manifest_sha256": data.manifest_sha256,
                 "vocab_size": data.vocab_size,
                 "train_tokens": data.num_tokens("train"),
             },
@@ -173,6 +229,10 @@ def begin_run(out: Path, record: dict, data, info, *, resume: bool) -> None:
         }
         atomic_write_json(out / CONFIG, record)
         shutil.copyfile(data.folder / TOKENIZER, out / TOKENIZER)
+    if info.is_main:
+        from lvsearch.repro import record_environment
+
+        record_environment(out, str(info.device), resume=resume)
     barrier(info)
 
 

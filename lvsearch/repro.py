@@ -1,0 +1,115 @@
+"""What bit-reproducibility depends on, recorded in every run folder (``environment.json``).
+
+Every lvsearch job is a pure function of its command, its input files and its seeds *given the
+numerical environment*: two runs of the same command in one environment give byte-identical
+weights, metrics and search results (tested). Across environments that is not so, and the
+causes are measured, not guessed (docs/results.md "Reliability"):
+
+* **Thread count.** PyTorch's CPU kernels split reductions over threads (a full ``sum``, the
+  LayerNorm weight gradient over the batch): with 1 and 2 threads the float32 summation order
+  differs, so results differ in the last bits after the first step and drift apart over
+  training. Same thread count → same bits; other thread count → equal within the seed noise.
+* **Precision.** ``train.precision: auto`` is bf16 on CUDA and on CPUs with native bf16
+  (AVX512-BF16 / AMX), fp32 elsewhere: the same command trains differently on other CPUs.
+* **Versions and device.** torch, numpy, tokenizers (and CUDA, cuDNN, the DC kernel) change
+  kernels; GPU atomics are not deterministic unless ``torch.use_deterministic_algorithms``.
+
+:func:`environment` collects these facts; :func:`record_environment` writes them into a run
+folder when it starts and adds one entry per resume, and warns when a resume runs in an
+environment whose results will not be bit-identical to an uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+from importlib import metadata
+from pathlib import Path
+
+ENVIRONMENT = "environment.json"
+FORMAT = "lvsearch.environment/v1"
+
+#: Facts that change the numbers a run produces (a resume that differs in one warns).
+BIT_RELEVANT = ("torch", "numpy", "tokenizers", "threads", "device", "cuda", "cudnn", "cpu_native_bf16",
+                "deterministic_algorithms", "dc_impl")
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def environment(device: str | None = None) -> dict:
+    """The facts bit-reproducibility depends on: library versions, torch intra-/inter-op
+    threads, device, CUDA/cuDNN versions, whether the CPU has native bf16 (what
+    ``precision: auto`` picks), ``torch.are_deterministic_algorithms_enabled()``,
+    ``$LVSEARCH_DC_IMPL``, Python and platform."""
+    import torch
+
+    from lvsearch import __version__
+    from lvsearch.train.loop import cpu_has_native_bf16
+
+    cuda = torch.version.cuda if torch.cuda.is_available() else None
+    return {
+        "lvsearch": __version__,
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "torch": torch.__version__,
+        "numpy": _version("numpy"),
+        "tokenizers": _version("tokenizers"),
+        "safetensors": _version("safetensors"),
+        "deap": _version("deap"),
+        "threads": torch.get_num_threads(),
+        "interop_threads": torch.get_num_interop_threads(),
+        "device": str(device) if device is not None else "cpu",
+        "cuda": cuda,
+        "cudnn": torch.backends.cudnn.version() if cuda else None,
+        "gpu": torch.cuda.get_device_name(0) if cuda else None,
+        "cpu_native_bf16": cpu_has_native_bf16(),
+        "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
+        "dc_impl": os.environ.get("LVSEARCH_DC_IMPL", "auto"),
+    }
+
+
+def bit_differences(a: dict, b: dict) -> list[str]:
+    """``key: a → b`` for every :data:`BIT_RELEVANT` fact that differs between two environments."""
+    return [f"{k}: {a.get(k)} → {b.get(k)}" for k in BIT_RELEVANT if a.get(k) != b.get(k)]
+
+
+def record_environment(folder: str | os.PathLike, device: str | None = None, *, resume: bool,
+                       what: str = "run") -> list[str]:
+    """Write (new run) or extend (resume) ``folder/environment.json``: ``{"format", "started":
+    environment, "resumes": [environment, ...]}``. On resume, warn when a bit-relevant fact
+    differs from the start (the resumed result then equals an uninterrupted run only within
+    tolerance, not bit for bit). Returns the differences (empty when none)."""
+    from lvsearch import ui
+    from lvsearch.io import atomic_write_json, read_json
+
+    folder = Path(folder)
+    path = folder / ENVIRONMENT
+    now = environment(device)
+    record = None
+    if resume and path.is_file():
+        try:
+            record = read_json(path, what="environment record")
+        except Exception:  # noqa: BLE001 - a damaged record is replaced, it only informs
+            record = None
+        if not isinstance(record, dict) or record.get("format") != FORMAT or not isinstance(record.get("started"), dict):
+            record = None
+    if record is None:
+        record = {"format": FORMAT, "started": now, "resumes": []}
+        diffs: list[str] = []
+    else:
+        diffs = bit_differences(record["started"], now)
+        record.setdefault("resumes", []).append(now)
+        if diffs:
+            ui.warn(f"this {what} is resumed in another numerical environment than it started in ({'; '.join(diffs)}): "
+                    "from here its numbers equal an uninterrupted run only within tolerance, not bit for bit "
+                    f"(see {path}). For bit-identical results resume with the same settings, e.g. "
+                    f"OMP_NUM_THREADS={record['started'].get('threads')}")
+    atomic_write_json(path, record)
+    return diffs
