@@ -257,6 +257,8 @@ def export_model(model_dir: str | os.PathLike, out: str | os.PathLike, *, genera
 
     model_dir, out = Path(model_dir), Path(out)
     check_out(out, overwrite)
+    if loaded is None and (model_dir / "model" / "config.json").is_file():  # a retrain run folder
+        raise LvsearchError(f"{model_dir} is a run folder, not a model directory", fix=f"pass --model {model_dir / 'model'}")
     if loaded is None:
         loaded = load_model(model_dir)
     rtd, rtd_note = None, None
@@ -279,7 +281,8 @@ def export_model(model_dir: str | os.PathLike, out: str | os.PathLike, *, genera
     tensors = hf_state_dict(state, mlm_head=with_mlm)
     provenance = {"format": EXPORT_FORMAT, "source": str(model_dir.resolve()), "objective": loaded.objective,
                   "which": which, "tokenizer_sha256": loaded.tokenizer_sha256,
-                  "rtd_head": rtd_note, "lvsearch_config": loaded.config}
+                  "rtd_head": rtd_note, "lvsearch_config": loaded.config,
+                  "training_args": loaded.training_args}
     config = hf_config(enc.arch, enc.dims, architectures=architectures,
                        extra={"objective": loaded.objective, "which": which})
     tok_config, special = tokenizer_files(loaded.tokenizer, enc.dims.max_len)
