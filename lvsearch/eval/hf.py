@@ -249,7 +249,7 @@ def check_hf_tokenizer(loaded: HFLoaded, data) -> str:
     """
     if loaded.tokenizer_sha256 is not None and loaded.tokenizer_sha256 == data.tokenizer_sha256:
         return "same tokenizer.json"
-    if loaded.tokenizer.get_vocab() == data.tokenizer().get_vocab():
+    if loaded.tokenizer.get_vocab() == data.tokenizer.get_vocab():
         return "same vocabulary"
     raise LvsearchError(
         f"hf:{loaded.spec} does not use the tokenizer of the prepared data {data.folder} (its vocabulary differs), "
