@@ -307,6 +307,30 @@ def test_evaluate_hf_reproduces_native_numbers(exported, small_corpus, shared_da
     assert "| metric | native | hf |" in md and "no α heatmap" in md
 
 
+def test_evaluate_hf_standard_bert(real_batch, tok_path, small_corpus, shared_data, tmp_path, capsys):
+    """A stock transformers BertForMaskedLM (tiny, random) through evaluate hf: and next to an
+    lvsearch-free folder in a report: token_type_ids, its own head, vocabulary-equal tokenizer."""
+    from transformers import BertConfig, BertForMaskedLM, PreTrainedTokenizerFast
+
+    data, _, _ = real_batch
+    torch.manual_seed(0)
+    bert = BertForMaskedLM(BertConfig(vocab_size=data.vocab_size, hidden_size=32, num_hidden_layers=1,
+                                      num_attention_heads=2, intermediate_size=64, max_position_embeddings=128))
+    bert.save_pretrained(tmp_path / "bert")
+    PreTrainedTokenizerFast(tokenizer_file=str(tok_path), pad_token="[PAD]", unk_token="[UNK]", cls_token="[CLS]",
+                            sep_token="[SEP]", mask_token="[MASK]").save_pretrained(tmp_path / "bert")
+    out = tmp_path / "bert.json"
+    assert main(["evaluate", "--model", f"hf:{tmp_path / 'bert'}", "--blimp", str(shared_data / "blimp"),
+                 "--blimp-limit", "1", "--mlm-data", str(small_corpus), "--dev-sequences", "8", "--out", str(out)]) == 0
+    capsys.readouterr()
+    r = json.loads(out.read_text())
+    assert r["blimp"]["pairs"] == 67 and r["model"]["config"]["hf"]["model_type"] == "bert"
+    assert r["mlm"]["status"] == "done" and 0 <= r["mlm"]["accuracy"] <= 1
+    assert r["model"]["num_params"] == sum(p.numel() for p in bert.parameters())
+    assert main(["report", str(out), "--out", str(tmp_path / "rep")]) == 0
+    assert "hf bert" in (tmp_path / "rep" / "report.md").read_text()
+
+
 # ----------------------------------------------------------------------------------------- bad input
 def test_bad_inputs(exported, tmp_path, capsys):
     enc, folder = exported["sequential-postln-relative-zero-noproj"]
