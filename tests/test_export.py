@@ -27,7 +27,7 @@ from lvsearch.arch import Arch  # noqa: E402
 from lvsearch.cli import main  # noqa: E402
 from lvsearch.export import TEMPLATE_DIR, export_model, hf_name, hf_state_dict  # noqa: E402
 from lvsearch.model import Encoder, ModelDims  # noqa: E402
-from lvsearch.modeldir import load_model, save_model_dir  # noqa: E402
+from lvsearch.modeldir import save_model_dir  # noqa: E402
 
 TOL = 1e-5
 ELC_SPARSE = [[0], [0, 1], [1, 2], [0, 3], [2, 4], [1, 3, 5]]
