@@ -26,6 +26,7 @@ COMMAND_MODULES = [
     "lvsearch.train.cli",
     "lvsearch.search.cli",
     "lvsearch.eval.cli",
+    "lvsearch.export.cli",
     "lvsearch.scaling_cli",
     "lvsearch.quickstart.cli",
 ]

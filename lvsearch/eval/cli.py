@@ -46,12 +46,18 @@ what is measured:
                neighbour-count floor has not learned past local co-occurrence: its BLiMP/task
                differences are not architecture effects.
 
+Hugging Face models: --model hf:PATH_OR_NAME loads AutoModelForMaskedLM (trust_remote_code) and its fast
+  tokenizer and runs the same BLiMP PLL, fine-tuning (on the base model's [CLS] state; no --layer-decay)
+  and MLM dev metrics (only when its vocabulary is the prepared data's). An 'lvsearch export' of a model
+  gives the same BLiMP and MLM numbers as its model directory (float rounding aside).
+
 report: REPORT.json (default MODEL_DIR/results.json) and REPORT.md beside it (Markdown table);
   both are refused when they exist unless --overwrite.
 
 examples:
   lvsearch evaluate --model runs/small/model --blimp-limit 100 --out small.json
   lvsearch evaluate --model runs/small/model --no-blimp --task ../shared/data/tasks/rte --task hf:glue:rte
+  lvsearch evaluate --model hf:hf/small --mlm-data data/corpus --blimp-limit 100 --out small-hf.json
   lvsearch evaluate --compare small.json medium.json
   lvsearch report runs/best runs/bert --out report
 """
@@ -91,7 +97,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("model", nargs="?", metavar="MODEL_DIR", help="model directory (same as --model)")
     p.add_argument("--model", dest="model_opt", metavar="DIR",
-                   help="model directory (config.json, model.safetensors, tokenizer.json)")
+                   help="model directory (config.json, model.safetensors, tokenizer.json), or hf:PATH_OR_NAME for "
+                        "a Hugging Face masked LM (e.g. an 'lvsearch export' folder)")
     p.add_argument("--out", metavar="REPORT.json", help=f"JSON report (default: MODEL_DIR/{DEFAULT_REPORT_NAME})")
     p.add_argument("--overwrite", action="store_true", help="replace an existing report")
     p.add_argument("--device", default="auto",
@@ -195,14 +202,24 @@ def mlm_dev_settings(args: argparse.Namespace, training_args: dict | None, data)
 def run(args: argparse.Namespace) -> int:
     if args.compare:
         return compare_reports(args.compare)
-    if args.model and args.model_opt and Path(args.model).resolve() != Path(args.model_opt).resolve():
+    if args.model and args.model_opt and args.model != args.model_opt and \
+            Path(args.model).resolve() != Path(args.model_opt).resolve():
         raise LvsearchError(f"two different model directories given: {args.model} (positional) and --model {args.model_opt}",
                             fix="give the model directory once: lvsearch evaluate --model DIR")
     model_arg = args.model_opt or args.model
     if not model_arg:
         raise LvsearchError("no model directory given", fix="lvsearch evaluate --model DIR [options] (or --compare A.json B.json)")
     t_start = time.perf_counter()
-    model_dir = Path(model_arg)
+    from lvsearch.eval.hf import HF_PREFIX, is_hf_spec
+
+    hf = is_hf_spec(model_arg)
+    model_dir = Path(model_arg[len(HF_PREFIX):] if hf else model_arg).expanduser()
+    if hf and not args.out and not model_dir.is_dir():
+        raise LvsearchError(f"--model {model_arg} is not a local folder, so there is no default report path",
+                            fix="pass --out REPORT.json")
+    if hf and args.layer_decay != 1.0:
+        raise LvsearchError(f"--layer-decay {args.layer_decay:g} needs an lvsearch model directory (slot names); "
+                            f"{model_arg} is a Hugging Face model", fix="drop --layer-decay for hf: models")
     out = Path(args.out) if args.out else model_dir / DEFAULT_REPORT_NAME
     md_out = out.with_suffix(".md")
     if md_out == out:
@@ -226,7 +243,15 @@ def run(args: argparse.Namespace) -> int:
         import torch
 
         args.device = "cuda" if torch.cuda.is_available() else "cpu"
-    loaded = load_model(model_dir, device=args.device)
+    if hf:
+        from lvsearch.eval.hf import load_hf_model
+
+        hf_model = load_hf_model(model_arg, device=args.device)
+        loaded = None
+        objective, tokenizer, encoder = "hf", hf_model.tokenizer, hf_model.encoder
+    else:
+        loaded = load_model(model_dir, device=args.device)
+        objective, tokenizer, encoder = loaded.objective, loaded.tokenizer, loaded.encoder
     t_loaded = time.perf_counter()
 
     blimp_dir = None
@@ -248,12 +273,13 @@ def run(args: argparse.Namespace) -> int:
         ui.warn(f"BLiMP skipped: no --blimp given and {default_blimp_dir()} is absent")
         blimp_note = {"status": "skipped", "reason": f"no --blimp given and {default_blimp_dir()} is absent"}
     paradigms = None
-    scorer_model, head = loaded.encoder, "MLM head of the model"
+    scorer_model, head = (hf_model.scorer, "MLM head of the Hugging Face model") if hf else \
+        (loaded.encoder, "MLM head of the model")
     if blimp_dir is not None:
         from lvsearch.eval.blimp import read_blimp
 
         paradigms = read_blimp(blimp_dir, limit=args.blimp_limit)
-        if loaded.objective == "electra":
+        if objective == "electra":
             if loaded.generator is not None:
                 scorer_model, head = loaded.generator, "MLM head of the ELECTRA generator (generator.safetensors)"
             else:
@@ -274,15 +300,21 @@ def run(args: argparse.Namespace) -> int:
     ft_cfg.check()
 
     data = None
-    mlm_model = loaded.encoder
+    mlm_model = hf_model.scorer if hf else loaded.encoder
     mlm_note = None
+    tokenizer_match = None
     if args.data:
         from lvsearch.data.shards import PreparedData
         from lvsearch.eval.mlm import check_tokenizer
 
         data = PreparedData.open(args.data)
-        check_tokenizer(loaded.tokenizer_sha256, data, loaded.folder)
-        if loaded.objective == "electra":
+        if hf:
+            from lvsearch.eval.hf import check_hf_tokenizer
+
+            tokenizer_match = check_hf_tokenizer(hf_model, data)
+        else:
+            check_tokenizer(loaded.tokenizer_sha256, data, loaded.folder)
+        if objective == "electra":
             if loaded.generator is not None:
                 mlm_model = loaded.generator
             else:
@@ -291,7 +323,7 @@ def run(args: argparse.Namespace) -> int:
                             "reason": "RTD discriminator has no MLM head (no generator.safetensors in the model directory)"}
     dev_settings = None
     if data is not None:
-        dev_settings = mlm_dev_settings(args, loaded.training_args, data)
+        dev_settings = mlm_dev_settings(args, hf_model.training_args if hf else loaded.training_args, data)
         if dev_settings["seq_len"] > mlm_model.dims.max_len:
             raise LvsearchError(f"dev sequence length {dev_settings['seq_len']} exceeds the model's max_len "
                                 f"{mlm_model.dims.max_len}", fix=f"pass --dev-seq-len ≤ {mlm_model.dims.max_len}")
@@ -305,17 +337,28 @@ def run(args: argparse.Namespace) -> int:
 
     from lvsearch import __version__, ui
 
-    report: dict = {
-        "format": REPORT_FORMAT,
-        "lvsearch_version": __version__,
-        "model": {
+    if hf:
+        model_info = {
+            "folder": str(hf_model.folder.resolve()) if hf_model.folder is not None else model_arg,
+            "name": hf_model.name,
+            "config": hf_model.config,
+            "num_params": hf_model.num_params,
+            "generator_num_params": None,
+            "training_args": hf_model.training_args,
+        }
+    else:
+        model_info = {
             "folder": str(loaded.folder.resolve()),
             "name": loaded.folder.resolve().name,
             "config": loaded.config,
             "num_params": loaded.encoder.num_params(),
             "generator_num_params": loaded.generator.num_params() if loaded.generator is not None else None,
             "training_args": loaded.training_args,
-        },
+        }
+    report: dict = {
+        "format": REPORT_FORMAT,
+        "lvsearch_version": __version__,
+        "model": model_info,
         "environment": {"torch": torch.__version__, "threads": torch.get_num_threads(), "device": args.device},
         "timings": {"load_s": t_loaded - t_start},
     }
@@ -323,7 +366,7 @@ def run(args: argparse.Namespace) -> int:
     if paradigms is not None:
         from lvsearch.eval.blimp import PLLScorer, evaluate_blimp
 
-        scorer = PLLScorer(scorer_model, loaded.tokenizer, token_budget=args.blimp_token_budget, device=args.device)
+        scorer = PLLScorer(scorer_model, tokenizer, token_budget=args.blimp_token_budget, device=args.device)
         with ui.progress() as bar:
             task_id = bar.add_task("BLiMP", total=None, info="sentences")
 
@@ -350,7 +393,7 @@ def run(args: argparse.Namespace) -> int:
                     bar.update(task_id, completed=done, total=total, info=what)
 
                 t0 = time.perf_counter()
-                report["finetune"][task.name] = finetune_task(loaded.encoder, loaded.tokenizer, task, ft_cfg,
+                report["finetune"][task.name] = finetune_task(encoder, tokenizer, task, ft_cfg,
                                                               device=args.device, progress=on_step)
                 report["timings"]["finetune_s"][task.name] = time.perf_counter() - t0
 
@@ -367,11 +410,15 @@ def run(args: argparse.Namespace) -> int:
         res = mlm_dev_metrics(mlm_model, data, num_sequences=n_dev, seq_len=L,
                               seed=dev_seed, device=args.device, dev=dev)
         report["mlm"] = {"status": "done", "data": str(Path(args.data).resolve()),
-                         "head": "generator" if mlm_model is loaded.generator else "model",
-                         "dev_settings": dev_settings, **res}
+                         "head": "generator" if loaded is not None and mlm_model is loaded.generator else "model",
+                         "dev_settings": dev_settings,
+                         **({"tokenizer_match": tokenizer_match} if tokenizer_match else {}), **res}
         report["timings"]["mlm_s"] = time.perf_counter() - t0
         t0 = time.perf_counter()
-        floors = floors_for_model(loaded.training_args, loaded.config.get("extra") or {}, data, dev)
+        if hf:
+            floors = floors_for_model(hf_model.training_args, hf_model.extra, data, dev)
+        else:
+            floors = floors_for_model(loaded.training_args, loaded.config.get("extra") or {}, data, dev)
         if floors["status"] == "done":
             floors["beats_floor"] = beats_floor(res["accuracy"], floors)
         report["mlm"]["floors"] = floors

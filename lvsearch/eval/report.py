@@ -122,8 +122,16 @@ def arch_compact(report: dict) -> str:
     reads several inputs (the full inputs are in the α heatmap and the JSON)."""
     from lvsearch.arch import Arch
 
-    arch = Arch.from_dict(report["model"]["config"]["arch"])
+    config = report["model"]["config"]
+    if is_hf_report(report) and not config.get("arch"):
+        return f"hf {config['hf']['model_type']}"
+    arch = Arch.from_dict(config["arch"])
     return arch.compact if arch.is_sequential else f"{arch.compact} +mixing"
+
+
+def is_hf_report(report: dict) -> bool:
+    """Whether the report is of a Hugging Face model (``lvsearch evaluate --model hf:...``)."""
+    return report["model"]["config"].get("source") == "hf"
 
 
 def comparison_table(reports: Sequence[dict]) -> list[tuple[str, list[str]]]:
@@ -210,7 +218,7 @@ class ReportSource:
     label: str
     report_path: Path
     report: dict
-    model_dir: Path
+    model_dir: Path | None  # None for a Hugging Face model (no α)
 
 
 def resolve_source(arg: str) -> ReportSource:
@@ -238,9 +246,14 @@ def resolve_source(arg: str) -> ReportSource:
         if label == "model" and p.resolve().parent.name:  # RUN/model given directly: name it after RUN
             label = p.resolve().parent.name
         report = read_report(report_path)
+        if is_hf_report(report):
+            model_dir = None
     else:
         report_path = p
         report = read_report(p)
+        if is_hf_report(report):
+            label = p.stem if p.name != DEFAULT_REPORT_NAME else Path(report["model"]["folder"]).name
+            return ReportSource(label=label, report_path=p, report=report, model_dir=None)
         recorded = Path(report["model"]["folder"])
         model_dir = recorded if (recorded / "config.json").is_file() else p.parent
         if not (model_dir / "config.json").is_file():
@@ -353,7 +366,11 @@ def write_report(sources: Sequence[str], out: str | Path, *, overwrite: bool = F
 
     heatmaps: dict[str, Path] = {}
     alpha_lines: list[str] = []
+    hf_lines: list[str] = []
     for src, lab in zip(resolved, labels):
+        if src.model_dir is None:
+            hf_lines.append(f"- {lab}: a Hugging Face model ({arch_compact(src.report)}): no α heatmap")
+            continue
         loaded = load_model(src.model_dir)
         alpha = loaded.encoder.alpha_matrix()
         title = f"{lab}: {loaded.arch.compact}"
@@ -372,6 +389,8 @@ def write_report(sources: Sequence[str], out: str | Path, *, overwrite: bool = F
     md += [f"- {lab}: ![{lab}]({p.name})" for lab, p in heatmaps.items()]
     md += ["", "Slots that mix several inputs:" if alpha_lines else "Every slot reads one input (sequential): α is one-hot.", ""]
     md += alpha_lines
+    if hf_lines:
+        md += ["", *hf_lines]
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(out / REPORT_MD, ("\n".join(md).rstrip() + "\n").encode("utf-8"))
     return {"markdown": out / REPORT_MD, "heatmaps": heatmaps, "labels": labels}

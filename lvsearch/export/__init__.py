@@ -1,0 +1,317 @@
+"""``lvsearch export``: a model directory as a Hugging Face transformers model folder.
+
+Layout of the export (``trust_remote_code=True`` loads it; no lvsearch needed)::
+
+    OUT/config.json                  model_type "lvsearch", the architecture (ops, inputs) and
+                                     dims, auto_map -> the two files below, architectures
+    OUT/configuration_lvsearch.py    LvsearchConfig        (copied from hf_template/)
+    OUT/modeling_lvsearch.py         LvsearchModel, ...ForMaskedLM, ...ForSequenceClassification,
+                                     ...ForTokenClassification, ...ForPreTraining (RTD)
+    OUT/model.safetensors            weights under the HF names (:func:`hf_name`); the tied MLM
+                                     decoder is not stored (transformers ties it at load)
+    OUT/tokenizer.json               byte copy of the model directory's tokenizer
+    OUT/tokenizer_config.json        PreTrainedTokenizerFast with [PAD] [UNK] [CLS] [SEP] [MASK]
+    OUT/special_tokens_map.json
+    OUT/lvsearch_export.json         provenance: source folder, objective, which encoder
+
+Which encoder: an MLM model exports its Encoder with its MLM head (``AutoModelForMaskedLM``,
+``pipeline("fill-mask")``). An ELECTRA model exports the discriminator (``AutoModel``, and
+``AutoModelForPreTraining`` with the replaced-token-detection head, read from the run's last
+checkpoint when it is there); its MLM head was never trained and is left out. ``generator=True``
+exports the ELECTRA generator instead, with its trained MLM head.
+
+The modeling file is a standalone re-implementation of :class:`lvsearch.model.Encoder` (the
+one implementation of the math stays in :mod:`lvsearch.model`); ``tests/test_export.py``
+checks both agree to 1e-5 on real batches with padding for every op and switch.
+
+The folder is written under a temporary sibling name and renamed into place at the end; an
+existing non-empty ``OUT`` is refused unless ``overwrite``. Tensors are safetensors only.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from lvsearch.errors import LvsearchError
+
+if TYPE_CHECKING:  # pragma: no cover
+    import torch
+
+    from lvsearch.modeldir import LoadedModel
+
+TEMPLATE_DIR = Path(__file__).resolve().parent / "hf_template"
+TEMPLATE_FILES = ("configuration_lvsearch.py", "modeling_lvsearch.py")
+EXPORT_FORMAT = "lvsearch.hf-export/v1"
+MODEL_TYPE = "lvsearch"
+AUTO_MAP = {
+    "AutoConfig": "configuration_lvsearch.LvsearchConfig",
+    "AutoModel": "modeling_lvsearch.LvsearchModel",
+    "AutoModelForMaskedLM": "modeling_lvsearch.LvsearchForMaskedLM",
+    "AutoModelForSequenceClassification": "modeling_lvsearch.LvsearchForSequenceClassification",
+    "AutoModelForTokenClassification": "modeling_lvsearch.LvsearchForTokenClassification",
+    "AutoModelForPreTraining": "modeling_lvsearch.LvsearchForPreTraining",
+}
+BASE = "lvsearch"  # base_model_prefix of the HF model
+
+# lvsearch parameter name (inside one op of a slot) -> HF name inside ``layers.{n-1}``
+_OP_NAMES = {
+    "SA": {"qkv": "qkv", "out": "output", "norm": "LayerNorm", "relative_bias": "relative_bias"},
+    "FF": {"fc1": "intermediate", "fc2": "output", "norm": "LayerNorm"},
+    "DC": {"value": "value", "depthwise": "depthwise", "pointwise": "pointwise", "kernel": "kernel",
+           "out": "output", "norm": "LayerNorm"},
+}
+_FIXED = {
+    "embeddings.word.weight": f"{BASE}.embeddings.word_embeddings.weight",
+    "embeddings.position.weight": f"{BASE}.embeddings.position_embeddings.weight",
+    "embeddings.norm.weight": f"{BASE}.embeddings.LayerNorm.weight",
+    "embeddings.norm.bias": f"{BASE}.embeddings.LayerNorm.bias",
+    "embeddings.project.weight": f"{BASE}.embeddings.projection.weight",
+    "embeddings.project.bias": f"{BASE}.embeddings.projection.bias",
+    "mixing.logits": f"{BASE}.mixing_logits",
+    "output_mixing.logits": f"{BASE}.output_mixing_logits",
+    "final_norm.weight": f"{BASE}.final_LayerNorm.weight",
+    "final_norm.bias": f"{BASE}.final_LayerNorm.bias",
+    "mlm_head.dense.weight": "lm_head.dense.weight",
+    "mlm_head.dense.bias": "lm_head.dense.bias",
+    "mlm_head.norm.weight": "lm_head.LayerNorm.weight",
+    "mlm_head.norm.bias": "lm_head.LayerNorm.bias",
+    "mlm_head.bias": "lm_head.bias",
+    # ELECTRA replaced-token-detection head (lvsearch.train.retrain.Electra.rtd_head)
+    "rtd_head.0.weight": "discriminator_predictions.dense.weight",
+    "rtd_head.0.bias": "discriminator_predictions.dense.bias",
+    "rtd_head.2.weight": "discriminator_predictions.dense_prediction.weight",
+    "rtd_head.2.bias": "discriminator_predictions.dense_prediction.bias",
+}
+_SLOT = re.compile(r"^slots\.(\d+)\.(SA|FF|DC)\.([A-Za-z_][A-Za-z_0-9]*)(\.weight|\.bias)?$")
+
+
+def hf_name(name: str) -> str:
+    """The exported (HF) name of lvsearch state-dict key ``name``.
+
+    ``embeddings.word.weight`` -> ``lvsearch.embeddings.word_embeddings.weight``;
+    ``slots.{n}.{OP}.{param}`` (n 1-based) -> ``lvsearch.layers.{n-1}.{param'}`` with SA
+    ``out`` -> ``output``, FF ``fc1``/``fc2`` -> ``intermediate``/``output``, DC ``out`` ->
+    ``output``, ``norm`` -> ``LayerNorm``; ``mixing.logits`` -> ``lvsearch.mixing_logits``;
+    ``mlm_head.*`` -> ``lm_head.*``; ``rtd_head.{0,2}.*`` -> ``discriminator_predictions.*``.
+
+    Raises:
+        ValueError: a name lvsearch's Encoder does not have.
+    """
+    if name in _FIXED:
+        return _FIXED[name]
+    m = _SLOT.match(name)
+    if m and m.group(3) in _OP_NAMES[m.group(2)]:
+        slot, op, param, suffix = int(m.group(1)), m.group(2), m.group(3), m.group(4) or ""
+        return f"{BASE}.layers.{slot - 1}.{_OP_NAMES[op][param]}{suffix}"
+    raise ValueError(f"no Hugging Face name for lvsearch parameter {name!r}")
+
+
+def hf_state_dict(state: dict[str, "torch.Tensor"], *, mlm_head: bool = True) -> dict[str, "torch.Tensor"]:
+    """Rename an lvsearch Encoder state dict (plus optional ``rtd_head.*``) with :func:`hf_name`;
+    tensors are cloned to contiguous CPU float copies. ``mlm_head=False`` drops ``mlm_head.*``
+    (an ELECTRA discriminator's untrained head).
+
+    Raises:
+        ValueError: an unknown name, or two names mapping to one (a bug in the table).
+    """
+    out: dict = {}
+    for k, v in state.items():
+        if not mlm_head and k.startswith("mlm_head."):
+            continue
+        new = hf_name(k)
+        if new in out:
+            raise ValueError(f"two lvsearch parameters map to {new!r}")
+        out[new] = v.detach().to("cpu").clone().contiguous()
+    return out
+
+
+def hf_config(arch, dims, *, architectures: list[str], extra: dict | None = None) -> dict:
+    """``config.json`` of the export: :class:`LvsearchConfig` arguments from ``arch`` and
+    ``dims`` (:class:`~lvsearch.model.ModelDims`), ``auto_map`` and ``architectures``.
+
+    Init-only switches (``init``, ``mixing_init``, ``relative_init``) are recorded under
+    ``lvsearch`` for provenance; they do not change a loaded model."""
+    import transformers
+
+    cfg = {
+        "model_type": MODEL_TYPE,
+        "architectures": architectures,
+        "auto_map": dict(AUTO_MAP),
+        "vocab_size": dims.vocab_size,
+        "hidden_size": dims.hidden,
+        "embedding_size": dims.embedding,
+        "intermediate_size": dims.ff_inner,
+        "num_attention_heads": dims.heads,
+        "conv_kernel_size": dims.conv_kernel,
+        "max_position_embeddings": dims.max_len,
+        "hidden_dropout_prob": dims.dropout,
+        "pre_ln": dims.pre_ln,
+        "ff_activation": dims.ff_activation,
+        "mixing_normalized": dims.mixing_normalized,
+        "weighted_output": dims.weighted_output,
+        "position": dims.position,
+        "relative_buckets": dims.relative_buckets,
+        "relative_max_distance": dims.relative_max_distance,
+        "ops": list(arch.ops),
+        "inputs": [list(i) for i in arch.inputs],
+        "num_hidden_layers": arch.num_slots,
+        "layer_norm_eps": 1e-12,
+        "initializer_range": 0.02,
+        "pad_token_id": dims.pad_id,
+        "tie_word_embeddings": True,
+        "torch_dtype": "float32",
+        "transformers_version": transformers.__version__,
+        "lvsearch": {"arch": arch.compact, "init": dims.init, "mixing_init": dims.mixing_init,
+                     "relative_init": dims.relative_init, **(extra or {})},
+    }
+    return cfg
+
+
+def tokenizer_files(tokenizer, max_len: int) -> tuple[dict, dict]:
+    """``(tokenizer_config.json, special_tokens_map.json)`` for a ``tokenizers.Tokenizer`` with
+    lvsearch's special tokens (BERT's names: [PAD] [UNK] [CLS] [SEP] [MASK]).
+
+    Raises:
+        LvsearchError: a special token is missing (:class:`~lvsearch.data.tokenizer.SpecialIds`).
+    """
+    from lvsearch.data.tokenizer import CLS, MASK, PAD, SEP, UNK, SpecialIds
+
+    SpecialIds.of(tokenizer)
+    special = {"pad_token": PAD, "unk_token": UNK, "cls_token": CLS, "sep_token": SEP, "mask_token": MASK}
+    config = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        **special,
+        "model_max_length": max_len,
+        "model_input_names": ["input_ids", "attention_mask"],
+        "padding_side": "right",
+        "clean_up_tokenization_spaces": False,
+    }
+    return config, special
+
+
+def _read_rtd_head(model_dir: Path) -> tuple[dict | None, str]:
+    """The ELECTRA RTD head tensors ``rtd_head.*`` from the run's last checkpoint
+    (``MODEL_DIR/../checkpoints/latest.json``), read with safetensors; ``(None, reason)`` when
+    absent. The model directory itself stores only the discriminator Encoder."""
+    from safetensors import safe_open
+
+    from lvsearch.io import read_json
+
+    latest = model_dir.parent / "checkpoints" / "latest.json"
+    if not latest.is_file():
+        return None, f"no checkpoint next to the model directory ({latest} absent)"
+    try:
+        ckpt = model_dir.parent / "checkpoints" / str(read_json(latest, what="checkpoint pointer")["dir"])
+        path = ckpt / "model.safetensors"
+        with safe_open(str(path), framework="pt") as f:
+            keys = [k for k in f.keys() if k.startswith("rtd_head.")]
+            tensors = {k: f.get_tensor(k) for k in keys}
+    except (LvsearchError, KeyError, TypeError, OSError, Exception) as e:  # noqa: BLE001 (any unreadable checkpoint)
+        return None, f"the last checkpoint could not be read ({str(e).splitlines()[0]})"
+    if sorted(tensors) != sorted(k for k in _FIXED if k.startswith("rtd_head.")):
+        return None, f"{path} holds no complete rtd_head"
+    return tensors, f"read from {path}"
+
+
+def check_out(out: Path, overwrite: bool) -> None:
+    """Refuse an ``out`` that is a file, or a non-empty folder without ``overwrite``.
+
+    Raises:
+        LvsearchError: naming ``out`` and the fix.
+    """
+    if out.exists() and not out.is_dir():
+        raise LvsearchError(f"--out {out} is a file", fix="pass a folder path for the exported model")
+    if out.is_dir() and any(out.iterdir()) and not overwrite:
+        raise LvsearchError(f"--out {out} exists and is not empty; refusing to overwrite it",
+                            fix="pass a new or empty folder, or --overwrite to replace it")
+
+
+def export_model(model_dir: str | os.PathLike, out: str | os.PathLike, *, generator: bool = False,
+                 overwrite: bool = False, loaded: "LoadedModel | None" = None) -> dict:
+    """Write the Hugging Face folder of model directory ``model_dir`` to ``out`` (layout in the
+    module docstring).
+
+    Args:
+        model_dir: an lvsearch model directory (``lvsearch retrain`` output, RUN/model).
+        out: the export folder; must be new or empty unless ``overwrite``.
+        generator: export the ELECTRA generator (``generator.safetensors``) instead of the encoder.
+        overwrite: replace an existing ``out`` (only at the final rename).
+        loaded: an already loaded ``model_dir`` (skips loading it again).
+
+    Returns:
+        ``{"out": Path, "which": "encoder" | "discriminator" | "generator", "architectures": [...],
+        "mlm_head": bool, "rtd_head": str | None, "tensors": int}``.
+
+    Raises:
+        LvsearchError: ``model_dir`` is not a loadable model directory (see
+            :func:`lvsearch.modeldir.load_model`); ``--generator`` for a model without a
+            generator; ``out`` refused (:func:`check_out`). Nothing is written then.
+    """
+    from lvsearch.io import atomic_write_bytes, atomic_write_json, save_safetensors, umask
+    from lvsearch.modeldir import TOKENIZER, load_model
+
+    model_dir, out = Path(model_dir), Path(out)
+    check_out(out, overwrite)
+    if loaded is None and (model_dir / "model" / "config.json").is_file():  # a retrain run folder
+        raise LvsearchError(f"{model_dir} is a run folder, not a model directory", fix=f"pass --model {model_dir / 'model'}")
+    if loaded is None:
+        loaded = load_model(model_dir)
+    rtd, rtd_note = None, None
+    if generator:
+        if loaded.generator is None:
+            raise LvsearchError(f"{model_dir} has no ELECTRA generator (no generator.safetensors; objective "
+                                f"{loaded.objective!r})", fix="drop --generator to export the model itself")
+        enc, which, with_mlm = loaded.generator, "generator", True
+        architectures = ["LvsearchForMaskedLM"]
+    elif loaded.objective == "electra":
+        enc, which, with_mlm = loaded.encoder, "discriminator", False
+        architectures = ["LvsearchForPreTraining"]
+        rtd, rtd_note = _read_rtd_head(model_dir)
+    else:
+        enc, which, with_mlm = loaded.encoder, "encoder", True
+        architectures = ["LvsearchForMaskedLM"]
+    state = dict(enc.state_dict())
+    if rtd is not None:
+        state.update(rtd)
+    tensors = hf_state_dict(state, mlm_head=with_mlm)
+    provenance = {"format": EXPORT_FORMAT, "source": str(model_dir.resolve()), "objective": loaded.objective,
+                  "which": which, "tokenizer_sha256": loaded.tokenizer_sha256,
+                  "rtd_head": rtd_note, "lvsearch_config": loaded.config,
+                  "training_args": loaded.training_args}
+    config = hf_config(enc.arch, enc.dims, architectures=architectures,
+                       extra={"objective": loaded.objective, "which": which})
+    tok_config, special = tokenizer_files(loaded.tokenizer, enc.dims.max_len)
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp"))
+    try:
+        os.chmod(tmp, 0o777 & ~umask())
+        save_safetensors(tensors, tmp / "model.safetensors", metadata={"format": "pt"})
+        for name in TEMPLATE_FILES:
+            atomic_write_bytes(tmp / name, (TEMPLATE_DIR / name).read_bytes())
+        atomic_write_bytes(tmp / "tokenizer.json", (loaded.folder / TOKENIZER).read_bytes())
+        atomic_write_json(tmp / "tokenizer_config.json", tok_config)
+        atomic_write_json(tmp / "special_tokens_map.json", special)
+        atomic_write_json(tmp / "lvsearch_export.json", provenance)
+        atomic_write_json(tmp / "config.json", config)
+        old = None
+        if out.exists():
+            check_out(out, overwrite)  # still allowed (it may have been filled meanwhile)
+            old = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".old"))
+            os.replace(out, old / "x")
+        os.replace(tmp, out)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return {"out": out, "which": which, "architectures": architectures, "mlm_head": with_mlm,
+            "rtd_head": rtd_note, "tensors": len(tensors)}
+
+
+__all__ = ["export_model", "hf_name", "hf_state_dict", "hf_config", "tokenizer_files", "AUTO_MAP", "EXPORT_FORMAT"]
