@@ -183,3 +183,395 @@ def test_weight_files_have_the_usual_permissions(tmp_path: Path):
     modes = {p.name: oct(os.stat(p).st_mode & 0o777) for p in files}
     assert set(modes.values()) == {oct(want)}, modes
     assert re.fullmatch(r"step-0000001", ckpt.name)
+
+
+# ====================================================================== the reliability suite
+# Every CLI verb in a subprocess against bad inputs and faults: exit code 2, no traceback, a
+# message naming the file, and byte-identical files in every folder that existed before.
+
+import dataclasses  # noqa: E402
+import hashlib  # noqa: E402
+import json  # noqa: E402
+import shutil  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+SN_SETS = [*SUPERNET_TINY, "train.steps=12", "train.checkpoint_every=4", "train.warmup_steps=2", "train.eval_every=0",
+           "eval.panel=[bert]"]
+RT_SETS = [*RETRAIN_TINY, "train.steps=12", "train.checkpoint_every=4", "train.warmup_steps=2", "train.eval_every=4"]
+SEARCH_ARGS = ["--population", "4", "--iterations", "3", "--topk", "2", "--crossover", "2", "--mutation", "2",
+               "--dev-sequences", "16"]
+
+
+def _sets(values: list[str]) -> list[str]:
+    return [x for v in values for x in ("--set", v)]
+
+
+def cli(*argv: str, kill_at: str | None = None, timeout: int = 600) -> subprocess.CompletedProcess:
+    """``python -m lvsearch ARGV`` in a fresh process on one thread, progress hidden."""
+    env = {**os.environ, "LVSEARCH_QUIET": "1", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    env.pop("LVSEARCH_KILL_AT", None)
+    env.pop("LVSEARCH_DEBUG", None)
+    if kill_at:
+        env["LVSEARCH_KILL_AT"] = kill_at
+    return subprocess.run([sys.executable, "-m", "lvsearch", *argv], capture_output=True, text=True,
+                          timeout=timeout, env=env, cwd=REPO)
+
+
+def tree_digest(folder: Path) -> dict[str, str]:
+    """``relative path -> sha256`` of every file (and ``<dir>`` for folders) under ``folder``."""
+    out = {}
+    for p in sorted(folder.rglob("*")):
+        rel = str(p.relative_to(folder))
+        out[rel] = hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "<dir>"
+    return out
+
+
+@pytest.fixture(scope="module")
+def ws(prepared_corpus: Path, small_corpus: Path, tmp_path_factory) -> dict[str, Path]:
+    """A workspace as a user has it after the quickstart's steps by hand: a prepared corpus, a
+    tiny supernet run, a search over it, a retrained model, a regular file, and damaged copies
+    of some of them (each bad-input case names the one it needs)."""
+    w = tmp_path_factory.mktemp("ws")
+    paths = {"W": w, "CORPUS": prepared_corpus, "OTHER_CORPUS": small_corpus, "FILE": w / "afile.txt"}
+    paths["FILE"].write_text("not a folder\n")
+    sn, search, rt = w / "sn", w / "search", w / "rt"
+    assert main(["train-supernet", "--config", "quickstart", "--data", str(prepared_corpus), "--out", str(sn),
+                 *_sets(SN_SETS)]) == 0
+    assert main(["evolve", "--supernet", str(sn), "--out", str(search), *SEARCH_ARGS]) == 0
+    assert main(["retrain", "--arch", str(search / "best.json"), "--config", "retrain-quickstart", "--data",
+                 str(prepared_corpus), "--out", str(rt), *_sets(RT_SETS)]) == 0
+    paths.update(SN=sn, SEARCH=search, RT=rt, MODEL=rt / "model")
+
+    # damaged copies
+    def copy(src: Path, name: str) -> Path:
+        dst = w / name
+        shutil.copytree(src, dst, symlinks=True)
+        return dst
+
+    bad_state = copy(sn, "sn-bad-state")  # state.json says another step than its folder
+    ck = bad_state / "checkpoints" / "step-0000012" / "state.json"
+    st = json.loads(ck.read_text())
+    st["step"] = 4
+    ck.write_text(json.dumps(st))
+    bad_pointer = copy(sn, "sn-bad-pointer")  # latest.json step disagrees with the folder it names
+    (bad_pointer / "checkpoints" / "latest.json").write_text(json.dumps({"step": 8, "dir": "step-0000012"}))
+    edited_state = copy(rt, "rt-edited-state")  # state.json edited, step kept (sha256 recorded in latest.json)
+    ck = edited_state / "checkpoints" / "step-0000012" / "state.json"
+    st = json.loads(ck.read_text())
+    st["extra"]["tokens"] = 1
+    ck.write_text(json.dumps(st, indent=2, sort_keys=True) + "\n")
+    paths.update(SN_BAD_STATE=bad_state, SN_BAD_POINTER=bad_pointer, RT_EDITED_STATE=edited_state)
+
+    corpus_mod = w / "corpus-modified"  # a shard with one byte changed (same size)
+    shutil.copytree(prepared_corpus, corpus_mod)
+    shard = corpus_mod / "train-00000.bin"
+    raw = bytearray(shard.read_bytes())
+    raw[1001] ^= 1
+    shard.write_bytes(bytes(raw))
+    tok_mod = w / "corpus-tokenizer-modified"  # tokenizer.json edited
+    shutil.copytree(prepared_corpus, tok_mod)
+    (tok_mod / "tokenizer.json").write_text((tok_mod / "tokenizer.json").read_text().replace('"[UNK]"', '"[UNKNOWN]"', 1))
+    paths.update(CORPUS_MOD=corpus_mod, CORPUS_TOK_MOD=tok_mod)
+
+    # a supernet retrained into the same folder after a search started on it (issue 14, item 1)
+    sn2, search2 = w / "sn-retrained", w / "search-on-old-supernet"
+    assert main(["train-supernet", "--config", "quickstart", "--data", str(prepared_corpus), "--out", str(sn2),
+                 *_sets(SN_SETS)]) == 0
+    assert main(["evolve", "--supernet", str(sn2), "--out", str(search2), *SEARCH_ARGS[:2], "--iterations", "1",
+                 *SEARCH_ARGS[4:]]) == 0
+    assert main(["train-supernet", "--config", "quickstart", "--data", str(prepared_corpus), "--out", str(sn2),
+                 "--overwrite", *_sets([*SN_SETS, "train.seed=7"])]) == 0
+    paths.update(SN2=sn2, SEARCH2=search2)
+
+    (w / "broken.json").write_text("{not json")
+    (w / "arch-seq-bad.json").write_text(json.dumps({"format": "lvsearch.arch/v1", "ops": ["SA", "FF", "SA", "FF"],
+                                                     "inputs": [[0], [0], [1, 2], [3]]}))
+    (w / "report-broken.json").write_text("{}")
+    paths.update(BROKEN_JSON=w / "broken.json", ARCH_SEQ_BAD=w / "arch-seq-bad.json",
+                 REPORT_BROKEN=w / "report-broken.json")
+    empty = w / "empty"
+    empty.mkdir()
+    paths["EMPTY"] = empty
+    bin_src = w / "binary-src"
+    bin_src.mkdir()
+    (bin_src / "a.train").write_bytes(b"\x00\x01\x02\xff" * 500)
+    paths["BIN_SRC"] = bin_src
+    return paths
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    """One bad input: ``argv`` and the text the message must contain (``{NAME}`` placeholders
+    are workspace paths)."""
+
+    id: str
+    argv: tuple[str, ...]
+    expect: str
+
+
+def C(id: str, argv: str, expect: str) -> Case:  # noqa: N802 - a table row
+    return Case(id, tuple(argv.split()), expect)
+
+
+T = "--config retrain-quickstart --data {CORPUS}"
+CASES = [
+    # data prepare / verify
+    C("prepare-missing-input", "data prepare --input {W}/nope --out {W}/p1", "{W}/nope"),
+    C("prepare-out-is-file", "data prepare --input {CORPUS} --out {FILE}", "{FILE}"),
+    C("prepare-out-under-file", "data prepare --input {CORPUS} --out {FILE}/sub", "{FILE}"),
+    C("prepare-out-in-proc", "data prepare --input {CORPUS} --out /proc/lvsearch-x", "/proc/lvsearch-x"),
+    C("prepare-out-holds-dataset", "data prepare --input {CORPUS} --out {CORPUS}", "{CORPUS}"),
+    C("prepare-binary-source", "data prepare --input {BIN_SRC} --out {W}/p2", "a.train"),
+    C("prepare-bad-vocab", "data prepare --input {BIN_SRC} --out {W}/p3 --vocab-size 3", "vocab"),
+    C("verify-not-a-dataset", "data verify {EMPTY}", "{EMPTY}"),
+    C("verify-modified-shard", "data verify {CORPUS_MOD}", "train-00000.bin"),
+    # train-supernet
+    C("supernet-unknown-recipe", "train-supernet --config nosuch-recipe --data {CORPUS} --out {W}/s1", "nosuch-recipe"),
+    C("supernet-missing-data", "train-supernet --config quickstart --data {W}/nodata --out {W}/s2", "{W}/nodata"),
+    C("supernet-bad-value", "train-supernet --config quickstart --data {CORPUS} --out {W}/s3 --set train.lr=abc", "train.lr"),
+    C("supernet-unknown-key", "train-supernet --config quickstart --data {CORPUS} --out {W}/s4 --set nosuch.key=1", "nosuch"),
+    C("supernet-out-holds-run", "train-supernet --config quickstart --data {CORPUS} --out {SN}", "{SN}"),
+    C("supernet-out-in-proc", "train-supernet --config quickstart --data {CORPUS} --out /proc/lvsearch-x", "/proc/lvsearch-x"),
+    C("supernet-out-under-file", "train-supernet --config quickstart --data {CORPUS} --out {FILE}/run", "{FILE}"),
+    C("supernet-resume-nothing", "train-supernet --data {CORPUS} --out {EMPTY} --resume", "{EMPTY}"),
+    C("supernet-resume-other-config", "train-supernet --data {CORPUS} --out {SN} --resume --set train.lr=1e-2", "{SN}"),
+    C("supernet-resume-state-step", "train-supernet --data {CORPUS} --out {SN_BAD_STATE} --resume", "state.json"),
+    C("supernet-resume-pointer", "train-supernet --data {CORPUS} --out {SN_BAD_POINTER} --resume", "latest.json"),
+    C("supernet-modified-shard", "train-supernet --config quickstart --data {CORPUS_MOD} --out {W}/s5", "train-00000.bin"),
+    C("supernet-modified-tokenizer", "train-supernet --config quickstart --data {CORPUS_TOK_MOD} --out {W}/s6", "tokenizer.json"),
+    C("supernet-resume-other-data", "train-supernet --data {OTHER_CORPUS} --out {SN} --resume", "{OTHER_CORPUS}"),
+    # retrain (and finalists)
+    C("retrain-missing-arch-file", "retrain --arch {W}/nope.json " + T + " --out {W}/r1", "{W}/nope.json"),
+    C("retrain-unknown-arch-name", "retrain --arch zzz " + T + " --out {W}/r2", "zzz"),
+    C("retrain-broken-arch-json", "retrain --arch {BROKEN_JSON} " + T + " --out {W}/r3", "{BROKEN_JSON}"),
+    C("retrain-arch-bad-inputs", "retrain --arch {ARCH_SEQ_BAD} " + T + " --out {W}/r4", "{ARCH_SEQ_BAD}"),
+    C("retrain-out-holds-run", "retrain --arch bert " + T + " --out {RT}", "{RT}"),
+    C("retrain-out-in-proc", "retrain --arch bert " + T + " --out /proc/lvsearch-x", "/proc/lvsearch-x"),
+    C("retrain-negative-steps", "retrain --arch bert " + T + " --out {W}/r5 --set train.steps=-5", "train.steps"),
+    C("retrain-resume-edited-state", "retrain --data {CORPUS} --out {RT_EDITED_STATE} --resume", "state.json"),
+    C("finalists-too-few", "retrain --arch {SEARCH}/topk.json --finalists 1 --budget 8 " + T + " --out {W}/f1", "finalists"),
+    C("finalists-out-in-proc", "retrain --arch {SEARCH}/topk.json --finalists 2 --budget 8 --set num_slots=4 --set train.eval_every=4 " + T + " --out /proc/lvs-f",
+      "/proc/lvs-f"),
+    # evolve / arch / rank-check
+    C("evolve-missing-supernet", "evolve --supernet {W}/nosn --out {W}/e1", "{W}/nosn"),
+    C("evolve-not-a-run", "evolve --supernet {CORPUS} --out {W}/e2", "{CORPUS}"),
+    C("evolve-out-holds-search", "evolve --supernet {SN} --out {SEARCH}", "{SEARCH}"),
+    C("evolve-out-in-proc", "evolve --supernet {SN} --out /proc/lvsearch-x", "/proc/lvsearch-x"),
+    C("evolve-out-under-file", "evolve --supernet {SN} --out {FILE}/s", "{FILE}"),
+    C("evolve-negative-max-params", "evolve --supernet {SN} --out {W}/e3 --max-params -1", "--max-params"),
+    C("evolve-space-mismatch", "evolve --supernet {SN} --out {W}/e4 --space lvbert@6", "--space"),
+    C("evolve-resume-other-supernet", "evolve --supernet {SN2} --out {SEARCH2} --resume --iterations 3", "{SN2}"),
+    C("evolve-resume-nothing", "evolve --supernet {SN} --out {EMPTY} --resume", "{EMPTY}"),
+    C("arch-show-unknown", "arch show zzz --space lvbert", "zzz"),
+    C("arch-show-broken-file", "arch show {BROKEN_JSON}", "{BROKEN_JSON}"),
+    C("rank-check-missing-supernet", "rank-check --supernet {W}/nosn --archs 3 --steps 2", "{W}/nosn"),
+    # evaluate / report
+    C("evaluate-missing-model", "evaluate --model {W}/nomodel --no-blimp --mlm-data {CORPUS}", "{W}/nomodel"),
+    C("evaluate-not-a-model", "evaluate --model {CORPUS} --no-blimp --mlm-data {CORPUS}", "{CORPUS}"),
+    C("evaluate-out-in-proc", "evaluate --model {MODEL} --no-blimp --mlm-data {CORPUS} --out /proc/lvs/r.json", "/proc/lvs"),
+    C("evaluate-out-under-file", "evaluate --model {MODEL} --no-blimp --mlm-data {CORPUS} --out {FILE}/r.json", "{FILE}"),
+    C("evaluate-missing-task", "evaluate --model {MODEL} --no-blimp --task {W}/notask --out {W}/ev1.json", "{W}/notask"),
+    C("evaluate-missing-blimp", "evaluate --model {MODEL} --blimp {W}/noblimp --out {W}/ev2.json", "{W}/noblimp"),
+    C("evaluate-other-tokenizer", "evaluate --model {MODEL} --no-blimp --mlm-data {OTHER_CORPUS} --out {W}/ev3.json",
+      "{OTHER_CORPUS}"),
+    C("evaluate-dev-seq-too-long", "evaluate --model {MODEL} --no-blimp --mlm-data {CORPUS} --dev-seq-len 100000 "
+      "--out {W}/ev4.json", "max_len"),
+    C("evaluate-compare-missing", "evaluate --compare {W}/a.json {W}/b.json", "{W}/a.json"),
+    C("report-missing-source", "report {W}/nothing --out {W}/rep1", "{W}/nothing"),
+    C("report-broken-report", "report {REPORT_BROKEN} --out {W}/rep2", "{REPORT_BROKEN}"),
+    C("report-out-in-proc", "report {MODEL} --out /proc/lvsearch-x", "/proc/lvsearch-x"),
+    # quickstart / scaling
+    C("quickstart-missing-data", "quickstart --data {W}/nodata --out {W}/q1", "{W}/nodata"),
+    C("quickstart-out-is-file", "quickstart --out {FILE}", "{FILE}"),
+    C("quickstart-out-in-proc", "quickstart --out /proc/lvsearch-x", "/proc/lvsearch-x"),
+    C("quickstart-bad-minutes", "quickstart --minutes 0 --out {W}/q2", "--minutes"),
+    C("quickstart-out-holds-other", "quickstart --out {SN}", "{SN}"),
+    C("scaling-fit-missing-curve", "scaling fit {W}/nocurve.jsonl", "{W}/nocurve.jsonl"),
+    # export / evaluate hf:
+    C("export-not-a-model", "export --model {CORPUS} --out {W}/x1", "{CORPUS}"),
+    C("export-out-not-empty", "export --model {MODEL} --out {SN}", "{SN}"),
+    C("export-out-in-proc", "export --model {MODEL} --out /proc/lvsearch-x", "/proc/lvsearch-x"),
+    C("export-generator-of-mlm-run", "export --model {MODEL} --out {W}/x2 --generator", "generator"),
+    C("evaluate-hf-not-a-model", "evaluate --model hf:{CORPUS} --no-blimp --mlm-data {CORPUS} --out {W}/ev5.json",
+      "{CORPUS}"),
+]
+
+
+def _fill(text: str, ws: dict[str, Path]) -> str:
+    for k in sorted(ws, key=len, reverse=True):
+        text = text.replace("{" + k + "}", str(ws[k]))
+    return text
+
+
+def test_the_suite_has_enough_distinct_cases():
+    assert len({c.id for c in CASES}) == len(CASES) >= 40
+    assert len({c.argv[0] if c.argv[0] not in ("data", "arch", "scaling") else " ".join(c.argv[:2])
+                for c in CASES}) >= 12  # every verb
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_bad_input_one_message_exit_2_nothing_touched(ws: dict[str, Path], case: Case):
+    argv = [_fill(a, ws) for a in case.argv]
+    before = {k: tree_digest(p) for k, p in ws.items() if p.is_dir()}
+    proc = cli(*argv)
+    err = proc.stderr
+    assert proc.returncode == 2, f"exit {proc.returncode}\n{err[-3000:]}"
+    assert "Traceback" not in err and "Traceback" not in proc.stdout, err[-3000:]
+    assert _fill(case.expect, ws) in " ".join(err.split()) or _fill(case.expect, ws) in err, err[-3000:]
+    assert err.count("lvsearch: error:") + err.count("error:") >= 1, err
+    after = {k: tree_digest(p) for k, p in ws.items() if p.is_dir()}
+    for k in before:
+        assert after[k] == before[k], f"{case.id} changed files under {ws[k]}"
+
+
+# ---------------------------------------------------------------- kill-and-resume matrix
+def _weights_digest(run: Path) -> dict[str, str]:
+    """sha256 of every tensor of the final checkpoint and of the model directory's weights."""
+    latest = json.loads((run / "checkpoints" / "latest.json").read_text())
+    ck = run / "checkpoints" / latest["dir"]
+    out = {f"ckpt:{latest['dir']}/{n}": hashlib.sha256((ck / n).read_bytes()).hexdigest()
+           for n in ("model.safetensors", "optimizer.safetensors") if (ck / n).is_file()}
+    if (run / "model" / "model.safetensors").is_file():
+        out["model"] = hashlib.sha256((run / "model" / "model.safetensors").read_bytes()).hexdigest()
+    return out
+
+
+def _metrics_lines(run: Path, name: str) -> list[dict]:
+    """``metrics.jsonl``/``curve.jsonl`` records without wall-clock fields."""
+    lines = []
+    for line in (run / name).read_text().splitlines():
+        rec = json.loads(line)
+        for k in ("elapsed_s", "tokens_per_s", "seconds"):
+            rec.pop(k, None)
+        if isinstance(rec.get("eval"), dict):
+            rec["eval"] = {k: v for k, v in rec["eval"].items() if not k.endswith("seconds")}
+        lines.append(rec)
+    return lines
+
+
+def _summary_core(run: Path) -> dict:
+    s = json.loads((run / "summary.json").read_text())
+    return {k: s[k] for k in ("steps", "final_eval", "floors", "beats_floor") if k in s}
+
+
+def _train_outcome(run: Path) -> dict:
+    return {"weights": _weights_digest(run), "metrics": _metrics_lines(run, "metrics.jsonl"),
+            "summary": _summary_core(run), "stale_temps": sorted(p.name for p in (run / "checkpoints").glob(".step-*"))}
+
+
+def _kill_then_resume(argv: list[str], resume_argv: list[str], point: str, run: Path) -> None:
+    proc = cli(*argv, kill_at=point)
+    assert proc.returncode == -signal.SIGKILL, f"{point}: not killed (exit {proc.returncode})\n{proc.stderr[-2000:]}"
+    proc = cli(*resume_argv)
+    assert proc.returncode == 0, f"resume after {point}: exit {proc.returncode}\n{proc.stderr[-3000:]}"
+    assert "Traceback" not in proc.stderr
+
+
+import signal  # noqa: E402
+
+KILLS = ["step:{k}", "checkpoint-write:8", "before-summary"]  # a random step, mid-checkpoint, before the summary
+
+
+@pytest.mark.parametrize("verb", ["train-supernet", "retrain"])
+def test_kill_and_resume_matrix_training(prepared_corpus: Path, tmp_path: Path, verb: str):
+    rng = random.Random(f"kill-{verb}")
+    if verb == "train-supernet":
+        base = ["train-supernet", "--config", "quickstart", "--data", str(prepared_corpus), *_sets(SN_SETS)]
+    else:
+        base = ["retrain", "--arch", "random:3", "--config", "retrain-quickstart", "--data", str(prepared_corpus),
+                *_sets(RT_SETS)]
+    ref = tmp_path / "ref"
+    proc = cli(*base, "--out", str(ref))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    want = _train_outcome(ref)
+    for point in KILLS:
+        point = point.format(k=rng.randint(1, 11))
+        run = tmp_path / point.replace(":", "-")
+        _kill_then_resume([*base, "--out", str(run)], [verb, "--data", str(prepared_corpus), "--out", str(run),
+                                                        "--resume"], point, run)
+        got = _train_outcome(run)
+        assert got == want, f"{verb} killed at {point} and resumed differs from the uninterrupted run"
+    # a resume of the finished run changes nothing
+    snap = snapshot(run)
+    proc = cli(verb, "--data", str(prepared_corpus), "--out", str(run), "--resume")
+    assert proc.returncode == 0 and "already finished" in " ".join(proc.stderr.split())
+    assert snapshot(run) == snap
+
+
+def _search_outcome(out: Path) -> dict:
+    return {n: (out / n).read_bytes() for n in ("state.json", "history.jsonl", "topk.json", "best.json")}
+
+
+def test_kill_and_resume_matrix_evolve(ws: dict[str, Path], tmp_path: Path):
+    base = ["evolve", "--supernet", str(ws["SN"]), *SEARCH_ARGS, "--compare-random"]
+    ref = tmp_path / "ref"
+    assert cli(*base, "--out", str(ref)).returncode == 0
+    want = {"ea": _search_outcome(ref), "random": _search_outcome(ref / "random")}
+    rng = random.Random("kill-evolve")
+    for point in (f"search-save:{rng.randint(1, 2)}", "search-save:3"):  # mid-search and at the last save
+        out = tmp_path / point.replace(":", "-")
+        _kill_then_resume([*base, "--out", str(out)], [*base, "--out", str(out), "--resume"], point, out)
+        got = {"ea": _search_outcome(out), "random": _search_outcome(out / "random")}
+        assert got == want, f"evolve killed at {point} and resumed differs"
+
+
+def _finalists_outcome(out: Path) -> dict:
+    state = json.loads((out / "finalists.json").read_text())
+
+    def strip(obj):
+        if isinstance(obj, dict):
+            return {k: strip(v) for k, v in obj.items() if k not in ("seconds", "started", "finished")}
+        if isinstance(obj, list):
+            return [strip(v) for v in obj]
+        return obj
+
+    runs = {p.name: _weights_digest(p) for p in sorted((out / "finalists").iterdir())}
+    best = (out / "best.json").read_text().replace(str(out), "OUT")  # it names the pick's model folder
+    return {"state": json.loads(json.dumps(strip(state)).replace(str(out), "OUT")), "runs": runs, "best": best}
+
+
+def test_kill_and_resume_matrix_finalists(ws: dict[str, Path], prepared_corpus: Path, tmp_path: Path):
+    sets = _sets([*RETRAIN_TINY, "train.warmup_steps=2", "train.eval_every=2", "train.checkpoint_every=4"])
+    base = ["retrain", "--arch", str(ws["SEARCH"] / "topk.json"), "--finalists", "2", "--budget", "16",
+            "--pruning", "current-loss", "--config", "retrain-quickstart", "--data", str(prepared_corpus), *sets]
+    ref = tmp_path / "ref"
+    proc = cli(*base, "--out", str(ref))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    want = _finalists_outcome(ref)
+    for point in ("step:5", "checkpoint-write:16", "finalists-round:1", "before-summary"):
+        out = tmp_path / point.replace(":", "-")
+        _kill_then_resume([*base, "--out", str(out)], [*base, "--out", str(out)], point, out)
+        assert _finalists_outcome(out) == want, f"finalists killed at {point} and re-run differs"
+
+
+def _quickstart_outcome(out: Path) -> dict:
+    """What a quickstart produced, without wall-clock fields: every arm's weights, the searches'
+    top-k, the finalists' decisions, the evaluation results."""
+    from lvsearch.quickstart.job import ARMS
+
+    got = {"weights": {a: hashlib.sha256((out / "retrain" / a / "model" / "model.safetensors").read_bytes()).hexdigest()
+                       for a in ARMS},
+           "topk": [(out / p / "topk.json").read_bytes() for p in ("search", "search/random")]}
+    fin = json.loads((out / "finalists" / "finalists.json").read_text())
+    got["finalists"] = [(r["alive"], r["decision"]["kept"]) for r in fin["rounds"]] + [fin["final"]["pick"]]
+    got["mlm"] = {a: json.loads((out / "eval" / f"{a}.json").read_text())["mlm"]["accuracy"] for a in ARMS}
+    return got
+
+
+def test_kill_and_resume_matrix_quickstart(prepared_corpus: Path, corpora: Path, tmp_path: Path):
+    from test_quickstart import MINUTES, _recipes
+
+    recipes = _recipes(tmp_path)
+    base = ["quickstart", "--data", str(corpora), "--minutes", MINUTES, "--supernet-config", recipes[0],
+            "--retrain-config", recipes[1], "--no-blimp"]
+    ref = tmp_path / "ref"
+    proc = cli(*base, "--out", str(ref))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    want = _quickstart_outcome(ref)
+    # a random supernet step, mid-checkpoint of the first 48-step retrain, between a stage's end and its record
+    for point in (f"step:{random.Random('kill-qs').randint(1, 39)}", "checkpoint-write:48", "quickstart-stage:search"):
+        out = tmp_path / point.replace(":", "-")
+        _kill_then_resume([*base, "--out", str(out)], [*base, "--out", str(out)], point, out)
+        assert _quickstart_outcome(out) == want, f"quickstart killed at {point} and re-run differs"

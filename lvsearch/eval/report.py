@@ -351,12 +351,12 @@ def write_report(sources: Sequence[str], out: str | Path, *, overwrite: bool = F
     from lvsearch.io import atomic_write_bytes
     from lvsearch.modeldir import load_model
 
-    resolved = [resolve_source(s) for s in sources]
-    labels = _unique_labels([s.label for s in resolved])
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise LvsearchError(f"--out {out} is a file", fix="pass a folder (default: ./report)")
     check_writable_folder(out)
+    resolved = [resolve_source(s) for s in sources]
+    labels = _unique_labels([s.label for s in resolved])
     targets = [out / REPORT_MD] + [out / heatmap_name(lab) for lab in labels]
     if len({t.name for t in targets}) != len(targets):
         raise LvsearchError("two models would get the same heatmap file name", fix="rename one of the folders")

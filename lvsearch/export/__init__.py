@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lvsearch.errors import LvsearchError
+from lvsearch.io import check_writable_folder
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -226,6 +227,7 @@ def check_out(out: Path, overwrite: bool) -> None:
     """
     if out.exists() and not out.is_dir():
         raise LvsearchError(f"--out {out} is a file", fix="pass a folder path for the exported model")
+    check_writable_folder(out)
     if out.is_dir() and any(out.iterdir()) and not overwrite:
         raise LvsearchError(f"--out {out} exists and is not empty; refusing to overwrite it",
                             fix="pass a new or empty folder, or --overwrite to replace it")

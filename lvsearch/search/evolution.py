@@ -208,11 +208,14 @@ class Search:
         write: whether this process writes files (rank 0 under torchrun).
         on_iteration: called as ``f(search, iteration)`` after each iteration (live table).
         extra_state: JSON-able facts stored in the state and compared on resume.
+        on_start: called with the search once it has started or its state was loaded (and
+            checked) on resume, before the first new iteration.
     """
 
     def __init__(self, space: SearchSpace, evaluator: BaseEvaluator, config: SearchConfig, *,
                  out: str | Path | None = None, write: bool = True,
-                 on_iteration: Callable | None = None, extra_state: dict | None = None):
+                 on_iteration: Callable | None = None, extra_state: dict | None = None,
+                 on_start: Callable | None = None):
         from deap import base, tools
 
         self.space, self.evaluator = space, evaluator
@@ -220,6 +223,7 @@ class Search:
         self.out = Path(out) if out is not None else None
         self.write, self.on_iteration = write, on_iteration
         self.extra_state = extra_state or {}
+        self.on_start = on_start
         creator = _deap()
         self.multi = self.config.strategy == "nsga2"
         self.Individual = creator.LvsIndividualMO if self.multi else creator.LvsIndividual
@@ -435,7 +439,7 @@ class Search:
         lines = "".join(json.dumps(h, sort_keys=True) + "\n" for h in self.history)
         atomic_write_bytes(self.out / "history.jsonl", lines.encode("utf-8"))
         atomic_write_json(self.out / "topk.json", {
-            "strategy": self.config.strategy, "iteration": self.iteration,
+            "strategy": self.config.strategy, "iteration": self.iteration, "space": self.space.name,
             "topk": [self.evaluator.memo[k].to_dict() for k in self.topk],
         })
         if self.multi:
@@ -515,8 +519,13 @@ class Search:
 
             path = self.out / STATE  # type: ignore[operator]
             self.load_state(read_json(path, what="search state"), path)
+            # The state holds everything; rewrite the files derived from it, which a kill
+            # between the state write and theirs (or after a finished search) left stale.
+            self.save()
         else:
             self.start()
+        if self.on_start is not None:
+            self.on_start(self)
         stop = self.config.iterations if max_iterations is None else min(max_iterations, self.config.iterations)
         while self.iteration < stop:
             self.step()

@@ -197,10 +197,14 @@ def evolve(opts: EvolveOptions, config: SearchConfig, *, show_progress: bool = T
             if opts.overwrite and not opts.resume and out.is_dir():
                 _clear(out)
             out.mkdir(parents=True, exist_ok=True)
-            from lvsearch.repro import record_environment
-
-            record_environment(out, str(info.device), resume=opts.resume, what="search")
         barrier(info)
+
+        def record_env(search: Search) -> None:  # once the (resumed) state passed its checks
+            if info.is_main and search.out == out:
+                from lvsearch.repro import record_environment
+
+                record_environment(out, str(info.device), resume=opts.resume, what="search")
+
         phases = [(config.strategy, out, config)]
         if opts.compare_random and config.strategy != "random":
             rcfg = SearchConfig(**dict(config.to_dict(), strategy="random", seed=config.seed + 1_000_003))
@@ -227,7 +231,7 @@ def evolve(opts: EvolveOptions, config: SearchConfig, *, show_progress: bool = T
                                      highlight=False, markup=False, soft_wrap=True)
 
             search = Search(loaded.space, evaluator, cfg, out=folder, write=info.is_main,
-                            on_iteration=on_iteration, extra_state=extra)
+                            on_iteration=on_iteration, extra_state=extra, on_start=record_env)
             resume_phase = opts.resume and (folder / STATE).exists()
             if show and (ui.console.is_terminal or ui.console.is_jupyter):
                 from rich.live import Live

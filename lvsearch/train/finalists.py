@@ -61,7 +61,7 @@ from lvsearch.arch import ARCH_FORMAT, Arch, resolve_arch
 from lvsearch.config import RetrainConfig, load_config, to_jsonable
 from lvsearch.errors import LvsearchError
 from lvsearch.faults import kill_point
-from lvsearch.io import atomic_write_json, differing_keys, iter_jsonl, read_json
+from lvsearch.io import atomic_write_json, check_writable_folder, differing_keys, iter_jsonl, read_json
 
 FORMAT = "lvsearch.finalists/v1"
 STATE = "finalists.json"
@@ -445,7 +445,14 @@ def run_finalists(
     if o.n_boot < 0 or not 0 < o.level < 1:
         raise LvsearchError("--n-boot must be >= 0 and the interval level in (0, 1)")
     out = Path(out).expanduser().resolve()
+    if out.exists() and not out.is_dir():
+        raise LvsearchError(f"--out {out} is a file", fix="choose a folder path")
+    check_writable_folder(out)
     data = PreparedData.open(data_dir)
+    from lvsearch.train.retrain import space_from_arch_file
+
+    # the space follows a top-k file that records it (as a single arch file in retrain does)
+    overrides = space_from_arch_file(arch_spec, list(overrides))
     extra = [f"train.steps={o.budget}"] if o.budget is not None else []
     config, _ = load_config(RetrainConfig, recipe, [*overrides, *extra])
     budget = config.train.steps
