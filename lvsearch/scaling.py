@@ -865,6 +865,11 @@ def _default_factory() -> Estimator:
     return M4()
 
 
+#: A bootstrap prediction interval narrower than this (relative to max(1, |prediction|)) marks
+#: a degenerate fit in :func:`halving_step`: it falls back to current-loss ranking.
+DEGENERATE_WIDTH = 1e-6
+
+
 def halving_step(
     curves: Mapping[str, tuple[Any, Any]],
     *,
@@ -890,7 +895,9 @@ def halving_step(
       confidently worse. When the estimator cannot fit one of the curves (too few points, a
       loss above ``eps0``, ...), *every* candidate of this step is ranked by its last observed
       loss instead (a predicted final loss is not comparable with a current one); the log's
-      ``"fallback"`` gives the reason, ``None`` when every curve was fitted.
+      ``"fallback"`` gives the reason, ``None`` when every curve was fitted. A *degenerate*
+      fit — a bootstrap interval of zero width (:data:`DEGENERATE_WIDTH`), i.e. every refit
+      pinned to the same prediction — counts as a failed fit: it never cuts a candidate.
 
     Args:
         curves: name -> ``(x, y)``, each of shape ``(n_i,)``, x strictly increasing, y > 0.
@@ -924,6 +931,12 @@ def halving_step(
             try:
                 pi = prediction_interval(factory, xa, ya, [full_budget], n_boot=n_boot,
                                          seed=seed + i, level=level, method=method)
+                lo_, hi_, pred_ = float(pi["lo"][0]), float(pi["hi"][0]), float(pi["pred"][0])
+                if n_boot > 0 and hi_ - lo_ <= DEGENERATE_WIDTH * max(1.0, abs(pred_)):
+                    # every bootstrap refit gave the same prediction: the fit is pinned (a
+                    # bound, too few distinct points), not certain; it must not cut anything
+                    raise ArithmeticError(f"degenerate {factory().name} fit: zero-width interval "
+                                          f"[{lo_:.4g}, {hi_:.4g}] from {xa.size} points")
                 entry.update(score=float(pi["pred"][0]), lo=float(pi["lo"][0]), hi=float(pi["hi"][0]),
                              scored_by=factory().name, n_boot_ok=pi["n_ok"])
             except (LvsearchError, ArithmeticError) as e:

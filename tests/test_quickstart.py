@@ -242,3 +242,20 @@ def test_electra_objective_is_stated(tmp_path, corpora):
     assert "retrain objective **electra**" in text and "ELECTRA *generator*" in text
     rc = json.loads((out / "retrain" / "bert" / "config.json").read_text())
     assert rc["config"]["objective"] == "electra" and rc["generator_dims"] is not None
+
+
+def test_summary_and_search_sentence_follow_the_numbers():
+    """Issue 16, item 5: the summary covers every paired metric with its verdict, and the
+    search sentence names whichever search is ahead."""
+    from lvsearch.quickstart.report import search_gap_sentence, summary_sentences
+
+    comps = {("ea", "mlm"): {"verdict": "ahead", "diff": 0.01},
+             ("ea-vs", "random-search", "mlm"): {"verdict": "within noise", "diff": 0.002},
+             ("ea-vs", "random-arch", "blimp"): {"verdict": "behind", "diff": -0.03}}
+    text = summary_sentences(comps, ea_below_floor=False)
+    assert "on MLM dev accuracy the searched architecture is ahead of `bert` (+0.0100)" in text
+    assert "not distinguishable from the random-search best (+0.0020)" in text
+    assert "on BLiMP the searched architecture is behind the random architecture (-0.0300)" in text
+    assert "co-occurrence" not in text and "co-occurrence" in summary_sentences(comps, ea_below_floor=True)
+    assert search_gap_sentence(0.0907, 0.0932, 0.0900, 0.0910).startswith("Here: random search ahead")
+    assert search_gap_sentence(0.095, 0.0932, 0.0900, 0.0910).startswith("Here: EA ahead on best fitness, random search")

@@ -418,3 +418,26 @@ def test_m4_degenerate_parameters_raise_arithmetic_error_not_runtime_error():
     p = {"log_beta": float("nan"), "c": -0.5, "alpha": 0.5, "eps0": 8.3, "eps_inf": 1.0}
     with pytest.raises(ArithmeticError):
         M4._predict_p(p, np.array([1.0, 2.0]))
+
+
+def test_degenerate_fit_never_cuts():
+    """Issue 16: a finalist was cut on a zero-width M4 interval although its current loss was
+    the lowest. A fit whose every bootstrap refit gives one prediction falls back to
+    current-loss ranking."""
+    from lvsearch.scaling import Estimator
+
+    class Pinned(Estimator):  # every fit predicts the same loss whatever the data: degenerate
+        name = "pinned"
+        n_params = 1
+
+        def fit(self, x, y):
+            self.params_ = {"c": 6.687}
+            return self.params_
+
+        def predict(self, x):
+            return np.full(np.shape(np.atleast_1d(x)), 6.687)
+
+    curves = {"low-now": ([1, 2, 3, 4], [7.0, 6.5, 6.2, 6.0]), "high-now": ([1, 2, 3, 4], [7.5, 7.2, 7.0, 6.9])}
+    log = halving_step(curves, full_budget=100, eta=2, rule="m4", model_factory=Pinned, n_boot=10)
+    assert log["fallback"] and "degenerate" in log["fallback"] and "zero-width" in log["fallback"]
+    assert log["kept"] == ["low-now"] and log["cut"] == ["high-now"]  # ranked by current loss

@@ -481,23 +481,9 @@ def write_quickstart_report(ctx: "Context") -> Path:
         w("With one pretraining seed per arm these intervals cover evaluation-sample noise only; "
           "the spread between pretraining seeds is **unmeasured** at this budget "
           "(`--seeds 3` measures it, at about twice the wall time).\n")
-    ea = comparisons.get(("ea", "mlm"))
-    if ea is not None:
-        verdict = {"ahead": "the searched architecture is ahead of `bert` on MLM dev accuracy, beyond evaluation noise",
-                   "behind": "the searched architecture is behind `bert` on MLM dev accuracy, beyond evaluation noise",
-                   "within noise": "the searched architecture is not distinguishable from `bert` on MLM dev accuracy"}[ea["verdict"]]
-        parts = [f"{verdict} ({ea['diff']:+.4f})"]
-        for other in ("random-search", "random-arch"):
-            d = comparisons.get(("ea-vs", other, "mlm"))
-            if d is not None:
-                rel = {"ahead": "ahead of", "behind": "behind", "within noise": "not distinguishable from"}[d["verdict"]]
-                parts.append(f"it is {rel} the {ARM_TITLES[other]} ({d['diff']:+.4f})")
-        caveat = ""
-        if "ea" in below:
-            caveat = (f" The searched architecture {NOT_PAST_FLOOR} (below the neighbour-count floor), so none of "
-                      "these differences is to be read as an architecture effect.")
-        w(f"**Summary (MLM dev accuracy, the objective the search optimised):** {'; '.join(parts)}. "
-          f"Differences inside their interval are not wins.{caveat}\n")
+    summary = summary_sentences(comparisons, "ea" in below)
+    if summary:
+        w(summary + "\n")
 
     # ---- figures
     strip = out / "architectures.png"
@@ -559,7 +545,8 @@ def write_quickstart_report(ctx: "Context") -> Path:
       f"EA {_fmt(ea_best['meta']['fitness'])} (`{Arch.from_dict(ea_best).compact}`), random search "
       f"{_fmt(rs_best['meta']['fitness'])} (`{Arch.from_dict(rs_best).compact}`); top-{min(plan.topk, plan.population)} "
       f"mean EA {_fmt(curve_ea.get('topk_mean'))}, random {_fmt(curve_rs.get('topk_mean'))}. "
-      "One seed per search: whether the EA's lead over random search is systematic is not measured here.\n")
+      + search_gap_sentence(ea_best["meta"]["fitness"], rs_best["meta"]["fitness"], curve_ea.get("topk_mean"),
+                            curve_rs.get("topk_mean")) + "\n")
 
     fin_path = out / "finalists" / "finalists.json"
     if fin_path.exists():
@@ -576,7 +563,9 @@ def write_quickstart_report(ctx: "Context") -> Path:
         w("## Supernet rank check\n")
         w(f"Supernet fitness (inherited weights, step {rk['supernet_step']}, {rk['dev_sequences']} dev sequences) "
           f"against the MLM dev accuracy of the same architectures trained from scratch, over the {rk['n']} arms: "
-          f"Kendall τ = {_fmt(rk['kendall_tau'], 2)} (p = {_fmt(rk['kendall_p'], 2)}), "
+          f"Kendall τ = {_fmt(rk['kendall_tau'], 2)} (p = {_fmt(rk['kendall_p'], 2)}"
+          + (f"; 95% bootstrap interval [{_fmt(rk['kendall_tau_ci95'][0], 2)}, {_fmt(rk['kendall_tau_ci95'][1], 2)}]"
+             if rk.get("kendall_tau_ci95") else "") + "), "
           f"Spearman ρ = {_fmt(rk['spearman_rho'], 2)} (p = {_fmt(rk['spearman_p'], 2)}). "
           f"With {rk['n']} points this is indicative only (`lvsearch rank-check` samples more).\n")
         w("| arm | supernet fitness | standalone MLM accuracy |")
@@ -655,3 +644,44 @@ def fingerprint_section(out: Path, names: dict[str, list[str]]) -> list[str]:
                          + ", ".join(keys) + ".")
     lines.append("")
     return lines
+
+
+def search_gap_sentence(ea_best: float, rs_best: float, ea_mean: float | None, rs_mean: float | None) -> str:
+    """One sentence saying which search is ahead on supernet fitness (best and top-k mean), in
+    the direction the numbers show, and that one seed per search leaves it untested."""
+    def who(a, b) -> str:
+        if a is None or b is None:
+            return "unknown"
+        return "EA" if a > b else "random search" if b > a else "neither (tied)"
+
+    best, mean = who(ea_best, rs_best), who(ea_mean, rs_mean)
+    lead = (f"{best} ahead on best fitness and top-k mean" if best == mean else
+            f"{best} ahead on best fitness, {mean} on the top-k mean")
+    return (f"Here: {lead}. One seed per search: whether that gap is systematic is not measured "
+            "(issue 16 runs several search seeds).")
+
+
+def summary_sentences(comparisons: dict, ea_below_floor: bool) -> str:
+    """The report's summary: the EA arm against `bert`, the random-search best and the random
+    architecture, on every paired metric there is (MLM dev accuracy — what the search optimised
+    — and BLiMP), each with the verdict of its interval, so the summary agrees with the tables."""
+    rel = {"ahead": "ahead of", "behind": "behind", "within noise": "not distinguishable from"}
+    titles = {"bert": "`bert`", "random-search": "the random-search best", "random-arch": "the random architecture"}
+    metric_names = {"mlm": "MLM dev accuracy", "blimp": "BLiMP"}
+    parts = []
+    for kind in ("mlm", "blimp"):
+        cells = []
+        for other in ("bert", "random-search", "random-arch"):
+            d = comparisons.get(("ea", kind)) if other == "bert" else comparisons.get(("ea-vs", other, kind))
+            if d is not None:
+                cells.append(f"{rel[d['verdict']]} {titles[other]} ({d['diff']:+.4f})")
+        if cells:
+            parts.append(f"on {metric_names[kind]} the searched architecture is " + ", ".join(cells))
+    if not parts:
+        return ""
+    caveat = ""
+    if ea_below_floor:
+        caveat = (f" The searched architecture {NOT_PAST_FLOOR} (below the neighbour-count floor), so none of "
+                  "these differences is to be read as an architecture effect.")
+    return (f"**Summary:** {'; '.join(parts)}. Differences inside their interval are not wins; MLM dev accuracy is "
+            f"the objective the search optimised.{caveat}")

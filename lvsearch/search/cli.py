@@ -229,7 +229,13 @@ def _rank_check(args: argparse.Namespace) -> int:
                      data=args.data, dev_sequences=args.dev_sequences, seed=args.seed, overwrite=args.overwrite,
                      device=args.device)
     fmt = lambda v: "undefined" if v is None else f"{v:.3f}"  # noqa: E731
-    ui.console.print(f"Kendall tau {fmt(res['kendall_tau'])} (p {fmt(res['kendall_p'])}), Spearman rho "
-                     f"{fmt(res['spearman_rho'])}, top-{res['topk']} overlap {res['topk_overlap']}/{res['topk']} "
-                     f"over {res['num_archs']} architectures × {res['steps']} steps → {res['out']}")
+    ci = lambda c: f"[{fmt(c[0])}, {fmt(c[1])}]"  # noqa: E731
+    ch = res["topk_chance"]
+    ui.console.print(f"Kendall τ {fmt(res['kendall_tau'])} 95% {ci(res['kendall_tau_ci95'])} (p {fmt(res['kendall_p'])}), "
+                     f"Spearman ρ {fmt(res['spearman_rho'])} 95% {ci(res['spearman_rho_ci95'])}, top-{res['topk']} overlap "
+                     f"{res['topk_overlap']}/{res['topk']} (chance {ch['expected']:.2f}, p {ch['p']:.2f}) over "
+                     f"{res['num_archs']} architectures × {res['steps']} steps → {res['out']}", highlight=False)
+    for name, st in res["strata"].items():
+        parts = ", ".join(f"{lab} (n={v['n']}): {fmt(v['tau'])}" for lab, v in st["strata"].items())
+        ui.console.print(f"τ within {name} strata: {parts}; pair-weighted {fmt(st['weighted_tau'])}", highlight=False)
     return 0

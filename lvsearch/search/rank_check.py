@@ -5,9 +5,14 @@ search's fitness), pick ``N`` of them at evenly spaced quantiles of that fitness
 its range), train each from scratch for ``S`` steps with the supernet run's recipe (same data,
 batch, sequence length, masking, learning-rate schedule shortened to ``S`` steps, seed), score
 it on the same fixed masked dev set, and report Kendall τ and Spearman ρ
-(``scipy.stats.kendalltau`` / ``spearmanr``) between the two accuracies and the overlap of the
-top-k sets (``k = max(1, N // 4)``). One-shot NAS reference: τ ≈ 0.50–0.54 on NAS-Bench-201
-(published anchor; not reproduced here).
+(``scipy.stats.kendalltau`` / ``spearmanr``) between the two accuracies, with paired
+percentile-bootstrap 95% intervals (:func:`bootstrap_interval`), the overlap of the top-k sets
+(``k = max(1, N // 4)``) next to its chance level (:func:`topk_chance`), and τ within strata of
+DC count and connectivity density (:func:`strata`, :func:`stratified_tau`), since a τ that only
+separates "has DC" from "has none" is not a search signal. One-shot NAS reference: τ ≈
+0.50–0.54 on NAS-Bench-201 (published anchor; not reproduced here). Finished standalone runs
+are kept (``standalone/NN/summary.json``): re-running after an interruption trains only the
+rest.
 
 Outputs in ``--out``: ``rank_check.json`` and ``rank_check.png`` (scatter), plus one training
 run per architecture under ``standalone/NN/``.
@@ -74,6 +79,114 @@ def quantile_pick(results: list, n: int) -> list:
     return [s[i] for i in idx]
 
 
+def bootstrap_interval(xs, ys, statistic: str = "kendall", *, n_resamples: int = 2000, level: float = 0.95,
+                       seed: int = 0) -> tuple[float | None, float | None]:
+    """Percentile bootstrap interval of Kendall τ (``statistic="kendall"``) or Spearman ρ
+    (``"spearman"``) between paired samples ``xs``, ``ys`` (``scipy.stats.bootstrap`` with
+    ``paired=True``: architectures are resampled with their pair). Resamples in which a side is
+    constant (τ undefined) are dropped. Returns ``(low, high)``, or ``(None, None)`` with fewer
+    than 3 pairs or no defined resample. Percentile rather than BCa: BCa's jackknife fails on
+    the ties short standalone runs produce."""
+    import math
+    import warnings
+
+    import numpy as np
+    from scipy.stats import bootstrap, kendalltau, spearmanr
+
+    x, y = np.asarray(xs, dtype=float), np.asarray(ys, dtype=float)
+    if len(x) < 3:
+        return None, None
+    fn = kendalltau if statistic == "kendall" else spearmanr
+
+    def stat(a, b, axis=-1):
+        a, b = np.atleast_2d(a), np.atleast_2d(b)
+        out = np.empty(a.shape[0])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for i in range(a.shape[0]):
+                out[i] = fn(a[i], b[i]).statistic
+        return out
+
+    rng = np.random.default_rng(seed)
+    res = bootstrap((x, y), stat, paired=True, vectorized=True, n_resamples=n_resamples, method="percentile",
+                    confidence_level=level, random_state=rng)
+    dist = res.bootstrap_distribution[np.isfinite(res.bootstrap_distribution)]
+    if dist.size == 0:
+        return None, None
+    lo, hi = np.quantile(dist, [(1 - level) / 2, 1 - (1 - level) / 2])
+    return (float(lo), float(hi)) if math.isfinite(lo) and math.isfinite(hi) else (None, None)
+
+
+def topk_chance(n: int, k: int, observed: int) -> dict:
+    """Top-k overlap against chance: two independent random k-subsets of ``n`` items share
+    ``k²/n`` items on average (hypergeometric mean); ``p`` = P(overlap ≥ ``observed``) under
+    that null (``scipy.stats.hypergeom``)."""
+    from scipy.stats import hypergeom
+
+    return {"expected": k * k / n, "p": float(hypergeom.sf(observed - 1, n, k, k))}
+
+
+def density(arch: Arch) -> float:
+    """Connectivity density of an architecture: mean number of inputs per slot (1.0 =
+    sequential; an ELC slot reading all earlier outputs raises it)."""
+    return sum(len(i) for i in arch.inputs) / arch.num_slots
+
+
+def strata(archs: list[Arch]) -> dict[str, list[str]]:
+    """Strata of a rank check (values: lists of labels, one per architecture, same order):
+
+    * ``dc_count``: the number of DC slots, in three bands split at the terciles of the
+      observed counts (``"DC ≤ a"``, ``"a < DC ≤ b"``, ``"DC > b"``; fewer bands when counts tie);
+    * ``density``: :func:`density` below / at-or-above its median (``"sparse"``, ``"dense"``).
+
+    A τ that is high overall but near 0 within strata separates only the stratum variable
+    (e.g. "has DC" from "has none"), not architectures within it."""
+    import numpy as np
+
+    dc = np.array([a.ops.count("DC") for a in archs], dtype=float)
+    a_, b_ = np.quantile(dc, [1 / 3, 2 / 3])
+    a_, b_ = int(np.floor(a_)), int(np.floor(b_))
+
+    def band(c: float) -> str:
+        if c <= a_:
+            return f"DC ≤ {a_}"
+        if c <= b_:
+            return f"{a_} < DC ≤ {b_}"
+        return f"DC > {b_}"
+
+    d = np.array([density(a) for a in archs])
+    med = float(np.median(d))
+    dens = ["dense" if v >= med and v > d.min() else "sparse" for v in d] if d.max() > d.min() else ["all"] * len(d)
+    return {"dc_count": [band(c) for c in dc], "density": dens}
+
+
+def stratified_tau(xs, ys, labels: list[str]) -> dict:
+    """Kendall τ within each stratum (``labels[i]`` names the stratum of pair i) and their
+    pair-weighted mean (weights n(n−1)/2, strata with < 3 members or an undefined τ left out).
+    Returns ``{"strata": {label: {"n", "tau"}}, "weighted_tau": float | None}``."""
+    import math
+    import warnings
+
+    from scipy.stats import kendalltau
+
+    groups: dict[str, list[int]] = {}
+    for i, lab in enumerate(labels):
+        groups.setdefault(lab, []).append(i)
+    out, num, den = {}, 0.0, 0.0
+    for lab, idx in sorted(groups.items()):
+        tau = None
+        if len(idx) >= 3:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                t = kendalltau([xs[i] for i in idx], [ys[i] for i in idx]).statistic
+            tau = None if math.isnan(t) else float(t)
+        out[lab] = {"n": len(idx), "tau": tau}
+        if tau is not None:
+            w = len(idx) * (len(idx) - 1) / 2
+            num, den = num + w * tau, den + w
+    return {"strata": out, "weighted_tau": num / den if den else None}
+
+
 def rank_check(supernet: str | Path, *, num_archs: int = 8, steps: int = 200, pool: int | None = None,
                out: str | Path | None = None, data: str | Path | None = None, dev_sequences: int | None = None,
                seed: int = 0, overwrite: bool = False, device: str = "auto", show_progress: bool = False) -> dict:
@@ -134,16 +247,28 @@ def rank_check(supernet: str | Path, *, num_archs: int = 8, steps: int = 200, po
     tcfg = replace(cfg.train, steps=steps, warmup_steps=min(cfg.train.warmup_steps, max(0, steps // 10)),
                    eval_every=0, checkpoint_every=0, keep_checkpoints=1, log_every=max(1, steps // 5))
     rows = []
+    from lvsearch.io import read_json
+
     for i, r in enumerate(picked):
         arch = archs[r.key]
         run = out / "standalone" / f"{i:02d}"
-        if run.exists():
-            shutil.rmtree(run)
-        run.mkdir(parents=True)
-        obj = FixedArchObjective(arch, loaded.dims, prepared, replace(cfg, train=tcfg), dev, info)
-        summary = train(obj, tcfg, run, info, tokens_per_step=tcfg.batch_size * tcfg.seq_len, resume=False,
-                        checkpoint_extra={"arch": arch.key}, label=f"standalone {i + 1}/{len(picked)}",
-                        show_progress=show_progress)
+        done = run / "summary.json"
+        summary = None
+        if done.is_file():  # a re-run after an interruption keeps the finished standalone runs
+            rec = read_json(done, what="standalone summary")
+            if isinstance(rec, dict) and rec.get("arch") == arch.key and rec.get("steps") == steps \
+                    and rec.get("supernet_step") == loaded.step:
+                summary = rec
+        if summary is None:
+            if run.exists():
+                shutil.rmtree(run)
+            run.mkdir(parents=True)
+            obj = FixedArchObjective(arch, loaded.dims, prepared, replace(cfg, train=tcfg), dev, info)
+            summary = train(obj, tcfg, run, info, tokens_per_step=tcfg.batch_size * tcfg.seq_len, resume=False,
+                            checkpoint_extra={"arch": arch.key}, label=f"standalone {i + 1}/{len(picked)}",
+                            show_progress=show_progress)
+            summary = {**summary, "arch": arch.key, "steps": steps, "supernet_step": loaded.step}
+            atomic_write_json(done, summary)
         final = summary.get("final_eval") or {}
         rows.append({"key": r.key, "supernet_fitness": r.fitness, "supernet_loss": r.loss, "params": r.params,
                      "standalone_accuracy": final.get("accuracy"), "standalone_loss": final.get("loss")})
@@ -164,9 +289,19 @@ def rank_check(supernet: str | Path, *, num_archs: int = 8, steps: int = 200, po
     def num(x) -> float | None:  # undefined (constant input, e.g. after too few steps) -> None
         return None if x is None or math.isnan(float(x)) else float(x)
 
+    tau_ci = bootstrap_interval(xs, ys, "kendall", seed=seed)
+    rho_ci = bootstrap_interval(xs, ys, "spearman", seed=seed)
+    picked_archs = [archs[row["key"]] for row in rows]
+    labels = strata(picked_archs)
+    for row, a, dcl, dl in zip(rows, picked_archs, labels["dc_count"], labels["density"]):
+        row.update(dc_count=a.ops.count("DC"), density=density(a), stratum_dc=dcl, stratum_density=dl)
     report = {
-        "kendall_tau": num(tau.statistic), "kendall_p": num(tau.pvalue),
-        "spearman_rho": num(rho.statistic), "spearman_p": num(rho.pvalue),
+        "kendall_tau": num(tau.statistic), "kendall_p": num(tau.pvalue), "kendall_tau_ci95": list(tau_ci),
+        "spearman_rho": num(rho.statistic), "spearman_p": num(rho.pvalue), "spearman_rho_ci95": list(rho_ci),
+        "ci_method": "percentile bootstrap over architectures (paired), 2000 resamples, seeded",
+        "topk_chance": topk_chance(len(rows), k, len(top_sn & top_sa)),
+        "strata": {"dc_count": stratified_tau(xs, ys, labels["dc_count"]),
+                   "density": stratified_tau(xs, ys, labels["density"])},
         "kendall_tau_loss": num(tau_loss.statistic), "kendall_p_loss": num(tau_loss.pvalue),
         "topk": k, "topk_overlap": len(top_sn & top_sa), "archs": rows, "num_archs": len(rows), "steps": steps,
         "pool": m, "supernet": str(Path(supernet).resolve()), "supernet_step": loaded.step,

@@ -1,0 +1,68 @@
+"""Rank-check statistics (issue 16): bootstrap intervals, top-k chance level, strata."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lvsearch.arch import Arch
+from lvsearch.search.rank_check import bootstrap_interval, density, strata, stratified_tau, topk_chance
+
+
+def test_bootstrap_interval_of_a_monotone_pair_covers_one():
+    x = np.arange(20.0)
+    lo, hi = bootstrap_interval(x, np.exp(x / 5), "kendall")
+    assert lo <= 1.0 + 1e-12 and hi >= 1.0 - 1e-12 and lo > 0.99
+    lo, hi = bootstrap_interval(x, -x, "spearman")
+    assert hi <= -0.99
+
+
+def test_bootstrap_interval_widens_with_noise_and_contains_the_estimate():
+    from scipy.stats import kendalltau
+
+    rng = np.random.default_rng(0)
+    a = rng.normal(size=30)
+    b = a + rng.normal(scale=1.0, size=30)
+    lo, hi = bootstrap_interval(a, b, "kendall", seed=1)
+    tau = kendalltau(a, b).statistic
+    assert lo < tau < hi and hi - lo > 0.1
+    assert bootstrap_interval(a[:2], b[:2]) == (None, None)
+    # the same seed gives the same interval
+    assert bootstrap_interval(a, b, "kendall", seed=1) == (lo, hi)
+
+
+def test_topk_chance_is_the_hypergeometric_mean_and_tail():
+    ch = topk_chance(20, 5, 0)
+    assert ch["expected"] == pytest.approx(25 / 20) and ch["p"] == pytest.approx(1.0)
+    from math import comb
+
+    # P(overlap = 5) for two 5-subsets of 20
+    assert topk_chance(20, 5, 5)["p"] == pytest.approx(1 / comb(20, 5))
+
+
+def _arch(ops: str, inputs) -> Arch:
+    return Arch.from_dict({"format": "lvsearch.arch/v1", "ops": ops, "inputs": inputs})
+
+
+def test_strata_follow_the_documented_rules():
+    seq = [[0], [1], [2], [3]]
+    dense = [[0], [0, 1], [0, 1, 2], [0, 1, 2, 3]]
+    archs = [_arch("ssff", seq), _arch("scff", seq), _arch("sccf", dense), _arch("cccf", dense),
+             _arch("cccc", seq), _arch("sfsf", dense)]
+    assert [density(a) for a in archs] == [1.0, 1.0, 2.5, 2.5, 1.0, 2.5]
+    lab = strata(archs)
+    # DC counts 0,1,2,3,4,0 -> terciles at 0.67 and 2 (floored to 0 and 2)
+    assert lab["dc_count"] == ["DC ≤ 0", "0 < DC ≤ 2", "0 < DC ≤ 2", "DC > 2", "DC > 2", "DC ≤ 0"]
+    assert lab["density"] == ["sparse", "sparse", "dense", "dense", "sparse", "dense"]
+    assert strata([_arch("ssff", seq)] * 3)["density"] == ["all"] * 3
+
+
+def test_stratified_tau_weights_strata_by_pairs():
+    xs = [1, 2, 3, 4, 5, 6, 7]
+    ys = [1, 2, 3, 3.5, 3.4, 3.3, 3.2]  # rising in stratum A, falling in B
+    labels = ["A", "A", "A", "B", "B", "B", "B"]
+    res = stratified_tau(xs, ys, labels)
+    assert res["strata"]["A"] == {"n": 3, "tau": pytest.approx(1.0)}
+    assert res["strata"]["B"]["tau"] == pytest.approx(-1.0)
+    assert res["weighted_tau"] == pytest.approx((3 * 1.0 + 6 * -1.0) / 9)
+    assert stratified_tau([1, 2], [1, 2], ["A", "A"])["weighted_tau"] is None
