@@ -220,6 +220,29 @@ def test_rank_check_small(supernet_run: Path, tmp_path: Path, capsys):
     assert all(0 <= a["standalone_accuracy"] <= 1 for a in rep["archs"]) and (tmp_path / "rc" / "rank_check.png").is_file()
     fits = [a["supernet_fitness"] for a in rep["archs"]]
     assert fits == sorted(fits)  # picked at increasing quantiles
+    assert "kendall_tau_ci95" in rep and rep["topk_chance"]["expected"] == pytest.approx(rep["topk"] ** 2 / 4)
+    assert set(rep["strata"]) == {"dc_count", "density"}
+    # a re-run after an interruption (no rank_check.json yet) keeps the finished standalone runs
+    mtimes = {p: p.stat().st_mtime_ns for p in (tmp_path / "rc" / "standalone").rglob("*.safetensors")}
+    (tmp_path / "rc" / "rank_check.json").unlink()
+    code, text = run_cli(capsys, "rank-check", "--supernet", str(supernet_run), "--archs", "4", "--steps", "3",
+                         "--pool", "8", "--dev-sequences", "16", "--out", str(tmp_path / "rc"))
+    assert code == 0, text
+    assert {p: p.stat().st_mtime_ns for p in (tmp_path / "rc" / "standalone").rglob("*.safetensors")} == mtimes
+    again = json.loads((tmp_path / "rc" / "rank_check.json").read_text())
+    assert again["archs"] == rep["archs"]
+    # --reuse scores the same architectures on a supernet (here the same one, at its kept step)
+    code, text = run_cli(capsys, "rank-check", "--supernet", str(supernet_run), "--reuse",
+                         str(tmp_path / "rc" / "rank_check.json"), "--step", str(rep["supernet_step"]),
+                         "--dev-sequences", "16", "--out", str(tmp_path / "rc2"))
+    assert code == 0, text
+    re = json.loads((tmp_path / "rc2" / "rank_check.json").read_text())
+    assert [a["key"] for a in re["archs"]] == [a["key"] for a in rep["archs"]]
+    assert re["archs"] == rep["archs"] and re["kendall_tau"] == rep["kendall_tau"]
+    assert not (tmp_path / "rc2" / "standalone").exists()
+    code, text = run_cli(capsys, "rank-check", "--supernet", str(supernet_run), "--reuse",
+                         str(tmp_path / "rc" / "rank_check.json"), "--step", "3", "--out", str(tmp_path / "rc3"))
+    assert code == 2 and "no checkpoint of step 3" in text
 
 
 # ----------------------------------------------------------------------------------------

@@ -83,6 +83,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--steps", type=int, default=200, metavar="S", help="standalone training steps each (default 200)")
     r.add_argument("--pool", type=int, default=None, metavar="M", help="random pool scored on the supernet (default max(50, 5N))")
     r.add_argument("--out", default=None, metavar="DIR", help="output folder (default RUN/rank_check)")
+    r.add_argument("--reuse", default=None, metavar="RANK_CHECK.json",
+                   help="score the architectures of an earlier check on this supernet, reusing their standalone "
+                        "accuracies (no retraining): compares supernet variants on the same architectures")
+    r.add_argument("--step", type=int, default=None, metavar="N",
+                   help="use the supernet's kept checkpoint of step N (default: the latest): a τ-versus-steps curve")
     r.add_argument("--data", default=None, metavar="DIR", help="prepared data (default: the folder recorded in the supernet run)")
     r.add_argument("--dev-sequences", type=int, default=None, metavar="N", help="dev sequences scored (default: the supernet recipe's)")
     r.add_argument("--seed", type=int, default=0, help="seed of the architecture pool (default 0)")
@@ -227,7 +232,7 @@ def _rank_check(args: argparse.Namespace) -> int:
 
     res = rank_check(args.supernet, num_archs=args.archs, steps=args.steps, pool=args.pool, out=args.out,
                      data=args.data, dev_sequences=args.dev_sequences, seed=args.seed, overwrite=args.overwrite,
-                     device=args.device)
+                     device=args.device, reuse=args.reuse, step=args.step)
     fmt = lambda v: "undefined" if v is None else f"{v:.3f}"  # noqa: E731
     ci = lambda c: f"[{fmt(c[0])}, {fmt(c[1])}]"  # noqa: E731
     ch = res["topk_chance"]

@@ -189,7 +189,8 @@ def stratified_tau(xs, ys, labels: list[str]) -> dict:
 
 def rank_check(supernet: str | Path, *, num_archs: int = 8, steps: int = 200, pool: int | None = None,
                out: str | Path | None = None, data: str | Path | None = None, dev_sequences: int | None = None,
-               seed: int = 0, overwrite: bool = False, device: str = "auto", show_progress: bool = False) -> dict:
+               seed: int = 0, overwrite: bool = False, device: str = "auto", show_progress: bool = False,
+               reuse: str | Path | None = None, step: int | None = None) -> dict:
     """Run the rank check; returns (and writes) the report dict.
 
     Returns keys: ``kendall_tau, kendall_p, spearman_rho, spearman_p`` (accuracies),
@@ -197,9 +198,16 @@ def rank_check(supernet: str | Path, *, num_archs: int = 8, steps: int = 200, po
     archs`` (per arch: key, supernet fitness/loss, standalone accuracy/loss, params),
     ``num_archs, steps, pool, supernet_step, seconds, out``.
 
+    ``reuse``: the ``rank_check.json`` of an earlier check; its architectures and their
+    standalone accuracies are taken as they are and only the supernet side is scored (on this
+    ``supernet``, at ``step``, on ``dev_sequences``), so supernet variants (more steps, another
+    sampling rule, more dev targets) are compared on the same architectures without retraining
+    them. ``num_archs``, ``steps``, ``pool`` then come from that file.
+
     Raises:
         LvsearchError: N < 3 (no meaningful correlation), steps < 1, an ``out`` folder that
-            already holds a rank check (without ``overwrite``), and the errors of
+            already holds a rank check (without ``overwrite``), a ``reuse`` file that is not a
+            rank check or names architectures outside this supernet's space, and the errors of
             :func:`lvsearch.search.job.load_dev` / ``load_supernet``.
     """
     import time
@@ -223,8 +231,17 @@ def rank_check(supernet: str | Path, *, num_archs: int = 8, steps: int = 200, po
     info = init_distributed(device)
     if info.enabled:
         raise LvsearchError("rank-check runs on one process", fix="run it without torchrun")
-    loaded = load_supernet(supernet, device=info.device)
+    loaded = load_supernet(supernet, device=info.device, step=step)
     out = Path(out) if out is not None else Path(supernet) / "rank_check"
+    reused = None
+    if reuse is not None:
+        from lvsearch.io import read_json
+
+        reused = read_json(reuse, what="rank check")
+        if not isinstance(reused, dict) or not isinstance(reused.get("archs"), list) or len(reused["archs"]) < 3:
+            raise LvsearchError(f"{reuse} is not a rank_check.json with ≥ 3 architectures",
+                                fix="pass the rank_check.json an earlier 'lvsearch rank-check' wrote")
+        num_archs, steps, pool = len(reused["archs"]), int(reused["steps"]), int(reused["pool"])
     if (out / "rank_check.json").exists() and not overwrite:
         raise LvsearchError(f"{out} already holds a rank check", fix="pass --overwrite or another --out")
     if out.is_dir() and overwrite:
@@ -235,14 +252,24 @@ def rank_check(supernet: str | Path, *, num_archs: int = 8, steps: int = 200, po
         raise LvsearchError(f"--pool {m} is smaller than --archs {num_archs}")
     rng = random.Random(seed)
     archs: dict[str, Arch] = {}
-    for _ in range(100 * m):
-        a = loaded.space.sample(rng)
-        archs.setdefault(a.key, a)
-        if len(archs) >= m:
-            break
     evaluator = SupernetEvaluator(loaded.supernet, dev, seq_len=loaded.config.train.seq_len, device=info.device)
-    scored = evaluator.evaluate_many(list(archs.values()))
-    picked = quantile_pick(scored, num_archs)
+    if reused is not None:
+        from lvsearch.search.evolution import arch_from_key
+
+        for row in reused["archs"]:
+            a = arch_from_key(row["key"])
+            loaded.space.validate(a, source=str(reuse))
+            archs[a.key] = a
+        by_key = {r.key: r for r in evaluator.evaluate_many(list(archs.values()))}
+        picked = [by_key[row["key"]] for row in reused["archs"]]
+    else:
+        for _ in range(100 * m):
+            a = loaded.space.sample(rng)
+            archs.setdefault(a.key, a)
+            if len(archs) >= m:
+                break
+        scored = evaluator.evaluate_many(list(archs.values()))
+        picked = quantile_pick(scored, num_archs)
     cfg = loaded.config
     tcfg = replace(cfg.train, steps=steps, warmup_steps=min(cfg.train.warmup_steps, max(0, steps // 10)),
                    eval_every=0, checkpoint_every=0, keep_checkpoints=1, log_every=max(1, steps // 5))
@@ -251,6 +278,12 @@ def rank_check(supernet: str | Path, *, num_archs: int = 8, steps: int = 200, po
 
     for i, r in enumerate(picked):
         arch = archs[r.key]
+        if reused is not None:
+            old_row = reused["archs"][i]
+            rows.append({"key": r.key, "supernet_fitness": r.fitness, "supernet_loss": r.loss, "params": r.params,
+                         "standalone_accuracy": old_row["standalone_accuracy"],
+                         "standalone_loss": old_row["standalone_loss"]})
+            continue
         run = out / "standalone" / f"{i:02d}"
         done = run / "summary.json"
         summary = None
@@ -305,6 +338,7 @@ def rank_check(supernet: str | Path, *, num_archs: int = 8, steps: int = 200, po
         "kendall_tau_loss": num(tau_loss.statistic), "kendall_p_loss": num(tau_loss.pvalue),
         "topk": k, "topk_overlap": len(top_sn & top_sa), "archs": rows, "num_archs": len(rows), "steps": steps,
         "pool": m, "supernet": str(Path(supernet).resolve()), "supernet_step": loaded.step,
+        "standalone_from": str(Path(reuse).resolve()) if reuse is not None else None,
         "dev_sequences": int(dev.input_ids.shape[0]), "seconds": time.perf_counter() - t0, "out": str(out),
     }
     atomic_write_json(out / "rank_check.json", report)

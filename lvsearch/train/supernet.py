@@ -266,11 +266,13 @@ class LoadedSupernet:
     weights_sha256: str = ""  # sha256 of the checkpoint's model.safetensors (verified at load)
 
 
-def load_supernet(run_dir: str | Path, *, device: str | torch.device = "cpu") -> LoadedSupernet:
-    """Load the latest checkpoint of a ``train-supernet`` run folder (in eval mode).
+def load_supernet(run_dir: str | Path, *, device: str | torch.device = "cpu", step: int | None = None) -> LoadedSupernet:
+    """Load the latest checkpoint (or the kept checkpoint of ``step``) of a ``train-supernet``
+    run folder, in eval mode.
 
     Raises:
-        LvsearchError: not a run folder, no checkpoint, or a truncated/modified checkpoint.
+        LvsearchError: not a run folder, no checkpoint (of that step), or a truncated/modified
+            checkpoint.
     """
     run_dir = Path(run_dir)
     config, rc = read_run_config(run_dir, RUN_FORMAT, SupernetConfig, missing_fix="pass the --out folder of 'lvsearch train-supernet'")
@@ -279,6 +281,12 @@ def load_supernet(run_dir: str | Path, *, device: str | torch.device = "cpu") ->
     path = latest_checkpoint(run_dir)
     if path is None:
         raise LvsearchError(f"supernet run {run_dir} has no checkpoint", fix="train it first (or wait for its first checkpoint)")
+    if step is not None:
+        path = path.parent / f"step-{step:07d}"
+        if not path.is_dir():
+            kept = sorted(p.name for p in path.parent.glob("step-*") if p.is_dir())
+            raise LvsearchError(f"supernet run {run_dir} has no checkpoint of step {step} (kept: {', '.join(kept)})",
+                                fix="pass one of the kept steps (train with a larger train.keep_checkpoints to keep more)")
     ckpt = load_checkpoint(path, with_optimizer=False)
     supernet = Supernet(space, dims)
     state = {k.removeprefix("net."): v for k, v in ckpt.model.items()}
