@@ -106,15 +106,27 @@ class SamplingConfig:
         keep_input_prob: in spaces with searchable connectivity, probability that each optional
             earlier output is mixed (the previous output always is).
         dense_prob: probability of sampling the dense connectivity (every earlier output).
+        paths: ``sandwich`` only — paths trained per step (≥ 2).
+
+    ``sandwich`` — the sandwich rule (Yu et al. 2020, BigNAS §3.1; Yu & Huang 2019): every
+    step trains ``paths`` architectures on the same batch and averages their losses: the
+    largest (the op with the most parameters at every slot, dense connectivity), the smallest
+    (fewest parameters, sequential) and ``paths − 2`` uniform ones, so the extremes of the
+    space are trained at every step. A step costs ``paths`` forward/backward passes.
     """
 
     strategy: str = "uniform"
     keep_input_prob: float = 0.5
     dense_prob: float = 0.1
+    paths: int = 3
 
     def check(self, source: str) -> None:
-        if self.strategy not in ("uniform", "fair"):
-            raise LvsearchError(f"{source}: sampling.strategy {self.strategy!r} unknown", fix="use uniform or fair")
+        if self.strategy not in ("uniform", "fair", "sandwich"):
+            raise LvsearchError(f"{source}: sampling.strategy {self.strategy!r} unknown",
+                                fix="use uniform, fair or sandwich")
+        if self.strategy == "sandwich" and (not isinstance(self.paths, int) or self.paths < 2):
+            raise LvsearchError(f"{source}: sampling.paths must be an integer ≥ 2 for the sandwich rule, got {self.paths!r}",
+                                fix="e.g. --set sampling.paths=3 (largest, smallest and one uniform path)")
         for name in ("keep_input_prob", "dense_prob"):
             if not 0 <= getattr(self, name) <= 1:
                 raise LvsearchError(f"{source}: sampling.{name} must be in [0, 1]")

@@ -60,13 +60,26 @@ class ArchSampler:
     every op of every slot is trained exactly once per block; connectivity as in ``uniform``.
     """
 
-    def __init__(self, space: SearchSpace, cfg: SamplingConfig, seed: int):
+    def __init__(self, space: SearchSpace, cfg: SamplingConfig, seed: int, extremes: tuple[Arch, Arch] | None = None):
         self.space, self.cfg, self.seed = space, cfg, seed
+        self.extremes = extremes
+
+    def paths(self, step: int) -> list[Arch]:
+        """Every architecture trained at ``step``: one (uniform, fair), or for ``sandwich`` the
+        largest and smallest (``extremes``) then ``paths − 2`` uniform ones."""
+        if self.cfg.strategy != "sandwich":
+            return [self(step)]
+        if self.extremes is None:
+            raise ValueError("the sandwich rule needs the largest and smallest architectures (extremes)")
+        rng = random.Random(step_seed(self.seed, step, 0, "arch"))
+        rest = [self.space.sample(rng, keep_input_prob=self.cfg.keep_input_prob, dense_prob=self.cfg.dense_prob)
+                for _ in range(self.cfg.paths - 2)]
+        return [*self.extremes, *rest]
 
     def __call__(self, step: int) -> Arch:
         rng = random.Random(step_seed(self.seed, step, 0, "arch"))
         arch = self.space.sample(rng, keep_input_prob=self.cfg.keep_input_prob, dense_prob=self.cfg.dense_prob)
-        if self.cfg.strategy == "uniform":
+        if self.cfg.strategy in ("uniform", "sandwich"):
             return arch
         k = len(self.space.ops)
         block, pos = divmod(step, k)
@@ -116,6 +129,20 @@ def resolve_panel(names: list[str], space: SearchSpace) -> tuple[dict[str, Arch]
     return panel, notes
 
 
+def sandwich_extremes(supernet: Supernet) -> tuple[Arch, Arch]:
+    """``(largest, smallest)`` architectures of the supernet's space for the sandwich rule: the
+    op with the most (fewest) parameters at every slot, with the dense (sequential)
+    connectivity where the space searches it. Parameters are counted by
+    :meth:`Supernet.num_params` on the uniform-op stacks."""
+    space = supernet.space
+    n = space.num_slots
+    seq = tuple((i,) for i in range(n))
+    dense = tuple(tuple(range(i + 1)) for i in range(n)) if space.searchable_inputs else seq
+    size = {op: supernet.num_params(Arch((op,) * n, seq)) for op in space.ops}
+    big, small = max(space.ops, key=lambda o: (size[o], o)), min(space.ops, key=lambda o: (size[o], o))
+    return Arch((big,) * n, dense), Arch((small,) * n, seq)
+
+
 class SupernetObjective:
     """MLM on sampled paths: micro-batches, per-step architecture and panel evaluation."""
 
@@ -123,7 +150,8 @@ class SupernetObjective:
         self.config, self.info = config, info
         self.batches = MaskedBatches(data, config.train, config.masking, info)
         self.module = SupernetMLM(supernet)
-        self.sampler = ArchSampler(supernet.space, config.sampling, config.train.seed)
+        extremes = sandwich_extremes(supernet) if config.sampling.strategy == "sandwich" else None
+        self.sampler = ArchSampler(supernet.space, config.sampling, config.train.seed, extremes)
         # Standard BERT masking (DEV_MASKING), not config.masking: the panel's accuracies (and the
         # search fitness, same dev set) stay comparable across runs with other training masking.
         self.dev = fixed_dev_set(
@@ -133,15 +161,17 @@ class SupernetObjective:
         self.unigram = unigram_accuracy(data, self.dev)
 
     def micro_batches(self, step: int) -> tuple[list[dict], float]:
-        arch = self.sampler(step)
+        paths = self.sampler.paths(step)
         micro, labels_global = self.batches(step)
         for m in micro:
             del m["original_ids"]  # MLM needs only the corrupted ids and the labels
-            m["arch"] = arch
-        return micro, float((labels_global != IGNORE_INDEX).sum())
+        # one pass over the batch per path; the loss is averaged over paths (norm × paths)
+        out = [{**m, "arch": arch} for arch in paths for m in micro]
+        return out, float((labels_global != IGNORE_INDEX).sum()) * len(paths)
 
     def step_info(self, step: int) -> dict:
-        return {"arch": self.sampler(step).key}
+        paths = self.sampler.paths(step)
+        return {"arch": paths[0].key} if len(paths) == 1 else {"arch": ",".join(a.key for a in paths)}
 
     def log_metrics(self, sums: dict[str, float], norm: float) -> dict:
         return mlm_log_metrics(sums)

@@ -1,0 +1,67 @@
+"""Supernet-training switches of issue 16: the sandwich rule."""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+
+import pytest
+
+from lvsearch.config import SamplingConfig, load_config, SupernetConfig
+from lvsearch.errors import LvsearchError
+from lvsearch.model import ModelDims, Supernet
+from lvsearch.space import SearchSpace
+from lvsearch.train.supernet import ArchSampler, sandwich_extremes
+from test_reliability import SN_SETS, _sets, cli
+
+
+def _supernet(space: str = "lvbert-elc@4") -> Supernet:
+    dims = ModelDims(vocab_size=100, hidden=32, embedding=16, ff_inner=64, heads=2, max_len=32, pad_id=0)
+    return Supernet(SearchSpace.load(space), dims)
+
+
+def test_sandwich_extremes_are_the_largest_and_smallest_paths():
+    sn = _supernet()
+    big, small = sandwich_extremes(sn)
+    space = sn.space
+    sizes = [sn.num_params(space.sample(__import__("random").Random(i))) for i in range(50)]
+    assert sn.num_params(big) >= max(sizes) and sn.num_params(small) <= min(sizes)
+    assert big.inputs[-1] == tuple(range(space.num_slots)) and small.is_sequential
+    seq_big, _ = sandwich_extremes(_supernet("lvbert@4"))
+    assert seq_big.is_sequential
+
+
+def test_sandwich_sampler_trains_the_extremes_every_step():
+    sn = _supernet()
+    cfg = SamplingConfig(strategy="sandwich", paths=4)
+    ext = sandwich_extremes(sn)
+    sampler = ArchSampler(sn.space, cfg, seed=0, extremes=ext)
+    for step in (0, 7):
+        paths = sampler.paths(step)
+        assert len(paths) == 4 and tuple(paths[:2]) == ext
+        assert sampler.paths(step) == paths  # a pure function of (seed, step)
+    assert ArchSampler(sn.space, SamplingConfig(), seed=0).paths(3) == [ArchSampler(sn.space, SamplingConfig(), 0)(3)]
+
+
+def test_sandwich_config_is_checked_and_round_trips():
+    cfg, _ = load_config(SupernetConfig, "quickstart", ["sampling.strategy=sandwich", "sampling.paths=3"])
+    assert cfg.sampling.strategy == "sandwich" and cfg.sampling.paths == 3
+    with pytest.raises(LvsearchError, match="sampling.paths must be an integer ≥ 2"):
+        load_config(SupernetConfig, "quickstart", ["sampling.strategy=sandwich", "sampling.paths=1"])
+
+
+def test_sandwich_supernet_trains_and_resumes_exactly(prepared_corpus: Path, tmp_path: Path):
+    base = ["train-supernet", "--config", "quickstart", "--data", str(prepared_corpus),
+            *_sets([*SN_SETS, "sampling.strategy=sandwich", "sampling.paths=3"])]
+    ref, cut = tmp_path / "ref", tmp_path / "cut"
+    assert cli(*base, "--out", str(ref)).returncode == 0
+    assert cli(*base, "--out", str(cut), kill_at="step:6").returncode == -signal.SIGKILL
+    proc = cli("train-supernet", "--data", str(prepared_corpus), "--out", str(cut), "--resume")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    for name in ("model.safetensors", "optimizer.safetensors"):
+        assert (ref / "checkpoints" / "step-0000012" / name).read_bytes() == (cut / "checkpoints" / "step-0000012" / name).read_bytes()
+    logged = [json.loads(line) for line in (ref / "metrics.jsonl").read_text().splitlines()]
+    arch_lines = [r["arch"] for r in logged if "arch" in r]
+    assert arch_lines and all(len(a.split(",")) == 3 for a in arch_lines)
+    assert json.loads((ref / "config.json").read_text())["config"]["sampling"]["strategy"] == "sandwich"
