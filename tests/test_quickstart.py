@@ -259,3 +259,15 @@ def test_summary_and_search_sentence_follow_the_numbers():
     assert "co-occurrence" not in text and "co-occurrence" in summary_sentences(comps, ea_below_floor=True)
     assert search_gap_sentence(0.0907, 0.0932, 0.0900, 0.0910).startswith("Here: random search ahead")
     assert search_gap_sentence(0.095, 0.0932, 0.0900, 0.0910).startswith("Here: EA ahead on best fitness, random search")
+
+
+def test_stage_shares_follow_the_stages():
+    """The ETA's calibration shares name every stage, in the order the stages run."""
+    from lvsearch.quickstart.job import STAGES
+    from lvsearch.quickstart.plan import STAGE_SHARES, pace_line
+
+    assert [name for name, _ in STAGES] == list(STAGE_SHARES)
+    text, pace = pace_line(20, 600, ["data", "supernet"])  # 10 min for what the plan gives ~4.3 min
+    assert pace == pytest.approx(600 / (20 * 60 * (9 + 242) / sum(STAGE_SHARES.values())))
+    assert "whole run takes" in text
+    assert pace_line(20, 5, [])[1] is None

@@ -197,7 +197,7 @@ import subprocess  # noqa: E402
 import sys  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
-SN_SETS = [*SUPERNET_TINY, "train.steps=12", "train.checkpoint_every=4", "train.warmup_steps=2", "train.eval_every=0",
+SN_SETS = [*SUPERNET_TINY, "space=lvbert-elc", "train.steps=12", "train.checkpoint_every=4", "train.warmup_steps=2", "train.eval_every=0",
            "eval.panel=[bert]"]
 RT_SETS = [*RETRAIN_TINY, "train.steps=12", "train.checkpoint_every=4", "train.warmup_steps=2", "train.eval_every=4"]
 SEARCH_ARGS = ["--population", "4", "--iterations", "3", "--topk", "2", "--crossover", "2", "--mutation", "2",
@@ -575,3 +575,110 @@ def test_kill_and_resume_matrix_quickstart(prepared_corpus: Path, corpora: Path,
         out = tmp_path / point.replace(":", "-")
         _kill_then_resume([*base, "--out", str(out)], [*base, "--out", str(out)], point, out)
         assert _quickstart_outcome(out) == want, f"quickstart killed at {point} and re-run differs"
+
+
+# ---------------------------------------------------------------- item-level regressions
+def test_retrain_takes_the_space_recorded_in_the_arch_file(ws: dict[str, Path]):
+    """Item 11: README step 4 (`retrain --arch best.json --config retrain-quickstart`) on a search
+    over an lvbert-elc supernet; the recipe says `space: lvbert`."""
+    best = json.loads((ws["SEARCH"] / "best.json").read_text())
+    rc = json.loads((ws["RT"] / "config.json").read_text())
+    assert best["space"].startswith("lvbert-elc") and rc["config"]["space"] == best["space"]
+    assert json.loads((ws["SEARCH"] / "topk.json").read_text())["space"] == best["space"]
+
+
+def test_environment_and_fingerprint_are_recorded(ws: dict[str, Path]):
+    """Item 10: every run/search folder says what bit-reproducibility depends on."""
+    from lvsearch.repro import BIT_RELEVANT
+
+    for key in ("SN", "SEARCH", "RT"):
+        env = json.loads((ws[key] / "environment.json").read_text())
+        assert set(BIT_RELEVANT) <= set(env["started"]) and env["started"]["threads"] >= 1
+    summary = json.loads((ws["RT"] / "summary.json").read_text())
+    assert summary["weights_sha256"] == hashlib.sha256((ws["MODEL"] / "model.safetensors").read_bytes()).hexdigest()
+
+
+def test_resume_in_another_environment_warns(tmp_path: Path, capsys, monkeypatch):
+    from lvsearch import repro
+
+    repro.record_environment(tmp_path, "cpu", resume=False)
+    real = repro.environment
+    monkeypatch.setattr(repro, "environment", lambda device=None: {**real(device), "threads": 97})
+    diffs = repro.record_environment(tmp_path, "cpu", resume=True)
+    assert any(d.startswith("threads:") and d.endswith("→ 97") for d in diffs)
+    assert "not bit for bit" in printed(capsys)
+    rec = json.loads((tmp_path / "environment.json").read_text())
+    assert len(rec["resumes"]) == 1 and rec["resumes"][0]["threads"] == 97
+
+
+def test_evaluate_defaults_to_the_models_training_dev_set():
+    """Item 7: `evaluate --mlm-data` scores on the dev set the model was trained and searched with."""
+    import argparse
+
+    from lvsearch.eval.cli import mlm_dev_settings
+
+    class Data:
+        seq_len = 128
+
+    none = argparse.Namespace(dev_seq_len=None, dev_sequences=None, dev_seed=None)
+    ta = {"train": {"seq_len": 64}, "eval": {"dev_sequences": 96, "seed": 7}}
+    got = mlm_dev_settings(none, ta, Data())
+    assert (got["seq_len"], got["num_sequences"], got["seed"]) == (64, 96, 7)
+    assert "model's training dev set" in got["source"]
+    given = argparse.Namespace(dev_seq_len=32, dev_sequences=None, dev_seed=None)
+    assert mlm_dev_settings(given, ta, Data())["seq_len"] == 32
+    assert mlm_dev_settings(none, {}, Data())["seq_len"] == 128  # a foreign model: the dataset's
+
+
+def test_imbalanced_tasks_select_epochs_by_mcc_or_macro_f1():
+    """Item 9: accuracy only where classes are balanced; the table says which F1."""
+    from lvsearch.eval.finetune import metric_label, primary_metric
+
+    assert primary_metric("classification", [0, 1] * 50, 2) == "accuracy"
+    assert primary_metric("classification", [0] * 80 + [1] * 20, 2) == "mcc"
+    assert primary_metric("classification", [0] * 60 + [1] * 20 + [2] * 20, 3) == "f1"
+    assert primary_metric("classification", [0, 1, 2] * 30, 3) == "accuracy"
+    assert primary_metric("regression", [0.1, 0.5], None) == "pearson"
+    assert metric_label("f1", 3) == "f1 (macro over 3 classes)"
+    assert metric_label("f1", 2, ["neg", "pos"]) == "f1 (binary, positive class 1 = pos)"
+
+
+def test_costly_steps_warn(capsys):
+    """Item 9: settings that make one step huge are accepted with a warning."""
+    from types import SimpleNamespace
+
+    from lvsearch.train.run import warn_costly_step
+
+    cfg = SimpleNamespace(train=SimpleNamespace(seq_len=4096, batch_size=32), model=SimpleNamespace(heads=4), num_slots=12)
+    warn_costly_step(cfg, SimpleNamespace(seq_len=128))
+    text = printed(capsys)
+    assert "train.seq_len=4096" in text and "GB per step" in text
+    warn_costly_step(SimpleNamespace(train=SimpleNamespace(seq_len=128, batch_size=32), model=SimpleNamespace(heads=4),
+                                     num_slots=12), SimpleNamespace(seq_len=128))
+    assert "warning" not in printed(capsys)
+
+
+def test_progress_off_a_terminal_prints_plain_lines():
+    """Item 11: a log file gets periodic, unwrapped progress lines, not a bar at the end."""
+    import io
+
+    from rich.console import Console
+
+    from lvsearch.ui import LineProgress
+
+    buf = io.StringIO()
+    bar = LineProgress(console=Console(file=buf, width=40), every=0.0)
+    task = bar.add_task("supernet training with a long name", total=1500, info="")
+    bar.update(task, completed=450, info="loss 5.2")
+    bar.update(task, completed=1500, info="loss 4.9")
+    lines = buf.getvalue().splitlines()
+    assert lines[0].startswith("[progress] supernet training with a long name: 450/1,500 (30%) · loss 5.2")
+    assert "ETA" in lines[0] and lines[-1].startswith("[progress] supernet training with a long name: 1,500/1,500 (100%)")
+    assert len(lines) == 2  # unwrapped at width 40, and the finished task prints once
+
+
+def test_arch_show_without_supernet_uses_recorded_size(ws: dict[str, Path]):
+    proc = cli("arch", "show", str(ws["SEARCH"] / "best.json"))
+    assert proc.returncode == 0, proc.stderr
+    out = " ".join(proc.stdout.split())
+    assert "recorded in" in out and "pass --supernet" not in out

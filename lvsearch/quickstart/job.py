@@ -38,7 +38,7 @@ from typing import Callable
 from lvsearch.errors import LvsearchError
 from lvsearch.faults import kill_point
 from lvsearch.io import atomic_write_json, check_writable_folder, differing_keys, read_json
-from lvsearch.quickstart.plan import Plan, make_plan, pace_line
+from lvsearch.quickstart.plan import ARM_TITLES, ARMS, Plan, make_plan, pace_line  # noqa: F401 (re-exported)
 
 #: Warn once when the run is this many times slower than its plan.
 OVERRUN_WARN = 1.5
@@ -46,13 +46,6 @@ OVERRUN_WARN = 1.5
 FORMAT = "lvsearch.quickstart/v1"
 STATE = "quickstart.json"
 DEFAULT_DATA = "builtin:python-docs"
-ARMS = ("ea", "random-search", "bert", "random-arch")
-ARM_TITLES = {
-    "ea": "EA (searched)",
-    "random-search": "random-search best",
-    "bert": "bert (SA/FF interleaved)",
-    "random-arch": "random architecture",
-}
 
 
 @dataclass
@@ -529,7 +522,8 @@ def _run_stages(ctx: Context, stop_after: str | None) -> Context:
         elapsed = sum(s.get("seconds", 0.0) for s in ctx.state["stages"].values())
         done_names = [n for n, r in ctx.state["stages"].items() if r.get("status") == "done"]
         text, pace = pace_line(ctx.plan.minutes * (2 if ctx.plan.seeds > 1 else 1), elapsed, done_names)
-        ui.console.rule(f"[bold]stage {i}/{total}: {name}[/bold] — {text}")
+        ui.console.rule(f"[bold]stage {i}/{total}: {name}[/bold]")
+        ui.console.print(text, highlight=False, soft_wrap=True)  # a rule would cut it at the console width
         if pace is not None and pace > OVERRUN_WARN and not ctx.state.get("overrun_warned"):
             ctx.state["overrun_warned"] = True
             ui.warn(f"the quickstart is running {pace:.1f}× slower than its plan (other jobs on these cores, fewer "

@@ -97,6 +97,15 @@ class Plan:
         ]
 
 
+#: The four retrained arms, in report order, and their titles.
+ARMS = ("ea", "random-search", "bert", "random-arch")
+ARM_TITLES = {
+    "ea": "EA (searched)",
+    "random-search": "random-search best",
+    "bert": "bert (SA/FF interleaved)",
+    "random-arch": "random architecture",
+}
+
 #: Share of the wall time each stage took in the calibration run (``--minutes 20``, idle 2-core
 #: machine, docs/results.md "Quickstart": data 9 s, supernet 242 s, search 44 s, finalists
 #: 273 s, retrain 242 s, evaluate 365 s, rank 1 s of 1,176 s). The stage banners compare the

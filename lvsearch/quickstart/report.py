@@ -31,6 +31,7 @@ import numpy as np
 from lvsearch.eval.finetune import FAILED_TEXT
 from lvsearch.eval.floors import NOT_ARCH_EFFECT, NOT_PAST_FLOOR
 from lvsearch.io import atomic_write_bytes, read_json
+from lvsearch.quickstart.plan import ARM_TITLES, ARMS, STAGE_SHARES
 
 if TYPE_CHECKING:  # pragma: no cover
     from lvsearch.quickstart.job import Context
@@ -342,7 +343,6 @@ def write_quickstart_report(ctx: "Context") -> Path:
     from lvsearch.arch import Arch
     from lvsearch.eval.report import plot_alpha
     from lvsearch.io import iter_jsonl
-    from lvsearch.quickstart.job import ARM_TITLES, ARMS
     from lvsearch.search.job import RANDOM_DIR
 
     out, plan, settings = ctx.out, ctx.plan, ctx.settings
@@ -578,9 +578,7 @@ def write_quickstart_report(ctx: "Context") -> Path:
     w("## Wall time per stage\n")
     w("| stage | seconds |")
     w("|---|---|")
-    from lvsearch.quickstart.job import STAGES
-
-    for name, _ in STAGES:
+    for name in STAGE_SHARES:
         if name in stages and name != "report":
             w(f"| {name} | {stages[name].get('seconds', 0.0):.0f} |")
     w(f"| **total** (before this report) | {sum(r.get('seconds', 0.0) for k, r in stages.items() if k != 'report'):.0f} |")
@@ -612,7 +610,6 @@ def fingerprint_section(out: Path, names: dict[str, list[str]]) -> list[str]:
     precision the numbers agree only within tolerance (docs/results.md "Reliability")."""
     from lvsearch.io import sha256_file
     from lvsearch.modeldir import WEIGHTS
-    from lvsearch.quickstart.job import ARMS
     from lvsearch.repro import BIT_RELEVANT, ENVIRONMENT
 
     lines = ["## Fingerprint (what reproduces this report bit for bit)\n"]
