@@ -66,7 +66,7 @@ def remove_stale_temps(folder: str | os.PathLike, prefix: str, suffixes: tuple[s
     return removed
 
 
-def check_writable_folder(path: str | os.PathLike, flag: str = "--out") -> Path:
+def check_writable_folder(path: str | os.PathLike, flag: str = "--out", *, shown: str | None = None) -> Path:
     """Make sure the folder ``path`` can be created and written before any work starts, without
     creating it: the nearest existing ancestor must be a folder in which a temporary folder can
     be made (and removed again). Returns ``path`` as given (a :class:`~pathlib.Path`).
@@ -74,22 +74,23 @@ def check_writable_folder(path: str | os.PathLike, flag: str = "--out") -> Path:
     Raises:
         LvsearchError: ``path`` or an ancestor is a file, or the location is not writable
             (permissions, a read-only or virtual file system such as /proc); the message names
-            ``flag`` and the path.
+            ``flag`` and the path (``shown`` instead, e.g. the file that goes into ``path``).
     """
     path = Path(path)
+    name = shown or str(path)
     probe = path
     while not probe.exists() and probe != probe.parent:
         probe = probe.parent
     if probe.exists() and not probe.is_dir():
-        where = "is a file" if probe == path else f"is under {probe}, which is a file"
-        raise LvsearchError(f"{flag} {path} {where}", fix=f"choose a folder path for {flag}")
+        where = "is a file" if probe == path and shown is None else f"is under {probe}, which is a file"
+        raise LvsearchError(f"{flag} {name} {where}", fix=f"choose a folder path for {flag}")
     if path.is_dir():
         probe = path
     try:
         tmp = tempfile.mkdtemp(prefix=".lvsearch-write-probe.", dir=probe)
         os.rmdir(tmp)
     except OSError as e:
-        raise LvsearchError(f"{flag} {path} cannot be written ({e.strerror or e} in {probe})",
+        raise LvsearchError(f"{flag} {name} cannot be written ({e.strerror or e} in {probe})",
                             fix=f"choose a writable location for {flag}") from None
     return path
 

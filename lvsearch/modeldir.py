@@ -171,10 +171,11 @@ def _check_config(config: Any, path: Path) -> dict:
         raise LvsearchError(f"{path} must hold a JSON object", fix=_FIX_REWRITE)
     fmt = config.get("format")
     if fmt != MODEL_FORMAT:
+        looks_hf = fmt is None and ("model_type" in config or "architectures" in config)
         raise LvsearchError(
             f"{path} has format {fmt!r}, expected {MODEL_FORMAT!r} (not an lvsearch model directory, or "
-            "written by another version)",
-            fix=_FIX_REWRITE,
+            "written by another version)" + ("; it looks like a Hugging Face model folder" if looks_hf else ""),
+            fix=f"evaluate it as one: --model hf:{path.parent}" if looks_hf else _FIX_REWRITE,
         )
     missing = [k for k in _CONFIG_KEYS if k not in config]
     if missing:

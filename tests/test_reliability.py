@@ -273,7 +273,16 @@ def ws(prepared_corpus: Path, small_corpus: Path, tmp_path_factory) -> dict[str,
     tok_mod = w / "corpus-tokenizer-modified"  # tokenizer.json edited
     shutil.copytree(prepared_corpus, tok_mod)
     (tok_mod / "tokenizer.json").write_text((tok_mod / "tokenizer.json").read_text().replace('"[UNK]"', '"[UNKNOWN]"', 1))
-    paths.update(CORPUS_MOD=corpus_mod, CORPUS_TOK_MOD=tok_mod)
+    man_mod = w / "corpus-manifest-modified"  # manifest vocab_size edited (the tokenizer is intact)
+    shutil.copytree(prepared_corpus, man_mod)
+    man = json.loads((man_mod / "manifest.json").read_text())
+    man["tokenizer"]["vocab_size"] = 300
+    (man_mod / "manifest.json").write_text(json.dumps(man))
+    search_mod = copy(search, "search-curve-cut")  # a search state.json whose curve was cut
+    st = json.loads((search_mod / "state.json").read_text())
+    st["curve"] = st["curve"][:1]
+    (search_mod / "state.json").write_text(json.dumps(st))
+    paths.update(CORPUS_MOD=corpus_mod, CORPUS_TOK_MOD=tok_mod, CORPUS_MANIFEST_MOD=man_mod, SEARCH_CURVE_CUT=search_mod)
 
     # a supernet retrained into the same folder after a search started on it (issue 14, item 1)
     sn2, search2 = w / "sn-retrained", w / "search-on-old-supernet"
@@ -327,10 +336,17 @@ CASES = [
     C("prepare-bad-vocab", "data prepare --input {BIN_SRC} --out {W}/p3 --vocab-size 3", "vocab"),
     C("verify-not-a-dataset", "data verify {EMPTY}", "{EMPTY}"),
     C("verify-modified-shard", "data verify {CORPUS_MOD}", "train-00000.bin"),
+    C("verify-edited-manifest", "data verify {CORPUS_MANIFEST_MOD}", "{CORPUS_MANIFEST_MOD}/manifest.json"),
+    C("retrain-edited-manifest", "retrain --arch bert --config retrain-quickstart --data {CORPUS_MANIFEST_MOD} "
+      "--out {W}/r7", "{CORPUS_MANIFEST_MOD}/manifest.json"),
     # train-supernet
     C("supernet-unknown-recipe", "train-supernet --config nosuch-recipe --data {CORPUS} --out {W}/s1", "nosuch-recipe"),
     C("supernet-missing-data", "train-supernet --config quickstart --data {W}/nodata --out {W}/s2", "{W}/nodata"),
     C("supernet-bad-value", "train-supernet --config quickstart --data {CORPUS} --out {W}/s3 --set train.lr=abc", "train.lr"),
+    C("supernet-impossible-seq-len", "train-supernet --config quickstart --data {CORPUS} --out {W}/s7 "
+      "--set train.seq_len=100000", "train.seq_len=100000"),
+    C("retrain-impossible-seq-len", "retrain --arch bert " + T + " --out {W}/r6 --set train.seq_len=100000",
+      "train.seq_len=100000"),
     C("supernet-unknown-key", "train-supernet --config quickstart --data {CORPUS} --out {W}/s4 --set nosuch.key=1", "nosuch"),
     C("supernet-out-holds-run", "train-supernet --config quickstart --data {CORPUS} --out {SN}", "{SN}"),
     C("supernet-out-in-proc", "train-supernet --config quickstart --data {CORPUS} --out /proc/lvsearch-x", "/proc/lvsearch-x"),
@@ -364,6 +380,8 @@ CASES = [
     C("evolve-space-mismatch", "evolve --supernet {SN} --out {W}/e4 --space lvbert@6", "--space"),
     C("evolve-resume-other-supernet", "evolve --supernet {SN2} --out {SEARCH2} --resume --iterations 3", "{SN2}"),
     C("evolve-resume-nothing", "evolve --supernet {SN} --out {EMPTY} --resume", "{EMPTY}"),
+    C("evolve-resume-edited-state", "evolve --supernet {SN} --out {SEARCH_CURVE_CUT} --resume " + " ".join(SEARCH_ARGS),
+      "{SEARCH_CURVE_CUT}/state.json"),
     C("arch-show-unknown", "arch show zzz --space lvbert", "zzz"),
     C("arch-show-broken-file", "arch show {BROKEN_JSON}", "{BROKEN_JSON}"),
     C("rank-check-missing-supernet", "rank-check --supernet {W}/nosn --archs 3 --steps 2", "{W}/nosn"),
@@ -596,6 +614,9 @@ def test_environment_and_fingerprint_are_recorded(ws: dict[str, Path]):
         assert set(BIT_RELEVANT) <= set(env["started"]) and env["started"]["threads"] >= 1
     summary = json.loads((ws["RT"] / "summary.json").read_text())
     assert summary["weights_sha256"] == hashlib.sha256((ws["MODEL"] / "model.safetensors").read_bytes()).hexdigest()
+    sn = json.loads((ws["SN"] / "summary.json").read_text())
+    assert sn["weights_sha256"] == hashlib.sha256(
+        (ws["SN"] / "checkpoints" / "step-0000012" / "model.safetensors").read_bytes()).hexdigest()
 
 
 def test_resume_in_another_environment_warns(tmp_path: Path, capsys, monkeypatch):
@@ -649,10 +670,13 @@ def test_costly_steps_warn(capsys):
 
     from lvsearch.train.run import warn_costly_step
 
-    cfg = SimpleNamespace(train=SimpleNamespace(seq_len=4096, batch_size=32), model=SimpleNamespace(heads=4), num_slots=12)
+    cfg = SimpleNamespace(train=SimpleNamespace(seq_len=1024, batch_size=32), model=SimpleNamespace(heads=4), num_slots=12)
     warn_costly_step(cfg, SimpleNamespace(seq_len=128))
     text = printed(capsys)
-    assert "train.seq_len=4096" in text and "GB per step" in text
+    assert "train.seq_len=1024" in text and "GB per step" in text
+    huge = SimpleNamespace(train=SimpleNamespace(seq_len=100000, batch_size=32), model=SimpleNamespace(heads=4), num_slots=12)
+    with pytest.raises(LvsearchError, match="more than this machine's"):  # it could only fail, minutes later
+        warn_costly_step(huge, SimpleNamespace(seq_len=128))
     warn_costly_step(SimpleNamespace(train=SimpleNamespace(seq_len=128, batch_size=32), model=SimpleNamespace(heads=4),
                                      num_slots=12), SimpleNamespace(seq_len=128))
     assert "warning" not in printed(capsys)

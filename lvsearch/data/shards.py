@@ -147,6 +147,22 @@ class PreparedData:
                     raise LvsearchError(f"shard {self.folder / shard['file']} was modified after 'data prepare' wrote it "
                                         f"(sha256 differs from {self.folder / MANIFEST})", fix=fix)
 
+        # The manifest's own facts must agree with the files (a hand-edited manifest would
+        # otherwise index out of the embedding table deep inside training).
+        fix_manifest = "restore manifest.json, or re-run 'lvsearch data prepare' into this folder with --overwrite"
+        tok = self.tokenizer
+        if tok.get_vocab_size() != self.vocab_size:
+            raise LvsearchError(f"{self.folder / MANIFEST} says vocab_size {self.vocab_size}, but "
+                                f"{self.folder / TOKENIZER} has {tok.get_vocab_size()} pieces", fix=fix_manifest)
+        try:
+            recorded = self.special_ids
+            actual = SpecialIds.of(tok, str(self.folder / TOKENIZER))
+        except (TypeError, KeyError):
+            raise LvsearchError(f"{self.folder / MANIFEST} has malformed special_ids", fix=fix_manifest) from None
+        if recorded != actual:
+            raise LvsearchError(f"{self.folder / MANIFEST} special_ids {recorded} disagree with {self.folder / TOKENIZER} "
+                                f"({actual})", fix=fix_manifest)
+
     @cached_property
     def manifest_sha256(self) -> str:
         """Hash of ``manifest.json``; run folders record it to detect a dataset rebuilt in place."""

@@ -225,7 +225,7 @@ def run(args: argparse.Namespace) -> int:
     if md_out == out:
         raise LvsearchError(f"--out {out} ends in .md; the Markdown table goes beside the JSON report",
                             fix="pass a JSON file name such as report.json")
-    check_writable_folder(out.parent, "--out")
+    check_writable_folder(out.parent, "--out", shown=str(out))
     for path, what in ((out, "report"), (md_out, "Markdown report")):
         if path.exists() and not args.overwrite:
             raise LvsearchError(f"{what} {path} already exists", fix="pass --overwrite to replace it, or another --out")

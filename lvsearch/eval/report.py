@@ -232,7 +232,7 @@ def resolve_source(arg: str) -> ReportSource:
     """
     p = Path(arg)
     if not p.exists():
-        raise LvsearchError(f"{p} not found", fix="pass a retrain run folder, a model directory or an results.json")
+        raise LvsearchError(f"{p} not found", fix="pass a retrain run folder, a model directory or a results.json")
     if p.is_dir():
         for folder, label in ((p, p.name), (p / "model", p.name)):
             if (folder / DEFAULT_REPORT_NAME).is_file():

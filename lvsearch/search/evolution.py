@@ -411,6 +411,10 @@ class Search:
             known = {r.key for r in results}
             if any(k not in known for k in self.parents + self.topk) or len(history) != len(known):
                 raise bad
+            # one curve point per finished iteration, and every history entry from one of them
+            if len(self.curve) != self.iteration or any(int(h.get("iteration", -1)) > self.iteration
+                                                          for h in history):
+                raise bad
             rng = s["rng"]
             set_rng_state(rng)
         except LvsearchError as e:

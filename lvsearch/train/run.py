@@ -188,15 +188,37 @@ def step_attention_bytes(config: Any) -> int:
     return int(train.batch_size * heads * train.seq_len ** 2 * 4 * 2 * slots)
 
 
+def physical_memory_bytes() -> int | None:
+    """This machine's physical memory (bytes), or None where the OS does not say."""
+    import os
+
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
 def warn_costly_step(config: Any, data) -> None:
-    """Warn (not refuse) when a new run's settings make each step very large: attention
-    activations above :data:`COSTLY_STEP_BYTES`, or ``train.seq_len`` more than 4× the data's
-    prepared sequence length (the usual sign of a typo, e.g. ``train.seq_len=12800``). Such a
-    step takes tens of seconds and several GB on a CPU."""
+    """Warn when a new run's settings make each step very large: attention activations above
+    :data:`COSTLY_STEP_BYTES`, or ``train.seq_len`` more than 4× the data's prepared sequence
+    length (the usual sign of a typo, e.g. ``train.seq_len=12800``). Such a step takes tens of
+    seconds and several GB on a CPU. Refuse when the estimate exceeds the machine's physical
+    memory: that run could only fail, after allocating for minutes.
+
+    Raises:
+        LvsearchError: the estimated attention activations exceed physical memory.
+    """
     from lvsearch import ui
 
     est = step_attention_bytes(config)
     seq, data_seq = config.train.seq_len, data.seq_len
+    ram = physical_memory_bytes()
+    if ram is not None and est > ram:
+        raise LvsearchError(
+            f"train.seq_len={seq} with train.batch_size={config.train.batch_size}: one step's attention activations "
+            f"would need up to ~{est / (1 << 30):,.0f} GB, more than this machine's {ram / (1 << 30):.0f} GB "
+            f"(the data was prepared for sequences of {data_seq})",
+            fix=f"lower train.seq_len (e.g. --set train.seq_len={data_seq}) or train.batch_size")
     if est > COSTLY_STEP_BYTES or seq > 4 * data_seq:
         ui.warn(f"train.seq_len={seq} (the data was prepared for {data_seq}) with train.batch_size="
                 f"{config.train.batch_size}: attention activations alone need up to ~{est / (1 << 30):.1f} GB per step, "

@@ -39,7 +39,7 @@ from lvsearch.data.loader import DevSet, fixed_dev_set
 from lvsearch.data.masking import IGNORE_INDEX
 from lvsearch.data.shards import PreparedData
 from lvsearch.errors import LvsearchError
-from lvsearch.io import atomic_write_json
+from lvsearch.io import atomic_write_json, read_json
 from lvsearch.model import ModelDims, Supernet
 from lvsearch.space import SearchSpace
 from lvsearch.train.checkpoint import latest_checkpoint, load_checkpoint
@@ -250,6 +250,8 @@ def train_supernet(
         summary["unigram_accuracy"] = objective.unigram
         if info.is_main:
             summary.update(panel_floors(data, objective.dev, t, summary["steps"], summary.get("final_eval") or {}))
+            final = latest_checkpoint(out)  # the run's fingerprint: the final weights' sha256
+            summary["weights_sha256"] = read_json(final / "state.json", what="checkpoint state")["files"]["model.safetensors"]
             atomic_write_json(out / "summary.json", summary)
             if summary.get("floors"):
                 from lvsearch.eval.floors import floor_line
