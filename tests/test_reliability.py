@@ -706,3 +706,19 @@ def test_arch_show_without_supernet_uses_recorded_size(ws: dict[str, Path]):
     assert proc.returncode == 0, proc.stderr
     out = " ".join(proc.stdout.split())
     assert "recorded in" in out and "pass --supernet" not in out
+
+
+def test_a_stray_label_warns(shared_data: Path, tmp_path: Path, capsys):
+    """One `positive` among 8,530 `0`/`1` labels silently made sentence_polarity 3-class."""
+    from lvsearch.eval.finetune import load_task_folder
+
+    task = tmp_path / "task"
+    shutil.copytree(shared_data / "tasks" / "sentence_polarity", task)
+    lines = (task / "train.tsv").read_text(encoding="utf-8").splitlines()
+    lines[5] = lines[5].rsplit("\t", 1)[0] + "\tpositive"
+    (task / "train.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert load_task_folder(task).label_names == ["0", "1", "positive"]
+    text = printed(capsys)
+    assert "label 'positive' occurs 1 time(s)" in text and "line 6" in text
+    load_task_folder(shared_data / "tasks" / "sentence_polarity")
+    assert "warning" not in printed(capsys)

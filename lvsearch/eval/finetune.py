@@ -193,6 +193,7 @@ def _build_task(name: str, source: str, raw: dict[str, tuple[list[str], list[tup
             raise LvsearchError(f"{where['train']}: only one label ({distinct[0]!r}) in the train split",
                                 fix="a classification task needs at least two classes")
         names = list(distinct)
+        _warn_rare_labels(train_labels, raw["train"][1], where["train"])
         to_id = {v: i for i, v in enumerate(names)}
         if kind == "int":  # "01" and "1" are the same class
             to_id = {str(int(v)): i for i, v in enumerate(names)}
@@ -229,6 +230,25 @@ def _build_task(name: str, source: str, raw: dict[str, tuple[list[str], list[tup
             exs.append(Example(a, b, label))
         splits[split] = exs
     return TaskData(name, source, task_kind, names, cols, splits, test_labeled)
+
+
+def _warn_rare_labels(labels: list[str], rows, where: str) -> None:
+    """Warn when a class occurs in under 0.1% of ≥ 1000 training rows (at most 2 rows): the usual
+    sign of a typo that silently adds a class (one ``positive`` among ``0``/``1`` makes a
+    binary task 3-class). Warns, does not refuse: rare classes can be real."""
+    from collections import Counter
+
+    from lvsearch import ui
+
+    counts = Counter(labels)
+    n = len(labels)
+    if n < 1000:
+        return
+    for value, c in sorted(counts.items()):
+        if c <= 2 and c / n < 0.001:
+            lines = [str(ln) for (ln, _), v in zip(rows, labels) if v == value]
+            ui.warn(f"{where}: label {value!r} occurs {c} time(s) in {n:,} rows (line {', '.join(lines)}), so the task "
+                    f"has {len(counts)} classes; if it is a typo, fix those lines")
 
 
 def load_task_folder(folder: str | Path) -> TaskData:
