@@ -27,6 +27,7 @@ def test_bootstrap_interval_widens_with_noise_and_contains_the_estimate():
     tau = kendalltau(a, b).statistic
     assert lo < tau < hi and hi - lo > 0.1
     assert bootstrap_interval(a[:2], b[:2]) == (None, None)
+    assert bootstrap_interval(a[:4], a[:4]) == (None, None)  # 4 points: degenerate, no interval
     # the same seed gives the same interval
     assert bootstrap_interval(a, b, "kendall", seed=1) == (lo, hi)
 

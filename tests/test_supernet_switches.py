@@ -63,5 +63,5 @@ def test_sandwich_supernet_trains_and_resumes_exactly(prepared_corpus: Path, tmp
         assert (ref / "checkpoints" / "step-0000012" / name).read_bytes() == (cut / "checkpoints" / "step-0000012" / name).read_bytes()
     logged = [json.loads(line) for line in (ref / "metrics.jsonl").read_text().splitlines()]
     arch_lines = [r["arch"] for r in logged if "arch" in r]
-    assert arch_lines and all(len(a.split(",")) == 3 for a in arch_lines)
+    assert arch_lines and all(len(a.split(" + ")) == 3 for a in arch_lines)
     assert json.loads((ref / "config.json").read_text())["config"]["sampling"]["strategy"] == "sandwich"

@@ -565,7 +565,8 @@ def write_quickstart_report(ctx: "Context") -> Path:
           f"against the MLM dev accuracy of the same architectures trained from scratch, over the {rk['n']} arms: "
           f"Kendall τ = {_fmt(rk['kendall_tau'], 2)} (p = {_fmt(rk['kendall_p'], 2)}"
           + (f"; 95% bootstrap interval [{_fmt(rk['kendall_tau_ci95'][0], 2)}, {_fmt(rk['kendall_tau_ci95'][1], 2)}]"
-             if rk.get("kendall_tau_ci95") else "") + "), "
+             if (rk.get("kendall_tau_ci95") or [None])[0] is not None
+             else f"; no bootstrap interval from {rk['n']} points") + "), "
           f"Spearman ρ = {_fmt(rk['spearman_rho'], 2)} (p = {_fmt(rk['spearman_p'], 2)}). "
           f"With {rk['n']} points this is indicative only (`lvsearch rank-check` samples more).\n")
         w("| arm | supernet fitness | standalone MLM accuracy |")

@@ -79,13 +79,18 @@ def quantile_pick(results: list, n: int) -> list:
     return [s[i] for i in idx]
 
 
+#: Fewer pairs than this get no bootstrap interval (it would be degenerate, not informative).
+MIN_BOOTSTRAP_PAIRS = 8
+
+
 def bootstrap_interval(xs, ys, statistic: str = "kendall", *, n_resamples: int = 2000, level: float = 0.95,
                        seed: int = 0) -> tuple[float | None, float | None]:
     """Percentile bootstrap interval of Kendall τ (``statistic="kendall"``) or Spearman ρ
     (``"spearman"``) between paired samples ``xs``, ``ys`` (``scipy.stats.bootstrap`` with
     ``paired=True``: architectures are resampled with their pair). Resamples in which a side is
     constant (τ undefined) are dropped. Returns ``(low, high)``, or ``(None, None)`` with fewer
-    than 3 pairs or no defined resample. Percentile rather than BCa: BCa's jackknife fails on
+    than :data:`MIN_BOOTSTRAP_PAIRS` pairs (over 4 monotone points every resample gives τ = 1:
+    a "[1, 1]" interval that says nothing) or no defined resample. Percentile rather than BCa: BCa's jackknife fails on
     the ties short standalone runs produce."""
     import math
     import warnings
@@ -94,7 +99,7 @@ def bootstrap_interval(xs, ys, statistic: str = "kendall", *, n_resamples: int =
     from scipy.stats import bootstrap, kendalltau, spearmanr
 
     x, y = np.asarray(xs, dtype=float), np.asarray(ys, dtype=float)
-    if len(x) < 3:
+    if len(x) < MIN_BOOTSTRAP_PAIRS:
         return None, None
     fn = kendalltau if statistic == "kendall" else spearmanr
 

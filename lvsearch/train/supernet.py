@@ -171,7 +171,7 @@ class SupernetObjective:
 
     def step_info(self, step: int) -> dict:
         paths = self.sampler.paths(step)
-        return {"arch": paths[0].key} if len(paths) == 1 else {"arch": ",".join(a.key for a in paths)}
+        return {"arch": paths[0].key} if len(paths) == 1 else {"arch": " + ".join(a.key for a in paths)}
 
     def log_metrics(self, sums: dict[str, float], norm: float) -> dict:
         return mlm_log_metrics(sums)
