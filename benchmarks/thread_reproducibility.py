@@ -66,8 +66,8 @@ def op_table() -> dict[str, dict]:
     torch.set_num_threads(old)
     table = {}
     for k in res[1]:
-        d = float((res[1][k].double() - res[2][k].double()).abs().max())
-        table[k] = {"equal": bool(torch.equal(res[1][k], res[2][k])), "max_abs_diff": d}
+        d = float((res[1][k].detach().double() - res[2][k].detach().double()).abs().max())
+        table[k] = {"equal": bool(torch.equal(res[1][k].detach(), res[2][k].detach())), "max_abs_diff": d}
     return table
 
 
