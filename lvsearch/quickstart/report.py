@@ -362,7 +362,11 @@ def write_quickstart_report(ctx: "Context") -> Path:
       f"pretraining seeds per arm: {plan.seeds}.\n")
     w(f"Every arm was retrained from scratch with the same recipe (`{settings.retrain_recipe}`), objective, "
       f"{plan.retrain_steps} steps × {summaries[names['bert'][0]].get('tokens', 0) // max(1, plan.retrain_steps):,} "
-      f"tokens, data and seeds; only the architecture differs.\n")
+      f"tokens, data and seeds; only the architecture differs. The EA arm is the pick of successive halving over "
+      f"the EA's top finalists: its rungs are exact prefixes of a full run and its resumes are exact, so its weights "
+      f"equal a fresh retrain's (verified byte for byte, docs/results.md), but it was selected among the finalists "
+      f"by dev loss while the random-search arm is a single pick — a selection advantage the comparisons below do "
+      f"not remove.\n")
     w("Wall time is the sum over every process that worked on this folder (a resumed run adds up).\n")
     budget_min = plan.minutes * (2 if plan.seeds > 1 else 1)
     if total_s > 1.5 * budget_min * 60:
