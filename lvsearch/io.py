@@ -66,6 +66,27 @@ def remove_stale_temps(folder: str | os.PathLike, prefix: str, suffixes: tuple[s
     return removed
 
 
+def replace_folder(tmp: str | os.PathLike, folder: str | os.PathLike) -> Path:
+    """Move the finished temporary folder ``tmp`` (a sibling named ``.NAME.*.tmp``) to
+    ``folder``, replacing an existing ``folder`` only at this last step (it is first moved into
+    a ``.NAME.*.old`` sibling, removed after the rename), then remove leftovers of earlier
+    writes of ``folder`` that were killed before their rename. Returns ``folder``.
+
+    Raises:
+        OSError: the renames fail (``tmp`` is left for the caller to remove).
+    """
+    tmp, folder = Path(tmp), Path(folder)
+    old = None
+    if folder.exists():
+        old = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}.", suffix=".old"))
+        os.replace(folder, old / "x")
+    os.replace(tmp, folder)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+    remove_stale_temps(folder.parent, f".{folder.name}.", (".tmp", ".old"))
+    return folder
+
+
 def check_writable_folder(path: str | os.PathLike, flag: str = "--out", *, shown: str | None = None) -> Path:
     """Make sure the folder ``path`` can be created and written before any work starts, without
     creating it: the nearest existing ancestor must be a folder in which a temporary folder can

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lvsearch.errors import LvsearchError
-from lvsearch.io import atomic_write_json, read_json, remove_stale_temps, save_safetensors, sha256_file, umask
+from lvsearch.io import atomic_write_json, read_json, replace_folder, save_safetensors, sha256_file, umask
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -151,18 +151,10 @@ def save_model_dir(
         shutil.copyfile(tokenizer_path, tmp / TOKENIZER)
         atomic_write_json(tmp / TRAINING_ARGS, training_args)
         atomic_write_json(tmp / CONFIG, config)
-        old = None
-        if folder.exists():
-            old = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}.", suffix=".old"))
-            os.replace(folder, old / "x")
-        os.replace(tmp, folder)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+        replace_folder(tmp, folder)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    # leftovers of earlier writes of this folder that were killed before their rename
-    remove_stale_temps(folder.parent, f".{folder.name}.", (".tmp", ".old"))
     return folder
 
 

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lvsearch.errors import LvsearchError
-from lvsearch.io import check_writable_folder
+from lvsearch.io import check_writable_folder, replace_folder
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -301,14 +301,9 @@ def export_model(model_dir: str | os.PathLike, out: str | os.PathLike, *, genera
         atomic_write_json(tmp / "special_tokens_map.json", special)
         atomic_write_json(tmp / "lvsearch_export.json", provenance)
         atomic_write_json(tmp / "config.json", config)
-        old = None
         if out.exists():
             check_out(out, overwrite)  # still allowed (it may have been filled meanwhile)
-            old = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".old"))
-            os.replace(out, old / "x")
-        os.replace(tmp, out)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+        replace_folder(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
