@@ -139,6 +139,10 @@ def test_evolution_beats_random_on_a_toy_fitness_and_topk_never_drops():
     ev.constraints = Constraints(max_params=12)
     res = Search(space, ev, SearchConfig(population=10, iterations=4, topk=3, seed=1)).run()
     assert len(res.history) == 40 and all(h["params"] <= 12 and h["rejected"] is None for h in res.history)
+    ev.constraints = Constraints(max_params=20, min_params=17)  # a size band: both ends hold
+    res = Search(space, ev, SearchConfig(population=10, iterations=4, topk=3, seed=1)).run()
+    assert len(res.history) == 40 and all(17 <= h["params"] <= 20 for h in res.history)
+    assert Constraints(min_params=17).violation(16, None) == "params 16 < min 17"
     # NSGA-II front is non-dominated
     res = Search(space, _toy(space, target), SearchConfig(strategy="nsga2", population=12, iterations=4, seed=0)).run()
     front = [(r.fitness, r.params) for r in res.pareto]

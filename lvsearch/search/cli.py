@@ -48,6 +48,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--crossover-kind", choices=["uniform", "one-point", "two-point"], default=None, help="default: uniform")
     p.add_argument("--nsga2-cost", choices=["params", "flops"], default=None, help="NSGA-II objective to minimise (default params)")
     p.add_argument("--max-params", type=_int, default=None, metavar="N", help="reject architectures with more parameters")
+    p.add_argument("--min-params", type=_int, default=None, metavar="N", help="reject architectures with fewer parameters (with --max-params: an equal-size band)")
     p.add_argument("--max-flops", type=_int, default=None, metavar="N", help="reject architectures with more FLOPs per token")
     p.add_argument("--dev-sequences", type=int, default=None, metavar="N", help="dev sequences scored (default: the run's eval.dev_sequences)")
     p.add_argument("--batch-size", type=int, default=None, metavar="N", help="dev sequences per forward chunk (default: all)")
@@ -136,7 +137,7 @@ def _evolve(args: argparse.Namespace) -> int:
     opts = EvolveOptions(
         supernet=args.supernet, out=args.out, data=args.data, dev_sequences=args.dev_sequences,
         batch_size=args.batch_size, cache_mb=args.cache_mb, max_params=args.max_params, max_flops=args.max_flops,
-        compare_random=args.compare_random, resume=args.resume, overwrite=args.overwrite, device=args.device,
+        min_params=args.min_params, compare_random=args.compare_random, resume=args.resume, overwrite=args.overwrite, device=args.device,
         space=args.space,
     )
     results = evolve(opts, config)

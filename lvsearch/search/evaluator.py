@@ -73,15 +73,20 @@ class Constraints:
     Attributes:
         max_params: maximum parameters on the path (``Supernet.num_params``), or None.
         max_flops: maximum forward FLOPs per token at the supernet's seq_len, or None.
+        min_params: minimum parameters on the path, or None; with ``max_params`` it holds a
+            search to one size band (equal-size comparisons, e.g. a reference's count ± 5%).
     """
 
     max_params: int | None = None
     max_flops: float | None = None
+    min_params: int | None = None
 
     def violation(self, params: int | None, flops: float | None) -> str | None:
         """A readable reason when ``params``/``flops`` exceed a limit, else None."""
         if self.max_params is not None and params is not None and params > self.max_params:
             return f"params {params:,} > max {self.max_params:,}"
+        if self.min_params is not None and params is not None and params < self.min_params:
+            return f"params {params:,} < min {self.min_params:,}"
         if self.max_flops is not None and flops is not None and flops > self.max_flops:
             return f"flops/token {flops:,.0f} > max {self.max_flops:,.0f}"
         return None

@@ -39,7 +39,7 @@ class EvolveOptions:
         dev_sequences: size of the fixed masked dev subset (default: the run's ``eval.dev_sequences``).
         batch_size: dev sequences per forward chunk (default: all at once).
         cache_mb: prefix-cache budget in MiB.
-        max_params, max_flops: constraints (None = none).
+        max_params, max_flops, min_params: constraints (None = none).
         compare_random: also run random search with the same number of evaluations.
         resume, overwrite: continue the search in ``out`` / replace it.
         device: ``auto``, ``cpu`` or ``cuda``.
@@ -54,6 +54,7 @@ class EvolveOptions:
     cache_mb: float = 512.0
     max_params: int | None = None
     max_flops: float | None = None
+    min_params: int | None = None
     compare_random: bool = False
     resume: bool = False
     overwrite: bool = False
@@ -162,7 +163,8 @@ def evolve(opts: EvolveOptions, config: SearchConfig, *, show_progress: bool = T
         _check_out(out, opts.resume, opts.overwrite)
         if opts.cache_mb < 0:
             raise LvsearchError(f"--cache-mb must be ≥ 0, got {opts.cache_mb}")
-        for flag, limit in (("--max-params", opts.max_params), ("--max-flops", opts.max_flops)):
+        for flag, limit in (("--max-params", opts.max_params), ("--max-flops", opts.max_flops),
+                            ("--min-params", opts.min_params)):
             if limit is not None and not limit > 0:
                 raise LvsearchError(f"{flag} must be a positive number, got {limit}",
                                     fix=f"pass a bound above 0 (e.g. {flag} 5e6), or omit {flag} for no bound")
@@ -180,8 +182,11 @@ def evolve(opts: EvolveOptions, config: SearchConfig, *, show_progress: bool = T
                     f"{','.join(loaded.space.ops)}, {loaded.space.connectivity})",
                     fix="omit --space (the supernet's space is used) or pass the supernet trained on that space",
                 )
+        if opts.min_params is not None and opts.max_params is not None and opts.min_params > opts.max_params:
+            raise LvsearchError(f"--min-params {opts.min_params:,} is above --max-params {opts.max_params:,}",
+                                fix="pass a band with --min-params ≤ --max-params")
         dev, _ = load_dev(loaded, opts.data, opts.dev_sequences)
-        constraints = Constraints(opts.max_params, opts.max_flops)
+        constraints = Constraints(opts.max_params, opts.max_flops, opts.min_params)
         evaluator = SupernetEvaluator(
             loaded.supernet, dev, seq_len=loaded.config.train.seq_len, batch_size=opts.batch_size,
             cache_bytes=int(opts.cache_mb * (1 << 20)), constraints=constraints, device=info.device, info=info,
@@ -193,6 +198,8 @@ def evolve(opts: EvolveOptions, config: SearchConfig, *, show_progress: bool = T
             "dev_sequences": int(dev.input_ids.shape[0]), "seq_len": int(dev.input_ids.shape[1]),
             "dev_seed": loaded.config.eval.seed, "max_params": opts.max_params, "max_flops": opts.max_flops,
         }
+        if opts.min_params is not None:  # recorded only when set: older states resume unchanged
+            extra["min_params"] = opts.min_params
         if info.is_main:
             if opts.overwrite and not opts.resume and out.is_dir():
                 _clear(out)

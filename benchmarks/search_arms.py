@@ -1,0 +1,273 @@
+"""EA versus random search versus reference architectures, over seeds (issue 16, item 3).
+
+For every search seed s: ``lvsearch evolve --compare-random --seed s`` on one supernet, both
+searches held to one parameter band (``--min-params``/``--max-params``: ``bert``'s count ± 5%)
+and given the same number of evaluations. Then every arm is retrained from scratch with
+pretraining seed s (``train.seed``: the same data order and masks for every arm of a seed, so
+the arms of one seed are paired) and evaluated with ``lvsearch evaluate`` (MLM on 512 dev
+sequences with the neighbour-count floor on the same targets, BLiMP PLL, sentence_polarity):
+
+* ``ea``: the evolutionary search's pick of search seed s;
+* ``random-search``: the random search's pick of search seed s (same evaluations);
+* ``bert``, ``sandwich``: the reference orders;
+* ``random-arch``: one fixed random architecture of the search space (``random:1``, inside the
+  band).
+
+Every run is a CLI call (what a user would type), resumable: re-running the script continues
+where it stopped (searches with ``--resume``, retrains with ``--resume``, finished evaluations
+kept). Runs go in priority order (ea, random-search, bert of every seed first), ``--jobs`` at a
+time, each with ``OMP_NUM_THREADS=--threads``. ``--report`` only aggregates what exists into
+``benchmarks/results/search_arms.json``: per arm and seed the metrics and the floor, seed means,
+and for each pair of arms the paired difference with three intervals (seed-level paired
+percentile bootstrap, Student t over seeds, and a target-level paired bootstrap that pools the
+seeds' dev targets / BLiMP pairs and so shows measurement noise only).
+
+Usage::
+
+    python benchmarks/search_arms.py --supernet QS/supernet --data CORPUS --work /tmp/arms \\
+        [--seeds 3] [--steps 2000] [--jobs 2] [--report]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from _common import machine, shared_data_dir, write_result
+
+ARMS = ["ea", "random-search", "bert", "sandwich", "random-arch"]
+PAIRS = [("ea", "bert"), ("ea", "random-search"), ("random-search", "bert"), ("ea", "sandwich"),
+         ("ea", "random-arch"), ("sandwich", "bert"), ("random-arch", "bert")]
+BAND = 0.05
+
+
+def lvsearch(args: list[str], log: Path, threads: int) -> None:
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads), NO_COLOR="1")
+    with open(log, "a") as fh:
+        fh.write(f"\n$ lvsearch {' '.join(args)}\n")
+        fh.flush()
+        rc = subprocess.call([sys.executable, "-m", "lvsearch", *args], stdout=fh, stderr=subprocess.STDOUT, env=env)
+    if rc != 0:
+        raise RuntimeError(f"lvsearch {args[0]} failed (exit {rc}); see {log}")
+
+
+def band(supernet: Path) -> tuple[int, int, int]:
+    """bert's parameter count on the supernet's dims and the ± BAND band around it."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from lvsearch.arch import Arch
+    from lvsearch.train.supernet import load_supernet
+
+    loaded = load_supernet(supernet)
+    ref = loaded.supernet.num_params(Arch.sequential("sf" * (loaded.space.num_slots // 2)))
+    return ref, int(ref * (1 - BAND)), int(ref * (1 + BAND))
+
+
+def search(args, seed: int, lo: int, hi: int) -> Path:
+    out = args.work / f"search-{seed}"
+    if (out / "random" / "best.json").exists() and _search_done(out / "random"):
+        return out
+    cmd = ["evolve", "--supernet", str(args.supernet), "--out", str(out), "--population", str(args.population),
+           "--iterations", str(args.iterations), "--seed", str(seed), "--compare-random",
+           "--min-params", str(lo), "--max-params", str(hi), "--dev-sequences", str(args.search_dev_sequences)]
+    if (out / "state.json").exists():
+        cmd.append("--resume")
+    lvsearch(cmd, args.work / "logs" / f"search-{seed}.log", args.threads)
+    return out
+
+
+def _search_done(folder: Path) -> bool:
+    try:
+        return bool(json.loads((folder / "state.json").read_text()).get("done"))
+    except (OSError, ValueError):
+        return False
+
+
+def arch_arg(args, arm: str, seed: int) -> list[str]:
+    if arm == "ea":
+        return ["--arch", str(args.work / f"search-{seed}" / "best.json")]
+    if arm == "random-search":
+        return ["--arch", str(args.work / f"search-{seed}" / "random" / "best.json")]
+    if arm == "random-arch":
+        return ["--arch", "random:1", "--set", f"space={args.space}"]
+    return ["--arch", arm]
+
+
+def run_arm(args, arm: str, seed: int) -> str:
+    run = args.work / "runs" / f"{arm}-s{seed}"
+    log = args.work / "logs" / f"{arm}-s{seed}.log"
+    report = run / "eval.json"
+    if report.exists():
+        return f"{arm}-s{seed}: done"
+    t0 = time.time()
+    if not (run / "summary.json").exists():
+        cmd = ["retrain", *arch_arg(args, arm, seed), "--config", "retrain-quickstart", "--data", str(args.data),
+               "--out", str(run), "--set", f"train.seed={seed}", "--set", f"train.steps={args.steps}",
+               "--set", f"train.eval_every={args.eval_every}", "--set", f"train.checkpoint_every={args.eval_every}",
+               "--set", f"eval.dev_sequences={args.dev_sequences}"]
+        if (run / "config.json").exists():
+            cmd.append("--resume")
+        lvsearch(cmd, log, args.threads)
+    lvsearch(["evaluate", "--model", str(run / "model"), "--out", str(report), "--blimp-limit", str(args.blimp_limit),
+              "--task", str(args.task), "--seeds", "1", "--train-limit", "1500", "--eval-limit", "500",
+              "--threads", str(args.threads), "--dev-sequences", str(args.dev_sequences)], log, args.threads)
+    return f"{arm}-s{seed}: {time.time() - t0:.0f} s"
+
+
+def train_all(args) -> None:
+    (args.work / "logs").mkdir(parents=True, exist_ok=True)
+    ref, lo, hi = band(args.supernet)
+    print(f"bert {ref:,} params; band [{lo:,}, {hi:,}]", flush=True)
+    order = [(arm, s) for s in range(args.seeds) for arm in ARMS[:3]] + \
+            [(arm, s) for s in range(args.seeds) for arm in ARMS[3:]]
+    with ThreadPoolExecutor(args.jobs) as pool:
+        searches = {s: pool.submit(search, args, s, lo, hi) for s in range(args.seeds)}
+        futures = []
+        for arm, s in order:
+            def job(arm=arm, s=s):
+                if arm in ("ea", "random-search"):
+                    searches[s].result()
+                return run_arm(args, arm, s)
+            futures.append(pool.submit(job))
+        for f in futures:
+            print(f.result(), flush=True)
+
+
+# ----------------------------------------------------------------------------------------
+# Aggregation
+# ----------------------------------------------------------------------------------------
+
+
+def _metrics(report: dict) -> dict:
+    mlm, blimp = report["mlm"], report["blimp"]
+    pol = report["finetune"]["sentence_polarity"]
+    test = pol["aggregate"]["test"]
+    metric = pol.get("primary_metric", pol.get("select_metric", "accuracy"))
+    return {
+        "mlm_accuracy": mlm["accuracy"], "mlm_loss": mlm["loss"], "mlm_targets": mlm["predicted_tokens"],
+        "floor": mlm["floors"]["neighbour-count"]["accuracy"], "beats_floor": mlm["floors"]["beats_floor"],
+        "tokens_seen": mlm["floors"]["tokens_seen"],
+        "blimp": blimp["mean_over_pairs"], "blimp_pairs": blimp["pairs"],
+        "polarity": (test.get(metric) or test.get("accuracy") or {}).get("mean"), "polarity_metric": metric,
+        "_mlm_correct": mlm["per_target_correct"],
+        "_blimp_correct": "".join(p["per_pair_correct"] for _, p in sorted(blimp["paradigms"].items())),
+    }
+
+
+def _intervals(a: list[float], b: list[float], a_bits: list[str] | None, b_bits: list[str] | None) -> dict:
+    import numpy as np
+    from scipy import stats
+
+    d = np.asarray(a) - np.asarray(b)
+    out = {"mean_difference": float(d.mean()), "per_seed": [float(x) for x in d], "seeds": int(d.size)}
+    if d.size >= 2:
+        res = stats.bootstrap((np.asarray(a), np.asarray(b)), lambda x, y: np.mean(x - y), paired=True,
+                              vectorized=False, n_resamples=9999, method="percentile", random_state=0)
+        out["seed_bootstrap_95"] = [float(res.confidence_interval.low), float(res.confidence_interval.high)]
+        t = stats.t.interval(0.95, d.size - 1, loc=d.mean(), scale=stats.sem(d)) if d.std() > 0 else (d.mean(), d.mean())
+        out["t_95"] = [float(t[0]), float(t[1])]
+    if a_bits and b_bits:
+        x = np.concatenate([np.frombuffer(s.encode(), np.uint8) - 48 for s in a_bits]).astype(float)
+        y = np.concatenate([np.frombuffer(s.encode(), np.uint8) - 48 for s in b_bits]).astype(float)
+        rng = np.random.default_rng(0)
+        diff = x - y
+        boots = [diff[rng.integers(0, diff.size, diff.size)].mean() for _ in range(2000)]
+        out["target_bootstrap_95"] = [float(np.percentile(boots, 2.5)), float(np.percentile(boots, 97.5))]
+    return out
+
+
+def report(args) -> Path:
+    rows: dict[str, dict[int, dict]] = {}
+    for arm in ARMS:
+        for s in range(args.seeds):
+            run = args.work / "runs" / f"{arm}-s{s}"
+            if not (run / "eval.json").exists():
+                continue
+            m = _metrics(json.loads((run / "eval.json").read_text()))
+            summ = json.loads((run / "summary.json").read_text())
+            cfg = json.loads((run / "config.json").read_text())
+            m.update(arch=cfg["arch"]["ops"], params=summ["params"], steps=summ["steps"], tokens=summ["tokens"],
+                     train_seconds=summ.get("seconds_this_process"))
+            rows.setdefault(arm, {})[s] = m
+    arms = {}
+    for arm, by_seed in rows.items():
+        vals = list(by_seed.values())
+        arms[arm] = {
+            "seeds": sorted(by_seed),
+            "per_seed": {str(s): {k: v for k, v in m.items() if not k.startswith("_")} for s, m in sorted(by_seed.items())},
+            "mean": {k: sum(m[k] for m in vals) / len(vals) for k in ("mlm_accuracy", "floor", "blimp", "polarity", "params")
+                     if all(m[k] is not None for m in vals)},
+            "all_beat_floor": all(m["beats_floor"] for m in vals),
+        }
+    pairs = {}
+    for a, b in PAIRS:
+        common = sorted(set(rows.get(a, {})) & set(rows.get(b, {})))
+        if not common:
+            continue
+        ra, rb = rows[a], rows[b]
+        pairs[f"{a} - {b}"] = {
+            "seeds": common,
+            "mlm_accuracy": _intervals([ra[s]["mlm_accuracy"] for s in common], [rb[s]["mlm_accuracy"] for s in common],
+                                       [ra[s]["_mlm_correct"] for s in common], [rb[s]["_mlm_correct"] for s in common]),
+            "blimp": _intervals([ra[s]["blimp"] for s in common], [rb[s]["blimp"] for s in common],
+                                [ra[s]["_blimp_correct"] for s in common], [rb[s]["_blimp_correct"] for s in common]),
+            "polarity": _intervals([ra[s]["polarity"] for s in common], [rb[s]["polarity"] for s in common], None, None),
+        }
+    searches = {}
+    for s in range(args.seeds):
+        for label, folder in (("evolution", args.work / f"search-{s}"), ("random", args.work / f"search-{s}" / "random")):
+            try:
+                best = json.loads((folder / "best.json").read_text())
+                state = json.loads((folder / "state.json").read_text())
+            except (OSError, ValueError):
+                continue
+            meta = best.get("meta", {})
+            searches.setdefault(str(s), {})[label] = {"best_ops": best.get("ops"), "fitness": meta.get("fitness"),
+                                                      "params": meta.get("params"),
+                                                      "evaluations": len(state.get("history", []))}
+    result = {
+        "what": "issue 16 item 3: EA vs random search vs references over seeds (benchmarks/search_arms.py)",
+        "settings": {"supernet": str(args.supernet), "steps": args.steps, "seeds": args.seeds,
+                     "population": args.population, "iterations": args.iterations,
+                     "search_dev_sequences": args.search_dev_sequences, "dev_sequences": args.dev_sequences,
+                     "blimp_limit": args.blimp_limit, "task": str(args.task), "threads_per_run": args.threads,
+                     "jobs": args.jobs, "param_band": BAND, "recipe": "retrain-quickstart"},
+        "machine": machine(), "searches": searches, "arms": arms, "pairs": pairs,
+    }
+    return write_result("search_arms", result)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--supernet", type=Path, required=True)
+    p.add_argument("--data", type=Path, required=True, help="prepared corpus (lvsearch data prepare --vocab-size 4096)")
+    p.add_argument("--work", type=Path, required=True, help="folder for searches, runs and logs (resumable)")
+    p.add_argument("--space", default="lvbert-elc", help="space of the random-arch arm (the supernet's family)")
+    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--steps", type=int, default=2000, help="retrain steps per arm (batch 32 × 64 tokens)")
+    p.add_argument("--eval-every", type=int, default=400)
+    p.add_argument("--dev-sequences", type=int, default=512)
+    p.add_argument("--population", type=int, default=20)
+    p.add_argument("--iterations", type=int, default=10)
+    p.add_argument("--search-dev-sequences", type=int, default=128)
+    p.add_argument("--blimp-limit", type=int, default=100)
+    p.add_argument("--task", type=Path, default=None, help="fine-tuning task (default: shared sentence_polarity)")
+    p.add_argument("--jobs", type=int, default=2)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--report", action="store_true", help="only aggregate what exists")
+    args = p.parse_args()
+    args.supernet, args.data, args.work = args.supernet.resolve(), args.data.resolve(), args.work.resolve()
+    if args.task is None:
+        args.task = shared_data_dir() / "tasks" / "sentence_polarity"
+    if not args.report:
+        train_all(args)
+    print(report(args))
+
+
+if __name__ == "__main__":
+    main()
