@@ -881,6 +881,7 @@ def halving_step(
     level: float = 0.9,
     seed: int = 0,
     method: str = "residuals",
+    offsets: Mapping[str, float] | None = None,
 ) -> dict:
     """One successive-halving decision on in-memory learning curves.
 
@@ -905,6 +906,11 @@ def halving_step(
         eta: halving rate (> 1); ``ceil(n / eta)`` candidates are kept by rank.
         rule: ``"current"`` or ``"m4"``.
         model_factory, n_boot, level, seed, method: see :func:`prediction_interval`.
+        offsets: name -> a known additive correction (unit of y) of a candidate's *predicted*
+            loss, applied to the prediction and both interval ends before ranking (finalist
+            pruning under a warmup-stable-decay schedule: the estimator extrapolates the
+            stable phase and the offset is minus the measured cool-down drop). Ignored when
+            candidates are ranked by their current loss. A missing name gets 0.
 
     Returns:
         decision log: ``{"rule", "full_budget", "eta", "n_keep_by_rank", "cutoff",
@@ -937,8 +943,11 @@ def halving_step(
                     # bound, too few distinct points), not certain; it must not cut anything
                     raise ArithmeticError(f"degenerate {factory().name} fit: zero-width interval "
                                           f"[{lo_:.4g}, {hi_:.4g}] from {xa.size} points")
-                entry.update(score=float(pi["pred"][0]), lo=float(pi["lo"][0]), hi=float(pi["hi"][0]),
+                off = float((offsets or {}).get(name, 0.0))
+                entry.update(score=pred_ + off, lo=lo_ + off, hi=hi_ + off,
                              scored_by=factory().name, n_boot_ok=pi["n_ok"])
+                if offsets is not None:
+                    entry.update(offset=off, extrapolated=pred_)
             except (LvsearchError, ArithmeticError) as e:
                 fallback = f"candidate {name!r}: {str(e).splitlines()[0]}"
         cand[name] = entry
@@ -947,7 +956,8 @@ def halving_step(
         if rule == "current" or fallback is not None:
             last = entry["last_loss"]
             entry.update(score=last, lo=last, hi=last, scored_by=scored_by)
-            entry.pop("n_boot_ok", None)
+            for k in ("n_boot_ok", "offset", "extrapolated"):
+                entry.pop(k, None)
     rule_used = "m4" if rule == "m4" and fallback is None else "current"
     ranking = sorted(cand, key=lambda n: (cand[n]["score"], n))
     k = max(1, math.ceil(len(ranking) / eta))
@@ -980,6 +990,8 @@ def successive_halving(
     full_budget: float | None = None,
     eta: float = 2.0,
     rule: str = "m4",
+    predict_at: float | None = None,
+    offsets: Sequence[Mapping[str, float]] | None = None,
     **step_kwargs,
 ) -> dict:
     """Simulate successive halving on complete, in-memory learning curves.
@@ -992,6 +1004,9 @@ def successive_halving(
         curves: name -> ``(x, y)``, each shape ``(n_i,)``.
         rungs: increasing training amounts at which to prune (unit of x).
         full_budget: training amount of the final models (default: largest x of any curve).
+        predict_at: the x the estimator predicts at (default ``full_budget``; the stable
+            phase's end under a warmup-stable-decay schedule).
+        offsets: per rung, :func:`halving_step`'s ``offsets`` (None: none).
         eta, rule, step_kwargs: see :func:`halving_step`.
 
     Returns:
@@ -1014,7 +1029,7 @@ def successive_halving(
     alive = list(arrays)
     trained = dict.fromkeys(alive, float(full_budget))
     log = []
-    for budget in r:
+    for i, budget in enumerate(r):
         if len(alive) <= 1:
             break
         sub = {}
@@ -1022,7 +1037,8 @@ def successive_halving(
             x, y = arrays[n]
             m = x <= budget
             sub[n] = (x[m], y[m])
-        step = halving_step(sub, full_budget=full_budget, eta=eta, rule=rule, **step_kwargs)
+        step = halving_step(sub, full_budget=full_budget if predict_at is None else predict_at, eta=eta, rule=rule,
+                            offsets=None if offsets is None else offsets[i], **step_kwargs)
         step["budget"] = budget
         log.append(step)
         for n in step["cut"]:

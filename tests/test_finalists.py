@@ -15,6 +15,7 @@ import torch
 from safetensors.torch import load_file
 
 import lvsearch.scaling
+import lvsearch.train.finalists
 from lvsearch.arch import Arch
 from lvsearch.cli import main
 from lvsearch.errors import LvsearchError
@@ -58,8 +59,9 @@ def test_rungs_follow_successive_halving():
         halving_rungs(300, 5, 2)
 
 
-def test_stop_at_is_an_exact_prefix_of_the_full_run(prepared_corpus: Path, tmp_path: Path):
-    over = TINY + ["train.steps=12"]
+@pytest.mark.parametrize("schedule", ["linear", "wsd"])
+def test_stop_at_is_an_exact_prefix_of_the_full_run(prepared_corpus: Path, tmp_path: Path, schedule: str):
+    over = TINY + ["train.steps=12", f"train.schedule={schedule}"]
     full = retrain("bert", "retrain-quickstart", prepared_corpus, tmp_path / "full", overrides=over, show_progress=False)
     part = tmp_path / "part"
     s = retrain("bert", "retrain-quickstart", prepared_corpus, part, overrides=over, show_progress=False, stop_at=4)
@@ -204,3 +206,76 @@ def test_warmup_longer_than_first_rung_falls_back_to_current_loss(prepared_corpu
     first = state["rounds"][0]["decision"]
     assert first["fallback"] and all(c["scored_by"].startswith("current") for c in first["candidates"].values())
     assert state["status"] == "done" and state["final"]["pick"]
+
+
+# ----------------------------------------------------------------------------------------
+# Warmup-stable-decay: cool-down probes, rungs in the stable phase (issue 16, item 4)
+# ----------------------------------------------------------------------------------------
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_cooldown_probe_equals_a_fresh_wsd_run_and_leaves_the_run_alone(prepared_corpus: Path, tmp_path: Path):
+    from lvsearch.train.retrain import cooldown_probe
+
+    wsd = [*TINY, "train.schedule=wsd", "train.decay_fraction=0.2"]
+    run = tmp_path / "run"
+    retrain("random:1", "retrain-quickstart", prepared_corpus, run, overrides=[*wsd, "train.steps=40"],
+            show_progress=False, stop_at=8)
+    before = _files(run)
+    probe = cooldown_probe(run, 8, 4)
+    assert _files(run) == before and not list(tmp_path.glob(".cooldown-*"))  # nothing written, branch removed
+    # a fresh 12-step wsd run whose cool-down is the last 4 steps: the same learning rates
+    # (warm-up 2, constant to step 8, then linear to 0) and batches, so the same dev loss
+    fresh = retrain("random:1", "retrain-quickstart", prepared_corpus, tmp_path / "fresh",
+                    overrides=[*TINY, "train.schedule=wsd", f"train.decay_fraction={4 / 12}", "train.steps=12"],
+                    show_progress=False)
+    assert probe["cooled_loss"] == fresh["final_eval"]["curve"]["loss"]
+    _, ys = lvsearch.train.finalists.read_curve(run, up_to_step=8, after_step=7)
+    assert probe["stable_loss"] == ys[0] and probe["drop"] == pytest.approx(ys[0] - probe["cooled_loss"])
+    assert (probe["at_step"], probe["decay_steps"], probe["end_step"]) == (8, 4, 12)
+    with pytest.raises(LvsearchError, match="latest checkpoint is not at step 6"):
+        cooldown_probe(run, 6, 4)
+    lin = tmp_path / "lin"
+    retrain("bert", "retrain-quickstart", prepared_corpus, lin, overrides=[*TINY, "train.steps=8"], show_progress=False)
+    with pytest.raises(LvsearchError, match="needs train.schedule wsd"):
+        cooldown_probe(lin, 8, 2)
+
+
+def test_wsd_finalist_job_probes_every_rung_and_scores_its_predictions(prepared_corpus: Path, tmp_path: Path):
+    wsd = [*TINY, "train.schedule=wsd", "train.decay_fraction=0.2"]
+    opts = FinalistOptions(finalists=4, budget=40, compare_full=True)
+    out = tmp_path / "job"
+    spec = "bert,sandwich,random:1,random:2"
+    state = run_finalists(spec, "retrain-quickstart", prepared_corpus, out, opts, overrides=wsd, show_progress=False)
+    assert state["rungs_steps"] == [10, 20]
+    probe_steps = 0
+    for r, d in zip(state["rounds"], (2, 5)):  # 0.2 / 0.8 of 10 -> 2 (round half to even), of 20 -> 5
+        assert r["predicted_at_steps"] == 32 and sorted(r["probes"]) == sorted(r["alive"])
+        assert all(p["decay_steps"] == d and p["at_step"] == r["budget_steps"] for p in r["probes"].values())
+        probe_steps += d * len(r["alive"])
+        dec = r["decision"]
+        if not dec["fallback"]:  # predicted final = M4 at the cool-down's start minus the measured drop
+            for n, e in dec["candidates"].items():
+                assert e["offset"] == -r["probes"][n]["drop"] and e["score"] == pytest.approx(e["extrapolated"] + e["offset"])
+    assert state["final"]["probe_steps"] == probe_steps
+    assert state["final"]["compute_fraction"] == pytest.approx((state["final"]["compute_steps"] + probe_steps) / 160)
+    pred = state["comparison"]["predictions"]
+    scored = [r for r in state["rounds"] if not r["decision"]["fallback"]]
+    assert pred["n"] == sum(len(r["alive"]) for r in scored)
+    finals = state["comparison"]["train_all"]["final_losses"]
+    for c in pred["cases"]:
+        assert c["final"] == finals[c["name"]] and c["error"] == pytest.approx(c["predicted"] - c["final"])
+    assert state["comparison"]["replay_matches_live"] is True
+    # the probes are cached: a re-run probes nothing and changes nothing
+    stamps = {p: p.stat().st_mtime_ns for p in out.rglob("cooldown_probes.json")}
+    assert len(stamps) == 4
+    again = run_finalists(spec, "retrain-quickstart", prepared_corpus, out, opts, overrides=wsd, show_progress=False)
+    assert again["rounds"] == state["rounds"] and {p: p.stat().st_mtime_ns for p in stamps} == stamps
+    # a rung inside the cool-down is refused before anything is trained
+    with pytest.raises(LvsearchError, match="stable phase"):
+        run_finalists(spec, "retrain-quickstart", prepared_corpus, tmp_path / "bad", opts,
+                      overrides=[*TINY, "train.schedule=wsd", "train.decay_fraction=0.6"], show_progress=False)
+    assert not (tmp_path / "bad" / "finalists").exists()

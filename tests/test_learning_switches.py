@@ -143,6 +143,9 @@ def test_schedules():
         assert lr_at(99, cfg) < 0.06 and lr_at(100, cfg) == 0.0
     assert lr_at(50, wsd) == 1.0 and lr_at(79, wsd) == 1.0  # stable phase
     assert lr_at(90, wsd) == pytest.approx(0.5)  # half-way through the 20-step cool-down
+    # the phase boundaries, exactly: warm-up ends at step 9; stable from 9 up to and including
+    # step 80 (the cool-down's first step still has the full rate); then (100 - step) / 20
+    assert [lr_at(k, wsd) for k in (8, 9, 10, 79, 80, 81, 99)] == [0.9, 1.0, 1.0, 1.0, 1.0, 0.95, 0.05]
     assert lr_at(55, lin) == pytest.approx(0.5)
     assert lr_at(55, cos) == pytest.approx(0.5)
     assert lr_at(30, cos) > lr_at(30, lin)

@@ -22,6 +22,19 @@ Ranking (``--pruning``):
   round's ``decision.fallback`` says why and the table marks it.
 * ``current-loss``: plain successive halving, ranked by the current dev loss.
 
+**Warmup-stable-decay** (``--set train.schedule=wsd``; Hägele et al. 2024): the learning rate
+is constant after the warm-up until the cool-down, the last ``train.decay_fraction`` of the
+budget. Every rung must then lie in the stable phase, so finalists are compared on
+constant-learning-rate curves (a linear decay bends each curve by the schedule, not by the
+architecture: measured, docs/results.md). At each rung every finalist also gets a
+**cool-down probe** (:func:`lvsearch.train.retrain.cooldown_probe`): a throw-away branch
+from its rung checkpoint, cooled down over ``decay_fraction / (1 - decay_fraction)`` × the
+rung's steps (the full run's cool-down share), whose dev-loss drop is measured. M4 then
+extrapolates the stable-phase curve to the cool-down's start at the full budget, and the
+predicted final loss is that minus the finalist's measured drop (its interval shifted by the
+same amount: the drop is treated as known). The probes' steps are counted in the compute
+(``probe_steps``); the finalist runs themselves are unchanged by them.
+
 Every finalist is trained with ``train.steps = budget``, so its learning-rate schedule is the
 full budget's and a run stopped at a rung is an exact prefix of the full run
 (:func:`lvsearch.train.loop.train` ``stop_at``): a survivor continues from its checkpoint and
@@ -68,6 +81,7 @@ STATE = "finalists.json"
 BEST = "best.json"
 RUNS = "finalists"
 ARCHS = "archs"
+PROBES = "cooldown_probes.json"  # in a finalist's run folder: {rung step: cooldown_probe result}
 #: ``--pruning`` value -> :func:`lvsearch.scaling.halving_step` rule
 PRUNING = {"extrapolate": "m4", "current-loss": "current"}
 
@@ -291,6 +305,32 @@ class _Job:
         self.tokens_per_step = config.train.batch_size * config.train.seq_len
         self.eps0 = math.log(data.vocab_size)
         self.by_name = {f.name: f for f in finalists}
+        t = config.train
+        self.wsd = t.schedule == "wsd"
+        #: steps at the cool-down's start (wsd) — what M4 extrapolates to; else the budget
+        self.predict_steps = self.budget - max(1, round(t.decay_fraction * self.budget)) if self.wsd else self.budget
+
+    def probe_steps(self, rung: int) -> int:
+        """Cool-down length of the probe at ``rung``: the full run's cool-down share
+        (``decay_fraction``) of the probe's own ``rung + d`` steps."""
+        f = self.config.train.decay_fraction
+        return max(1, round(f * rung / (1.0 - f)))
+
+    def probe(self, name: str, rung: int) -> dict:
+        """The cool-down probe of finalist ``name`` at ``rung`` (cached in its run folder, so a
+        re-run job does not probe again)."""
+        from lvsearch.train.retrain import cooldown_probe
+
+        path = self.run_dir(name) / PROBES
+        cache = read_json(path, what="cool-down probes") if path.is_file() else {}
+        if not isinstance(cache, dict):
+            raise LvsearchError(f"{path} is malformed", fix="delete it: the probes are re-measured")
+        key = str(rung)
+        if key not in cache:
+            cache[key] = cooldown_probe(self.run_dir(name), rung, self.probe_steps(rung), data_dir=self.data_dir,
+                                        device=self.device)
+            atomic_write_json(path, cache)
+        return cache[key]
 
     # -- state -------------------------------------------------------------------------------
     def settings(self) -> dict:
@@ -468,6 +508,13 @@ def run_finalists(
                 f"or make --budget a multiple of {budget // rungs[0] * max(t.eval_every, 1)}",
         )
     job = _Job(out, finalists, config, recipe, [*overrides, *extra], data_dir, data, o, device, show_progress)
+    if job.wsd and (rungs[-1] > job.predict_steps or rungs[0] < t.warmup_steps):
+        raise LvsearchError(
+            f"train.schedule wsd: the rungs ({', '.join(map(str, rungs))} steps) must lie in the stable phase, "
+            f"between the warm-up ({t.warmup_steps} steps) and the cool-down's start (step {job.predict_steps} of "
+            f"{budget}, decay_fraction {t.decay_fraction})",
+            fix=f"lower train.decay_fraction to at most {1 - rungs[-1] / budget:.3g}, or lower train.warmup_steps",
+        )
     state = _open_state(out, job, overwrite)
     out.mkdir(parents=True, exist_ok=True)
     for f in finalists:
@@ -501,12 +548,16 @@ def run_finalists(
             job.advance(n, rung)
             reached[n] = rung
         kill_point(f"finalists-round:{i + 1}")
+        probes = {n: job.probe(n, rung) for n in alive} if job.wsd else None
         curves = {n: job.curve(n, rung) for n in alive}
-        decision = halving_step(curves, full_budget=job.budget * job.tokens_per_step, eta=o.eta, rule=rule,
+        decision = halving_step(curves, full_budget=job.predict_steps * job.tokens_per_step, eta=o.eta, rule=rule,
+                                offsets=None if probes is None else {n: -p["drop"] for n, p in probes.items()},
                                 **job.step_kwargs())
         state["rounds"].append({
             "round": i + 1, "budget_steps": rung, "budget_tokens": rung * job.tokens_per_step, "alive": alive,
             "decision": decision, "compute_steps": sum(reached.values()), "seconds": time.perf_counter() - t0,
+            "predicted_at_steps": job.predict_steps, "probes": probes,
+            "probe_steps": sum(p["decay_steps"] for p in (probes or {}).values()),
         })
         job.save(state)
         ui.console.print(round_table(state["rounds"][-1], job.budget))
@@ -525,8 +576,11 @@ def run_finalists(
             f"{len(alive)} finalists left after the last rung (overlapping intervals kept more than 1/eta "
             "in some round): the lowest dev loss at the full budget",
             "steps_trained": reached, "compute_steps": sum(reached.values()),
+            "probe_steps": sum(r.get("probe_steps", 0) for r in state["rounds"]),
             "compute_all_steps": len(finalists) * budget,
-            "compute_fraction": sum(reached.values()) / (len(finalists) * budget),
+            # training plus cool-down probes (wsd) over training every finalist to the budget
+            "compute_fraction": (sum(reached.values()) + sum(r.get("probe_steps", 0) for r in state["rounds"]))
+            / (len(finalists) * budget),
         }
         state["best"] = _write_best(job, pick, losses[pick])
         state["status"] = "done"
@@ -581,10 +635,18 @@ def compare(job: _Job, state: dict) -> dict:
     full_pick = min(names, key=lambda n: (losses[n], n))
     curves = {n: job.curve(n, job.budget) for n in names}
     tps = job.tokens_per_step
+    offsets = None
+    if job.wsd:  # the live probes; a finalist the live rule had cut gets its rung's mean drop
+        offsets = []
+        for r in state["rounds"]:
+            drops = {n: p["drop"] for n, p in (r.get("probes") or {}).items()}
+            mean = sum(drops.values()) / len(drops) if drops else 0.0
+            offsets.append({n: -drops.get(n, mean) for n in names})
     rules = {}
     for pruning, rule in PRUNING.items():
         sim = successive_halving(curves, rungs=[r * tps for r in job.rungs], full_budget=job.budget * tps,
-                                 eta=job.opts.eta, rule=rule, **job.step_kwargs())
+                                 eta=job.opts.eta, rule=rule, predict_at=job.predict_steps * tps, offsets=offsets,
+                                 **job.step_kwargs())
         pick = min(sim["survivors"], key=lambda n: (losses[n], n))
         rules[pruning] = {
             "pick": pick, "final_loss": losses[pick], "agrees": pick == full_pick,
@@ -600,7 +662,40 @@ def compare(job: _Job, state: dict) -> dict:
         "train_all": {"pick": full_pick, "final_loss": losses[full_pick], "final_losses": losses},
         "rules": rules,
         "replay_matches_live": [r["kept"] for r in used["rounds"]] == live and used["pick"] == state["final"]["pick"],
+        "predictions": prediction_errors(state["rounds"], losses),
     }
+
+
+def prediction_errors(rounds: list[dict], final_losses: dict[str, float]) -> dict:
+    """How well the live rounds' predicted final losses matched the losses reached.
+
+    Args:
+        rounds: ``finalists.json``'s rounds (each with its ``decision``).
+        final_losses: name -> dev loss at the full budget (nats), for every finalist.
+
+    Returns:
+        ``{"cases": [{round, name, predicted, lo, hi, final, error (predicted − final, nats),
+        covered (lo ≤ final ≤ hi)}], "n", "median_error", "mean_abs_error", "coverage"}``
+        (the interval's nominal level is the job's ``level``) over the rounds scored by the estimator (fallback rounds have no
+        prediction); ``n = 0`` and None statistics when there is none.
+    """
+    import statistics
+
+    cases = []
+    for r in rounds:
+        d = r["decision"]
+        if d.get("fallback") or d.get("rule") != "m4":
+            continue
+        for name, e in d["candidates"].items():
+            if name in final_losses and "score" in e:
+                true = final_losses[name]
+                cases.append({"round": r["round"], "name": name, "predicted": e["score"], "lo": e["lo"], "hi": e["hi"],
+                              "final": true, "error": e["score"] - true, "covered": e["lo"] <= true <= e["hi"]})
+    errs = [c["error"] for c in cases]
+    return {"cases": cases, "n": len(cases),
+            "median_error": statistics.median(errs) if errs else None,
+            "mean_abs_error": sum(map(abs, errs)) / len(errs) if errs else None,
+            "coverage": sum(c["covered"] for c in cases) / len(cases) if cases else None}
 
 
 # ---------------------------------------------------------------------------------------
@@ -638,8 +733,15 @@ def round_table(rec: dict, budget: int):
             f"{e['lo']:.4f}–{e['hi']:.4f}" if predicted else "—", verdict,
         )
     what = "predicted loss" if predicted else "dev loss"
+    probes = rec.get("probes") or {}
+    wsd = ""
+    if probes:
+        drops = [p["drop"] for p in probes.values()]
+        wsd = (f"; wsd: M4 extrapolates the stable phase to step {rec['predicted_at_steps']} (the cool-down's start), "
+               f"minus each finalist's measured cool-down drop ({min(drops):.4f}–{max(drops):.4f} nats, "
+               f"{rec['probe_steps']} probe steps)")
     tab.caption = (f"cut-off {d['cutoff']:.4f} ({what} of rank {k})"
-                   + ("; 'interval': its 90% interval reaches the cut-off" if predicted else "")
+                   + ("; 'interval': its 90% interval reaches the cut-off" if predicted else "") + wsd
                    + f"; compute so far {rec['compute_steps']:,} steps ({rec['seconds']:.0f} s this round)")
     return tab
 
@@ -687,6 +789,11 @@ def comparison_table(state: dict):
         tab.add_row(pruning, r["pick"], f"{r['final_loss']:.4f}", "yes" if r["agrees"] else "no",
                     f"{r['regret']:+.4f}", f"{100 * r['compute_fraction']:.1f}%")
     tab.add_row("train all", c["train_all"]["pick"], f"{c['train_all']['final_loss']:.4f}", "—", "—", "100.0%")
+    pred = c.get("predictions") or {}
+    scored = ""
+    if pred.get("n"):
+        scored = (f"; the live predictions of the loss at {budget}: median error {pred['median_error']:+.4f} nats, "
+                  f"{100 * pred['coverage']:.0f}% of {pred['n']} intervals cover the loss reached")
     tab.caption = ("replayed on the full curves; " + ("matches" if c["replay_matches_live"] else "DOES NOT match")
-                   + " the live decisions of this job")
+                   + " the live decisions of this job" + scored)
     return tab
