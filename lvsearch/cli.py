@@ -27,7 +27,7 @@ COMMAND_MODULES = [
     "lvsearch.search.cli",
     "lvsearch.eval.cli",
     "lvsearch.export.cli",
-    "lvsearch.scaling_cli",
+    "lvsearch.scaling.cli",
     "lvsearch.quickstart.cli",
 ]
 

@@ -15,13 +15,13 @@ import torch
 from safetensors.torch import load_file
 
 import lvsearch.scaling
-import lvsearch.train.finalists
+import lvsearch.train.loop
 from lvsearch.arch import Arch
 from lvsearch.cli import main
 from lvsearch.errors import LvsearchError
 from lvsearch.modeldir import load_model
 from lvsearch.train.checkpoint import latest_step
-from lvsearch.train.finalists import STATE, FinalistOptions, halving_rounds, halving_rungs, run_finalists
+from lvsearch.scaling.finalists import STATE, FinalistOptions, halving_rounds, halving_rungs, run_finalists
 from lvsearch.train.retrain import retrain
 
 TINY = [
@@ -233,7 +233,7 @@ def test_cooldown_probe_equals_a_fresh_wsd_run_and_leaves_the_run_alone(prepared
                     overrides=[*TINY, "train.schedule=wsd", f"train.decay_fraction={4 / 12}", "train.steps=12"],
                     show_progress=False)
     assert probe["cooled_loss"] == fresh["final_eval"]["curve"]["loss"]
-    _, ys = lvsearch.train.finalists.read_curve(run, up_to_step=8, after_step=7)
+    _, ys = lvsearch.train.loop.read_curve(run, up_to_step=8, after_step=7)
     assert probe["stable_loss"] == ys[0] and probe["drop"] == pytest.approx(ys[0] - probe["cooled_loss"])
     assert (probe["at_step"], probe["decay_steps"], probe["end_step"]) == (8, 4, 12)
     with pytest.raises(LvsearchError, match="latest checkpoint is not at step 6"):

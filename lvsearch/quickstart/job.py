@@ -295,7 +295,7 @@ def stage_finalists(ctx: Context) -> dict:
     """Successive halving over the EA's top-k (``retrain --finalists``, M4 extrapolation) with
     the same recipe, overrides and seed 0 as every other arm: its pick, trained to the full
     budget, is the EA arm."""
-    from lvsearch.train.finalists import BEST, FinalistOptions, run_finalists
+    from lvsearch.scaling.finalists import BEST, FinalistOptions, run_finalists
 
     p = ctx.plan
     topk = read_json(ctx.search_dir / "topk.json", what="search top-k")

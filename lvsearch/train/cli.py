@@ -157,7 +157,7 @@ def _retrain(args: argparse.Namespace) -> int:
 
 def _finalists(args: argparse.Namespace, overrides: list[str]) -> int:
     from lvsearch.errors import LvsearchError
-    from lvsearch.train.finalists import FinalistOptions, run_finalists
+    from lvsearch.scaling.finalists import FinalistOptions, run_finalists
 
     if not args.arch:
         raise LvsearchError("--finalists needs --arch (topk.json, a JSON list, or comma-separated names)",

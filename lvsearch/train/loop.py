@@ -32,7 +32,7 @@ from torch import nn
 from lvsearch.config import TrainConfig
 from lvsearch.errors import LvsearchError
 from lvsearch.faults import kill_point
-from lvsearch.io import atomic_write_bytes, remove_stale_temps
+from lvsearch.io import atomic_write_bytes, iter_jsonl, remove_stale_temps
 from lvsearch.train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from lvsearch.train.distributed import DistInfo, all_reduce_sum
 
@@ -77,6 +77,26 @@ def step_seed(seed: int, step: int, rank: int, stream: str) -> int:
     """A 63-bit seed derived from ``(seed, step, rank, stream)`` (stable across processes)."""
     digest = hashlib.blake2b(f"{seed}\0{step}\0{rank}\0{stream}".encode(), digest_size=8).digest()
     return int.from_bytes(digest, "little") >> 1
+
+
+def read_curve(run_dir: Path, *, up_to_step: int, after_step: int) -> tuple[list[float], list[float]]:
+    """``(tokens, dev loss)`` of ``run_dir/curve.jsonl`` for ``after_step < step <= up_to_step``.
+
+    Raises:
+        LvsearchError: a line is not JSON or lacks ``step``/``tokens``/``loss``.
+    """
+    path = run_dir / CURVE
+    xs, ys = [], []
+    if not path.is_file():
+        return xs, ys
+    fix = "delete the finalist's run folder to retrain it"
+    for lineno, rec in iter_jsonl(path, path.read_text(encoding="utf-8"), fix=fix):
+        if not all(k in rec for k in ("step", "tokens", "loss")):
+            raise LvsearchError(f"{path}, line {lineno}: needs step, tokens and loss", fix=fix)
+        if after_step < rec["step"] <= up_to_step:
+            xs.append(float(rec["tokens"]))
+            ys.append(float(rec["loss"]))
+    return xs, ys
 
 
 def lr_at(step: int, cfg: TrainConfig) -> float:

@@ -465,7 +465,7 @@ def cooldown_probe(run_dir: str | Path, at_step: int, decay_steps: int, *, data_
     from dataclasses import replace
 
     from lvsearch.train.checkpoint import LATEST, latest_checkpoint
-    from lvsearch.train.finalists import read_curve
+    from lvsearch.train.loop import read_curve
     from lvsearch.train.run import read_run_config
 
     run_dir = Path(run_dir).expanduser().resolve()

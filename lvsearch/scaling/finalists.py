@@ -74,7 +74,8 @@ from lvsearch.arch import ARCH_FORMAT, Arch, resolve_arch
 from lvsearch.config import RetrainConfig, load_config, to_jsonable
 from lvsearch.errors import LvsearchError
 from lvsearch.faults import kill_point
-from lvsearch.io import atomic_write_json, check_writable_folder, differing_keys, iter_jsonl, read_json
+from lvsearch.io import atomic_write_json, check_writable_folder, differing_keys, read_json
+from lvsearch.train.loop import read_curve
 
 FORMAT = "lvsearch.finalists/v1"
 STATE = "finalists.json"
@@ -268,28 +269,6 @@ def resolve_finalists(spec: str, k: int, config: RetrainConfig, data) -> list[Fi
 # ---------------------------------------------------------------------------------------
 # Curves and training
 # ---------------------------------------------------------------------------------------
-
-
-def read_curve(run_dir: Path, *, up_to_step: int, after_step: int) -> tuple[list[float], list[float]]:
-    """``(tokens, dev loss)`` of ``run_dir/curve.jsonl`` for ``after_step < step <= up_to_step``.
-
-    Raises:
-        LvsearchError: a line is not JSON or lacks ``step``/``tokens``/``loss``.
-    """
-    from lvsearch.train.loop import CURVE
-
-    path = run_dir / CURVE
-    xs, ys = [], []
-    if not path.is_file():
-        return xs, ys
-    fix = "delete the finalist's run folder to retrain it"
-    for lineno, rec in iter_jsonl(path, path.read_text(encoding="utf-8"), fix=fix):
-        if not all(k in rec for k in ("step", "tokens", "loss")):
-            raise LvsearchError(f"{path}, line {lineno}: needs step, tokens and loss", fix=fix)
-        if after_step < rec["step"] <= up_to_step:
-            xs.append(float(rec["tokens"]))
-            ys.append(float(rec["loss"]))
-    return xs, ys
 
 
 class _Job:
