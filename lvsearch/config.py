@@ -158,7 +158,16 @@ class SupernetConfig:
         space: search-space name (``search_spaces/NAME.yaml``) or YAML path.
         num_slots: override of the space's slot count (None keeps it).
         model: :class:`lvsearch.model.ModelDims` fields except ``vocab_size`` and ``pad_id``,
-            which come from the prepared data.
+            which come from the prepared data, plus the supernet-only keys of
+            :data:`SUPERNET_MODEL_KEYS`:
+
+            ``mixing_per_op`` (bool, default false): with searchable connectivity, every
+            candidate op of a slot has its own ELC-BERT α̂ logits (Charpentier & Samuel
+            2023): ``mixing.logits`` is ``(num_ops, N, N)`` instead of one ``(N, N)`` shared
+            by SA, FF and DC; a path uses, at slot n, the row of the op it runs there, and
+            ``Supernet.extract`` copies those rows into the standalone model's ordinary
+            ``(N, N)`` α̂ (standalone models, export and evaluation are unchanged). Refused on
+            a space without searchable connectivity and by ``retrain``.
     """
 
     space: str = "lvbert"
@@ -170,10 +179,24 @@ class SupernetConfig:
     eval: EvalConfig = field(default_factory=EvalConfig)
 
     def check(self, source: str) -> None:
-        _check_model_keys(self.model, source)
+        _check_model_keys(self.model, source, supernet=True)
+        per_op = self.model.get("mixing_per_op", False)
+        if not isinstance(per_op, bool):
+            raise LvsearchError(f"{source}: model.mixing_per_op must be true or false, got {per_op!r}",
+                                fix="--set model.mixing_per_op=true")
         self.train.check(source)
         self.masking.check()
         self.sampling.check(source)
+
+    @property
+    def mixing_per_op(self) -> bool:
+        """``model.mixing_per_op`` (default False: one α̂ matrix shared by every op)."""
+        return bool(self.model.get("mixing_per_op", False))
+
+
+#: Keys of a supernet recipe's ``model`` section that are not :class:`~lvsearch.model.ModelDims`
+#: fields: they shape the supernet only (see :class:`SupernetConfig`), never a standalone model.
+SUPERNET_MODEL_KEYS = ("mixing_per_op",)
 
 
 #: Model sizes of LV-BERT (Yu et al. 2021, Table 5); a searched slot sequence is scaled up by
@@ -244,12 +267,19 @@ class RetrainConfig:
 # ---------------------------------------------------------------------------------------
 
 
-def _check_model_keys(model: dict, source: str) -> None:
-    """A recipe's ``model`` section may only hold ModelDims fields (vocab/pad come from the data)."""
+def _check_model_keys(model: dict, source: str, supernet: bool = False) -> None:
+    """A recipe's ``model`` section may only hold ModelDims fields (vocab/pad come from the data),
+    and in a supernet recipe the keys of :data:`SUPERNET_MODEL_KEYS`."""
     from lvsearch.model import ModelDims
 
     allowed = [f.name for f in dataclasses.fields(ModelDims) if f.name not in ("vocab_size", "pad_id")]
+    if supernet:
+        allowed += SUPERNET_MODEL_KEYS
     for key in model:
+        if key in SUPERNET_MODEL_KEYS and not supernet:
+            raise LvsearchError(f"{source}: model.{key} is a supernet-only key",
+                                fix="set it in the train-supernet recipe; a standalone model has one op per slot "
+                                    "and one (N, N) α̂ matrix already")
         if key not in allowed:
             raise _unknown_key(source, f"model.{key}", key, allowed)
 

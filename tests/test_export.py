@@ -195,6 +195,34 @@ def test_electra_discriminator_and_generator_export(real_batch, tok_path, tmp_pa
         assert float((glm(ids, mask.long()).logits - gen.mlm_logits(gen(ids, mask))).abs().max()) < TOL
 
 
+def test_export_of_a_path_extracted_from_a_per_op_alpha_supernet(real_batch, tok_path, tmp_path):
+    """``model.mixing_per_op``: the extracted Encoder is an ordinary one ((N, N) α̂, the same
+    dims), so its model directory and HF export match the supernet's path."""
+    from transformers import AutoModelForMaskedLM
+
+    from lvsearch.model import Supernet
+    from lvsearch.space import SearchSpace
+
+    data, ids, mask = real_batch
+    space = SearchSpace.load("lvbert-elc").with_num_slots(6)
+    dims = ModelDims(vocab_size=data.vocab_size, hidden=64, embedding=32, ff_inner=96, heads=2, conv_kernel=5,
+                     max_len=128, pad_id=data.special_ids.pad)
+    torch.manual_seed(0)
+    sn = Supernet(space, dims, mixing_per_op=True)
+    with torch.no_grad():
+        for p in sn.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    sn.eval()
+    arch = Arch("sfcsfc", ELC_SPARSE)
+    enc = sn.extract(arch)
+    assert enc.mixing.logits.shape == (6, 6) and enc.dims == dims
+    folder = _export(enc, tok_path, tmp_path, "per-op")
+    hf = AutoModelForMaskedLM.from_pretrained(folder, trust_remote_code=True).eval()
+    with torch.no_grad():
+        want = sn.mlm_logits(sn(ids, arch, mask))
+        assert float((hf(input_ids=ids, attention_mask=mask.long()).logits - want).abs().max()) < TOL
+
+
 # ----------------------------------------------------------------------------------------- transformers API
 def test_trainer_fine_tunes_the_export(exported, shared_data, tmp_path):
     """transformers' Trainer, unchanged, on sentence_polarity: the training loss falls."""

@@ -142,10 +142,12 @@ def test_padded_batch_matches_unpadded_sequence(elc6):
     [dict(), dict(pre_ln=True, ff_activation="geglu"), dict(weighted_output=True, mixing_normalized=True),
      dict(mixing_init="zero", embedding=16)],
 )
-def test_supernet_path_equals_extracted_encoder(elc6, kw):
+@pytest.mark.parametrize("per_op", [False, True], ids=["shared-alpha", "per-op-alpha"])
+def test_supernet_path_equals_extracted_encoder(elc6, kw, per_op):
     torch.manual_seed(0)
-    sn = Supernet(elc6, dims(**kw))
-    randomise(sn, 1)
+    sn = Supernet(elc6, dims(**kw), mixing_per_op=per_op)
+    assert sn.mixing.logits.shape == ((3, 6, 6) if per_op else (6, 6))
+    randomise(sn, 1)  # per-op: every op's α̂ matrix perturbed differently
     sn.eval()
     ids, mask = batch()
     for seed in range(4):
@@ -158,11 +160,19 @@ def test_supernet_path_equals_extracted_encoder(elc6, kw):
         assert sn.num_params(arch) == enc.num_params()
         assert torch.equal(sn.alpha_matrix(arch), enc.alpha_matrix())
         for k, v in enc.state_dict().items():
+            if k == "mixing.logits" and per_op:  # row n-1 of the matrix of slot n's op
+                ops = sn.mixing.ops
+                want = torch.stack([sn.mixing.logits[ops.index(op), r] for r, op in enumerate(arch.ops)])
+                assert v.shape == (6, 6) and torch.equal(v, want.detach())
+                assert torch.equal(v, sn.path_mixing_logits(arch))
+                continue
             assert torch.equal(v, sn.state_dict()[k]), k
+        assert set(enc.state_dict()) <= set(sn.state_dict()) and enc.dims == sn.dims
 
 
-def test_supernet_trains_only_the_path(elc6):
-    sn = Supernet(elc6, dims())
+@pytest.mark.parametrize("per_op", [False, True], ids=["shared-alpha", "per-op-alpha"])
+def test_supernet_trains_only_the_path(elc6, per_op):
+    sn = Supernet(elc6, dims(), mixing_per_op=per_op)
     arch = Arch("sfcsfc", [[0], [1], [0, 2], [3], [1, 4], [5]])
     ids, mask = batch()
     sn(ids, arch, mask).sum().backward()
@@ -172,10 +182,46 @@ def test_supernet_trains_only_the_path(elc6):
             on_path = arch.ops[int(parts[1]) - 1] == parts[2]
             assert (p.grad is not None) == on_path, name
     g = sn.mixing.logits.grad
-    used = {(2, 0), (2, 2), (4, 1), (4, 4)}
+    used = {(2, 0), (2, 2), (4, 1), (4, 4)}  # slot 3 (C) reads 0, 2; slot 5 (F) reads 1, 4
+    if per_op:
+        ops = sn.mixing.ops
+        used = {(ops.index(arch.ops[r]), r, c) for r, c in used}
+        assert g.shape == (3, 6, 6)
+        for idx in ((k, r, c) for k in range(3) for r in range(6) for c in range(6)):
+            assert (g[idx] != 0) == (idx in used), idx
+        return
     for r in range(6):
         for c in range(6):
             assert (g[r, c] != 0) == ((r, c) in used), (r, c)
+
+
+def test_per_op_alpha_rows_follow_the_op_and_start_as_the_shared_matrix(elc6):
+    """``mixing_per_op``: at init every op's α̂ matrix is the shared one (the init draws no
+    random numbers, so the same seed gives the same supernet outputs); once the matrices
+    differ, the α of a slot depends on the op at that slot only."""
+    ids, mask = batch()
+    torch.manual_seed(0)
+    shared = Supernet(elc6, dims(dropout=0.0)).eval()
+    torch.manual_seed(0)
+    per_op = Supernet(elc6, dims(dropout=0.0), mixing_per_op=True).eval()
+    dense = Arch("sfcsfc", [list(range(n)) for n in range(1, 7)])
+    assert torch.equal(shared(ids, dense, mask), per_op(ids, dense, mask))
+    assert torch.equal(per_op.mixing.logits[1], shared.mixing.logits.detach())
+    with torch.no_grad():
+        per_op.mixing.logits.copy_(torch.randn(3, 6, 6))
+    other = Arch("sfcsss", dense.inputs)  # slots 5 and 6 changed
+    a, b = per_op.alpha_matrix(dense), per_op.alpha_matrix(other)
+    assert torch.equal(a[:4], b[:4]) and not torch.equal(a[4], b[4]) and not torch.equal(a[5], b[5])
+    assert torch.allclose(a.sum(1), torch.ones(6))
+    # the optimizer's rule: mixing logits (here 3-D) never get weight decay
+    from lvsearch.config import TrainConfig
+    from lvsearch.train.loop import make_optimizer
+
+    opt = make_optimizer(per_op, TrainConfig(weight_decay=0.1))
+    no_decay = {id(p) for g in opt.param_groups if g["weight_decay"] == 0.0 for p in g["params"]}
+    assert id(per_op.mixing.logits) in no_decay
+    with pytest.raises(LvsearchError, match="searchable connectivity"):
+        Supernet(SearchSpace.load("lvbert").with_num_slots(4), dims(), mixing_per_op=True)
 
 
 def test_supernet_rejects_arch_outside_space():
@@ -311,9 +357,10 @@ def test_lvbert_small_param_count():
     assert 10e6 < enc.num_params() < 20e6
 
 
-def test_slot_by_slot_prefix_reuse(elc6):
+@pytest.mark.parametrize("per_op", [False, True], ids=["shared-alpha", "per-op-alpha"])
+def test_slot_by_slot_prefix_reuse(elc6, per_op):
     """States of a shared slot prefix can be cached and reused (the search's prefix cache)."""
-    sn = Supernet(elc6, dims(weighted_output=True))
+    sn = Supernet(elc6, dims(weighted_output=True), mixing_per_op=per_op)
     randomise(sn, 6)
     sn.eval()
     a = Arch("csfsfc", [[0], [0, 1], [2], [3], [4], [5]])

@@ -92,6 +92,34 @@ def test_memo_and_prefix_cache_are_exact(supernet_run: Path, prepared_corpus: Pa
     _exactness(net, dev, elc, 10, 1)
 
 
+def test_prefix_cache_is_exact_with_per_op_alpha(prepared_corpus: Path):
+    """``model.mixing_per_op``: slot n's α̂ row is chosen by slot n's op, which the trie keys
+    on; every op's matrix is randomised so that sharing a state across ops would show."""
+    data = PreparedData.open(prepared_corpus)
+    dev = fixed_dev_set(data, num_sequences=20, seq_len=32, seed=3)
+    elc = SearchSpace.load("lvbert-elc").with_num_slots(5)
+    torch.manual_seed(0)
+    net = Supernet(elc, ModelDims(vocab_size=data.vocab_size, hidden=32, embedding=16, ff_inner=64, heads=2,
+                                  conv_kernel=3, pad_id=data.special_ids.pad), mixing_per_op=True)
+    with torch.no_grad():
+        net.mixing.logits.copy_(torch.randn(net.mixing.logits.shape, generator=torch.Generator().manual_seed(1)))
+    res = _exactness(net, dev, elc, 10, 1)
+    # the same architecture on the extracted standalone model scores the same
+    from lvsearch.train.objectives import mlm_sums
+
+    arch = next(arch_from_key(r.key) for r in res if not arch_from_key(r.key).is_sequential)
+    fitness = next(r.fitness for r in res if r.key == arch.key)
+    enc = net.extract(arch).eval()
+    correct = count = 0
+    with torch.inference_mode():
+        for s in range(0, 20, 16):  # the evaluator's chunks (batch_size=16), mask None when unpadded
+            ids = dev.input_ids[s:s + 16]
+            mask = enc.padding_mask(ids)
+            r = mlm_sums(enc, enc(ids, None if bool(mask.all()) else mask), dev.labels[s:s + 16])
+            correct, count = correct + int(r["correct"]), count + int(r["count"])
+    assert correct / count == fitness
+
+
 def test_constraints_reject_before_evaluation_and_sharding_keeps_subtrees(supernet_run: Path, prepared_corpus: Path):
     loaded = load_supernet(supernet_run)
     data = PreparedData.open(prepared_corpus)

@@ -1,4 +1,4 @@
-"""Supernet-training switches of issue 16: the sandwich rule."""
+"""Supernet-training switches of issue 16: the sandwich rule and per-op ELC α̂ logits."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ import signal
 from pathlib import Path
 
 import pytest
+import torch
 
+from lvsearch.arch import Arch
 from lvsearch.config import SamplingConfig, load_config, SupernetConfig
 from lvsearch.errors import LvsearchError
 from lvsearch.model import ModelDims, Supernet
@@ -65,3 +67,55 @@ def test_sandwich_supernet_trains_and_resumes_exactly(prepared_corpus: Path, tmp
     arch_lines = [r["arch"] for r in logged if "arch" in r]
     assert arch_lines and all(len(a.split(" + ")) == 3 for a in arch_lines)
     assert json.loads((ref / "config.json").read_text())["config"]["sampling"]["strategy"] == "sandwich"
+
+
+# ----------------------------------------------------------------- per-op ELC α̂ (model.mixing_per_op)
+def test_mixing_per_op_config_round_trips_and_is_supernet_only():
+    from lvsearch.config import RetrainConfig, build_dataclass, to_jsonable
+    from lvsearch.train.supernet import build_dims
+
+    cfg, _ = load_config(SupernetConfig, "quickstart", ["space=lvbert-elc", "model.mixing_per_op=true"])
+    assert cfg.mixing_per_op is True and cfg.model["mixing_per_op"] is True
+    back = build_dataclass(SupernetConfig, json.loads(json.dumps(to_jsonable(cfg))), "test")
+    assert back == cfg and back.mixing_per_op
+    dims = build_dims(cfg, 100, 0, 64)  # the key shapes the supernet, not ModelDims
+    assert "mixing_per_op" not in dims.to_dict()
+    assert load_config(SupernetConfig, "quickstart", [])[0].mixing_per_op is False  # default: shared
+    with pytest.raises(LvsearchError, match="must be true or false"):
+        load_config(SupernetConfig, "quickstart", ["model.mixing_per_op=sometimes"])
+    with pytest.raises(LvsearchError, match="supernet-only"):
+        load_config(RetrainConfig, "retrain-quickstart", ["model.mixing_per_op=true"])
+
+
+def test_per_op_alpha_supernet_resumes_exactly_and_searches(prepared_corpus: Path, tmp_path: Path, capsys):
+    """A ``model.mixing_per_op`` run: resume after SIGKILL is bit-exact, ``config.json`` keeps
+    the key, ``load_supernet`` rebuilds the per-op parameter, ``evolve`` and ``rank-check`` run."""
+    from lvsearch.cli import main
+    from lvsearch.train.supernet import load_supernet
+
+    base = ["train-supernet", "--config", "quickstart", "--data", str(prepared_corpus),
+            *_sets([*SN_SETS, "model.mixing_per_op=true"])]
+    ref, cut = tmp_path / "ref", tmp_path / "cut"
+    assert cli(*base, "--out", str(ref)).returncode == 0
+    assert cli(*base, "--out", str(cut), kill_at="step:6").returncode == -signal.SIGKILL
+    proc = cli("train-supernet", "--data", str(prepared_corpus), "--out", str(cut), "--resume")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    for name in ("model.safetensors", "optimizer.safetensors"):
+        assert (ref / "checkpoints" / "step-0000012" / name).read_bytes() == (cut / "checkpoints" / "step-0000012" / name).read_bytes()
+    rc = json.loads((ref / "config.json").read_text())
+    assert rc["config"]["model"]["mixing_per_op"] is True and "mixing_per_op" not in rc["dims"]
+    loaded = load_supernet(ref)
+    sn = loaded.supernet
+    assert sn.mixing_per_op and sn.mixing.logits.shape == (3, 4, 4)
+    assert not torch.equal(sn.mixing.logits[0], sn.mixing.logits[1])  # the ops' rows were trained apart
+
+    code = main(["evolve", "--supernet", str(ref), "--out", str(tmp_path / "ea"), "--population", "6",
+                 "--iterations", "2", "--topk", "2", "--dev-sequences", "16"])
+    assert code == 0, capsys.readouterr().err[-2000:]
+    best = json.loads((tmp_path / "ea" / "best.json").read_text())
+    assert best["meta"]["params"] == sn.extract(Arch.from_json(tmp_path / "ea" / "best.json")).num_params()
+    code = main(["rank-check", "--supernet", str(ref), "--archs", "3", "--steps", "2", "--pool", "6",
+                 "--dev-sequences", "16", "--out", str(tmp_path / "rc")])
+    assert code == 0, capsys.readouterr().err[-2000:]
+    rep = json.loads((tmp_path / "rc" / "rank_check.json").read_text())
+    assert rep["num_archs"] == 3 and all(0 <= a["supernet_fitness"] <= 1 for a in rep["archs"])

@@ -11,7 +11,9 @@ Execution is slot by slot so the search can cache hidden states of shared slot p
 ``embeddings.{word,position,norm,project}.*``, ``slots.{n}.{OP}.*`` (n 1-based, OP in
 SA/FF/DC), ``mixing.logits`` (N, N), ``output_mixing.logits`` (N+1,), ``final_norm.*``
 (pre-LN only), ``mlm_head.{dense,norm,bias}``. An Encoder's keys are a subset of the
-Supernet's, which is how weights are inherited.
+Supernet's, which is how weights are inherited (a supernet with per-op α̂,
+``model.mixing_per_op``, holds ``mixing.logits`` as ``(num_ops, N, N)``; ``Supernet.extract``
+gathers the path's rows into the Encoder's ``(N, N)``).
 """
 
 from __future__ import annotations
@@ -90,7 +92,8 @@ def scale_residual_init(slots, num_slots: int) -> None:
 class _Backbone(nn.Module):
     """Embeddings, slot storage, output stage and MLM head shared by Encoder and Supernet."""
 
-    def __init__(self, dims: ModelDims, num_slots: int, slot_ops: Sequence[Sequence[str]], with_mixing: bool):
+    def __init__(self, dims: ModelDims, num_slots: int, slot_ops: Sequence[Sequence[str]], with_mixing: bool,
+                 mixing_ops: Sequence[str] | None = None):
         super().__init__()
         self.dims = dims
         self.num_slots = num_slots
@@ -99,7 +102,8 @@ class _Backbone(nn.Module):
         self.slots = nn.ModuleDict(
             {str(n): nn.ModuleDict({op: make_layer(op, dims) for op in ops}) for n, ops in enumerate(slot_ops, start=1)}
         )
-        self.mixing = LayerMixing(num_slots, dims.mixing_init, dims.mixing_normalized) if with_mixing else None
+        self.mixing = (LayerMixing(num_slots, dims.mixing_init, dims.mixing_normalized, ops=mixing_ops)
+                       if with_mixing else None)
         self.output_mixing = OutputMixing(num_slots, dims.mixing_init) if dims.weighted_output else None
         self.final_norm = nn.LayerNorm(dims.hidden, eps=LN_EPS) if dims.pre_ln else None
         self.mlm_head = MLMHead(dims.hidden, dims.embedding, dims.vocab_size)
@@ -120,8 +124,9 @@ class _Backbone(nn.Module):
                   attention_mask: torch.Tensor | None) -> torch.Tensor:
         if len(states) < n:
             raise ValueError(f"slot {n} needs states h_0..h_{n - 1}, got {len(states)}")
-        x = mix_inputs(self.mixing, n, arch.inputs[n - 1], states)
-        return self.slots[str(n)][arch.ops[n - 1]](x, _bool_mask(attention_mask))
+        op = arch.ops[n - 1]
+        x = mix_inputs(self.mixing, n, arch.inputs[n - 1], states, op)
+        return self.slots[str(n)][op](x, _bool_mask(attention_mask))
 
     def finish(self, states: Sequence[torch.Tensor]) -> torch.Tensor:
         """``h_0..h_N`` -> the hidden states the MLM head reads ``(B, L, H)``: ``h_N`` or the
@@ -148,6 +153,8 @@ class _Backbone(nn.Module):
         # What the Encoder of ``arch`` saves (model.safetensors): shared parts, the op of every
         # slot, and the whole (N, N) α̂ matrix whenever some slot mixes several inputs (the
         # Encoder then holds ``mixing.logits``, unused entries included), not only the entries used.
+        # A supernet with per-op logits holds (num_ops, N, N) but its extracted Encoder (N, N):
+        # the count is the Encoder's either way.
         n = self._shared_params()
         for slot, op in enumerate(arch.ops, start=1):
             n += sum(p.numel() for p in self.slots[str(slot)][op].parameters())

@@ -6,6 +6,12 @@ the embedding output, ``h_i`` the output of slot ``i``, and
 ``alpha_hat`` are one ``(num_slots, num_slots)`` parameter: row ``n-1`` = slot ``n``, column
 ``i`` = input ``i`` (only ``i < n`` is ever used).
 
+Per-op logits (supernet only, ``model.mixing_per_op``): the parameter is
+``(num_ops, num_slots, num_slots)``, one such matrix per candidate op; slot ``n`` reads the
+row ``n-1`` of the matrix of the op it runs (``logits[ops.index(op), n-1]``), so every
+candidate op of a slot learns its own α̂ over that slot's inputs. A standalone model runs one
+op per slot and needs only the ``(N, N)`` matrix of those rows (``Supernet.extract``).
+
 Variants (ELC-BERT section 3/ablations), chosen by :class:`~lvsearch.model.ModelDims`:
 
 - ``init="biased"`` (default): logit 1 on the previous output ``n-1``, 0 elsewhere.
@@ -43,29 +49,58 @@ def _init_logits(num_slots: int, init: str) -> torch.Tensor:
 
 
 class LayerMixing(nn.Module):
-    """The α̂ logits and the convex combination of earlier outputs.
+    """The α̂ logits and the convex combination of earlier outputs (ELC-BERT, Charpentier &
+    Samuel 2023, eq. 1-2).
 
     Args:
-        num_slots: N; the parameter ``logits`` has shape ``(N, N)``.
-        init: ``"biased"`` or ``"zero"``.
+        num_slots: N; the parameter ``logits`` has shape ``(N, N)``, or
+            ``(len(ops), N, N)`` with ``ops``.
+        init: ``"biased"`` or ``"zero"`` (the same init for every op's matrix).
         normalized: layer-normalise (no affine) each input before mixing.
+        ops: per-op logits (supernet ``model.mixing_per_op``): the candidate ops, in the
+            order of the first axis of ``logits``; None (default) = one matrix shared by
+            every op.
     """
 
-    def __init__(self, num_slots: int, init: str = "biased", normalized: bool = False):
+    def __init__(self, num_slots: int, init: str = "biased", normalized: bool = False,
+                 ops: Sequence[str] | None = None):
         super().__init__()
         self.num_slots = num_slots
         self.normalized = normalized
-        self.logits = nn.Parameter(_init_logits(num_slots, init))
+        self.ops = tuple(ops) if ops is not None else None
+        logits = _init_logits(num_slots, init)
+        if self.ops is not None:
+            if not self.ops or len(set(self.ops)) != len(self.ops):
+                raise ValueError(f"per-op mixing needs distinct ops, got {self.ops}")
+            logits = logits.unsqueeze(0).repeat(len(self.ops), 1, 1).contiguous()
+        self.logits = nn.Parameter(logits)
 
-    def weights(self, n: int, inputs: Sequence[int]) -> torch.Tensor:
-        """α_{·,n}: softmax of row ``n-1`` over ``inputs`` -> ``(len(inputs),)``."""
-        return torch.softmax(self.logits[n - 1, list(inputs)], dim=0)
+    @property
+    def per_op(self) -> bool:
+        """True when every op has its own ``(N, N)`` logits (``logits`` is 3-D)."""
+        return self.ops is not None
 
-    def forward(self, n: int, inputs: Sequence[int], states: Sequence[torch.Tensor]) -> torch.Tensor:
-        """Input of slot ``n``: ``states[i]`` are ``(B, L, H)`` outputs ``h_0..h_{n-1}``."""
+    def row(self, n: int, op: str | None = None) -> torch.Tensor:
+        """α̂ row of slot ``n`` (1-based) -> ``(N,)``: ``logits[n-1]``, or with per-op logits
+        ``logits[ops.index(op), n-1]`` (``op`` is then required)."""
+        if self.ops is None:
+            return self.logits[n - 1]
+        if op not in self.ops:
+            raise ValueError(f"per-op mixing of ops {self.ops} needs the op of slot {n}, got {op!r}")
+        return self.logits[self.ops.index(op), n - 1]
+
+    def weights(self, n: int, inputs: Sequence[int], op: str | None = None) -> torch.Tensor:
+        """α_{·,n}: softmax of slot ``n``'s row (of op ``op`` with per-op logits) over
+        ``inputs`` -> ``(len(inputs),)``."""
+        return torch.softmax(self.row(n, op)[list(inputs)], dim=0)
+
+    def forward(self, n: int, inputs: Sequence[int], states: Sequence[torch.Tensor],
+                op: str | None = None) -> torch.Tensor:
+        """Input of slot ``n`` running ``op`` (used only with per-op logits): ``states[i]`` are
+        ``(B, L, H)`` outputs ``h_0..h_{n-1}`` -> ``(B, L, H)``."""
         if len(inputs) == 1:
             return states[inputs[0]]
-        w = self.weights(n, inputs)
+        w = self.weights(n, inputs, op)
         x = None
         for j, i in enumerate(inputs):
             h = states[i]
@@ -77,20 +112,22 @@ class LayerMixing(nn.Module):
 
 
 def mix_inputs(mixing: LayerMixing | None, n: int, inputs: Sequence[int],
-               states: Sequence[torch.Tensor]) -> torch.Tensor:
-    """Slot ``n``'s input; a single input is passed through untouched (no mixing needed)."""
+               states: Sequence[torch.Tensor], op: str | None = None) -> torch.Tensor:
+    """Slot ``n``'s input ``(B, L, H)``; a single input is passed through untouched (no mixing
+    needed). ``op``: the op slot ``n`` runs (selects its α̂ row with per-op logits)."""
     if len(inputs) == 1:
         return states[inputs[0]]
     if mixing is None:
         raise ValueError(f"slot {n} mixes {len(inputs)} inputs but the model has no mixing weights")
-    return mixing(n, inputs, states)
+    return mixing(n, inputs, states, op)
 
 
 def alpha_matrix(arch: Arch, mixing: LayerMixing | None) -> torch.Tensor:
     """α for every slot of ``arch`` as a ``(num_slots, num_slots)`` float tensor (detached, CPU).
 
     Row ``n-1`` = slot ``n``, column ``i`` = input ``i`` (0 = embeddings); entries outside
-    ``inputs[n]`` are 0 and each row sums to 1. Single-input slots have weight 1.
+    ``inputs[n]`` are 0 and each row sums to 1. Single-input slots have weight 1. With per-op
+    logits, slot ``n``'s row comes from the matrix of ``arch.ops[n-1]``.
     """
     n_slots = arch.num_slots
     out = torch.zeros(n_slots, n_slots)
@@ -100,7 +137,7 @@ def alpha_matrix(arch: Arch, mixing: LayerMixing | None) -> torch.Tensor:
         else:
             if mixing is None:
                 raise ValueError("arch mixes several inputs but the model has no mixing weights")
-            out[n - 1, list(inputs)] = mixing.weights(n, inputs).detach().float().cpu()
+            out[n - 1, list(inputs)] = mixing.weights(n, inputs, arch.ops[n - 1]).detach().float().cpu()
     return out
 
 

@@ -1,6 +1,7 @@
 """``Supernet``: every allowed op at every slot, trained by uniform single-path sampling
 (LV-BERT section 3.2, eq. 6-7; Guo et al. 2020) with ELC-BERT mixing logits for every
-(slot, earlier output) pair."""
+(slot, earlier output) pair — shared by the candidate ops of a slot (default) or, with
+``mixing_per_op``, one set per (op, slot, earlier output)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Sequence
 import torch
 
 from lvsearch.arch import Arch
+from lvsearch.errors import LvsearchError
 from lvsearch.model.dims import ModelDims
 from lvsearch.model.encoder import Encoder, _Backbone, flops_per_token
 from lvsearch.model.mixing import alpha_matrix
@@ -19,14 +21,35 @@ class Supernet(_Backbone):
     """Weight-sharing supernet over ``space``.
 
     Holds ``slots.{n}.{OP}`` for every slot n and every op of the space, shared embeddings
-    and MLM head, and ``mixing.logits`` (N, N) when the space's connectivity is searchable.
-    A forward pass runs only the ops on the path of the given architecture.
+    and MLM head, and ``mixing.logits`` when the space's connectivity is searchable: ``(N, N)``
+    shared by every candidate op of a slot, or with ``mixing_per_op`` ``(len(space.ops), N, N)``,
+    one matrix per op in the order of ``space.ops``. A forward pass runs only the ops on the
+    path of the given architecture; with per-op logits slot ``n`` mixes its inputs with row
+    ``n-1`` of the matrix of the op it runs (ELC-BERT mixing, Charpentier & Samuel 2023, per
+    candidate op).
+
+    Args:
+        space: the search space (slots, ops, connectivity).
+        dims: model sizes and switches.
+        mixing_per_op: one α̂ matrix per candidate op (the recipe key ``model.mixing_per_op``).
+
+    Raises:
+        LvsearchError: ``mixing_per_op`` on a space without searchable connectivity (there
+            is no α̂ then).
     """
 
-    def __init__(self, space: SearchSpace, dims: ModelDims):
+    def __init__(self, space: SearchSpace, dims: ModelDims, *, mixing_per_op: bool = False):
+        if mixing_per_op and not space.searchable_inputs:
+            raise LvsearchError(
+                f"model.mixing_per_op needs a search space with searchable connectivity; {space.name!r} has none "
+                "(every slot reads only the previous output, so there are no α̂ logits)",
+                fix="use space lvbert-elc, or drop model.mixing_per_op",
+            )
         super().__init__(dims, space.num_slots, [space.ops] * space.num_slots,
-                         with_mixing=space.searchable_inputs)
+                         with_mixing=space.searchable_inputs,
+                         mixing_ops=space.ops if mixing_per_op else None)
         self.space = space
+        self.mixing_per_op = bool(mixing_per_op)
         self._valid: set[Arch] = set()
 
     def _check(self, arch: Arch) -> None:
@@ -60,25 +83,51 @@ class Supernet(_Backbone):
 
     def extract(self, arch: Arch) -> Encoder:
         """A standalone :class:`Encoder` for ``arch`` holding copies of the inherited weights
-        (same device, dtype and train/eval mode). Its outputs equal the supernet's on that path."""
+        (same device, dtype and train/eval mode). Its outputs equal the supernet's on that path.
+
+        With per-op logits the Encoder's ``mixing.logits (N, N)`` gets, as row ``n-1``, row
+        ``n-1`` of the matrix of ``arch.ops[n-1]`` (every row, also of single-input slots, whose
+        rows the Encoder saves but never reads)."""
         self._check(arch)
         ref = self.embeddings.word.weight
         enc = Encoder(arch, self.dims).to(device=ref.device, dtype=ref.dtype)
         sd = self.state_dict()
-        enc.load_state_dict({k: sd[k] for k in enc.state_dict()}, strict=True)
+        wanted = {}
+        for k in enc.state_dict():
+            if k == "mixing.logits" and self.mixing_per_op:
+                wanted[k] = self.path_mixing_logits(arch)
+            else:
+                wanted[k] = sd[k]
+        enc.load_state_dict(wanted, strict=True)
         enc.train(self.training)
         return enc
 
+    def path_mixing_logits(self, arch: Arch) -> torch.Tensor:
+        """The α̂ logits ``arch`` uses, as an ``(N, N)`` detached copy: row ``n-1`` = slot ``n``
+        (of the op ``arch.ops[n-1]`` with per-op logits; the shared matrix otherwise).
+
+        Raises:
+            ValueError: the supernet has no mixing logits (space without searchable connectivity).
+        """
+        self._check(arch)
+        if self.mixing is None:
+            raise ValueError("this supernet has no mixing logits (its space's connectivity is not searchable)")
+        with torch.no_grad():
+            if not self.mixing_per_op:
+                return self.mixing.logits.detach().clone()
+            return torch.stack([self.mixing.row(n, op) for n, op in enumerate(arch.ops, start=1)]).detach().clone()
+
     def alpha_matrix(self, arch: Arch) -> torch.Tensor:
-        """α of ``arch`` as ``(N, N)``: rows = slot, columns = input index, rows sum to 1."""
+        """α of ``arch`` as ``(N, N)``: rows = slot, columns = input index, rows sum to 1 (with
+        per-op logits each row from the matrix of that slot's op)."""
         self._check(arch)
         return alpha_matrix(arch, self.mixing)
 
     def num_params(self, arch: Arch) -> int:
         """Parameters on the path of ``arch`` as its extracted Encoder saves them: embeddings
         and MLM head once (decoder tied), the op of every slot, and the whole ``(N, N)`` α̂
-        matrix when some slot of ``arch`` mixes several inputs. Equals
-        ``self.extract(arch).num_params()``."""
+        matrix when some slot of ``arch`` mixes several inputs (also with per-op logits: the
+        path's rows form one ``(N, N)`` matrix). Equals ``self.extract(arch).num_params()``."""
         self._check(arch)
         return self._num_params(arch)
 

@@ -22,7 +22,9 @@ Two things make a population cheap to score:
 Exactness: every candidate's computation is the same sequence of ops on the same tensors
 whether or not its prefix is shared (a slot sees bit-identical inputs), and per-chunk sums are
 accumulated in the same order, so cached and uncached fitness are equal as floats (tested
-with ``==``).
+with ``==``). With per-op α̂ (supernet ``model.mixing_per_op``) slot ``n``'s mixing row is
+chosen by slot ``n``'s op, which is part of the trie key ``(ops[n-1], inputs[n-1])`` and of
+``arch.prefix(n).key``, so the cache stays exact there too (tested).
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ import torch
 
 from lvsearch import __version__
 from lvsearch.arch import Arch, resolve_arch
-from lvsearch.config import SamplingConfig, SupernetConfig, to_jsonable
+from lvsearch.config import SUPERNET_MODEL_KEYS, SamplingConfig, SupernetConfig, to_jsonable
 from lvsearch.data.loader import DevSet, fixed_dev_set
 from lvsearch.data.masking import IGNORE_INDEX
 from lvsearch.data.shards import PreparedData
@@ -113,8 +113,10 @@ def build_space(config: SupernetConfig, source: str = "recipe") -> SearchSpace:
 
 
 def build_dims(config: SupernetConfig, data_vocab: int, pad_id: int, seq_len: int) -> ModelDims:
-    """Model dims from a recipe's ``model`` section plus the data's vocabulary and [PAD] id."""
-    d = {"max_len": max(512, seq_len), **config.model, "vocab_size": data_vocab, "pad_id": pad_id}
+    """Model dims from a recipe's ``model`` section (without the supernet-only keys,
+    :data:`lvsearch.config.SUPERNET_MODEL_KEYS`) plus the data's vocabulary and [PAD] id."""
+    model = {k: v for k, v in config.model.items() if k not in SUPERNET_MODEL_KEYS}
+    d = {"max_len": max(512, seq_len), **model, "vocab_size": data_vocab, "pad_id": pad_id}
     return ModelDims.from_dict(d, source="recipe model section")
 
 
@@ -221,7 +223,7 @@ def train_supernet(
         space = build_space(config)
         dims = build_dims(config, data.vocab_size, data.special_ids.pad, config.train.seq_len)
         torch.manual_seed(config.train.seed)
-        supernet = Supernet(space, dims)
+        supernet = Supernet(space, dims, mixing_per_op=config.mixing_per_op)
         objective = SupernetObjective(supernet, data, config, info)
         if info.is_main:
             for note in objective.notes:
@@ -320,8 +322,16 @@ def load_supernet(run_dir: str | Path, *, device: str | torch.device = "cpu", st
             raise LvsearchError(f"supernet run {run_dir} has no checkpoint of step {step} (kept: {', '.join(kept)})",
                                 fix="pass one of the kept steps (train with a larger train.keep_checkpoints to keep more)")
     ckpt = load_checkpoint(path, with_optimizer=False)
-    supernet = Supernet(space, dims)
+    supernet = Supernet(space, dims, mixing_per_op=config.mixing_per_op)  # runs before the key existed: shared
     state = {k.removeprefix("net."): v for k, v in ckpt.model.items()}
+    own = supernet.state_dict()
+    shapes = [k for k, v in state.items() if k in own and own[k].shape != v.shape]
+    if shapes:  # e.g. mixing.logits (N, N) against (num_ops, N, N) after an edited config.json
+        raise LvsearchError(
+            f"checkpoint {path} does not match the run's supernet (shape of {', '.join(shapes[:3])}: "
+            f"{tuple(state[shapes[0]].shape)} in the checkpoint, {tuple(own[shapes[0]].shape)} from {CONFIG})",
+            fix="the run folder was modified; retrain or restore it",
+        )
     missing, unexpected = supernet.load_state_dict(state, strict=False)
     if missing or unexpected:
         raise LvsearchError(
