@@ -184,7 +184,13 @@ def step_attention_bytes(config: Any) -> int:
     path or a retrained stack may put SA at any slot). An upper-bound estimate for warnings."""
     train, model = config.train, config.model
     slots = getattr(config, "num_slots", None) or 12
-    heads = getattr(model, "heads", None) or 1
+    # a recipe's `model` section is a dict of explicit dims (retrain: over its named size)
+    heads = model.get("heads") if isinstance(model, dict) else getattr(model, "heads", None)
+    if heads is None and isinstance(getattr(config, "size", None), str):
+        from lvsearch.config import MODEL_SIZES
+
+        heads = MODEL_SIZES.get(config.size, {}).get("heads")
+    heads = heads or 1
     return int(train.batch_size * heads * train.seq_len ** 2 * 4 * 2 * slots)
 
 
