@@ -668,18 +668,26 @@ def test_costly_steps_warn(capsys):
     """Item 9: settings that make one step huge are accepted with a warning."""
     from types import SimpleNamespace
 
-    from lvsearch.train.run import warn_costly_step
+    from lvsearch.train.run import check_step_memory
 
     cfg = SimpleNamespace(train=SimpleNamespace(seq_len=1024, batch_size=32), model=SimpleNamespace(heads=4), num_slots=12)
-    warn_costly_step(cfg, SimpleNamespace(seq_len=128))
+    check_step_memory(cfg, SimpleNamespace(seq_len=128))
     text = printed(capsys)
     assert "train.seq_len=1024" in text and "GB per step" in text
     huge = SimpleNamespace(train=SimpleNamespace(seq_len=100000, batch_size=32), model=SimpleNamespace(heads=4), num_slots=12)
     with pytest.raises(LvsearchError, match="more than this machine's"):  # it could only fail, minutes later
-        warn_costly_step(huge, SimpleNamespace(seq_len=128))
-    warn_costly_step(SimpleNamespace(train=SimpleNamespace(seq_len=128, batch_size=32), model=SimpleNamespace(heads=4),
+        check_step_memory(huge, SimpleNamespace(seq_len=128))
+    check_step_memory(SimpleNamespace(train=SimpleNamespace(seq_len=128, batch_size=32), model=SimpleNamespace(heads=4),
                                      num_slots=12), SimpleNamespace(seq_len=128))
     assert "warning" not in printed(capsys)
+    # a recipe's `model` section is a dict: its heads count (it was read as 1)
+    from lvsearch.config import RetrainConfig, load_config
+    from lvsearch.train.run import step_attention_bytes
+
+    quick, _ = load_config(RetrainConfig, "retrain-quickstart", [])
+    assert step_attention_bytes(quick) == 32 * 2 * 64 * 64 * 4 * 2 * 12  # batch, 2 heads, L², fp32, ×2, slots
+    small, _ = load_config(RetrainConfig, "retrain-small", [])  # heads from the named size (4)
+    assert step_attention_bytes(small) == 128 * 4 * 128 * 128 * 4 * 2 * 24
 
 
 def test_progress_off_a_terminal_prints_plain_lines():

@@ -167,7 +167,7 @@ def select_config(
     if check_new is not None:
         check_new(config)
     if info.is_main:
-        warn_costly_step(config, data)
+        check_step_memory(config, data)
     if info.is_main:
         check_new_run(out, overwrite=overwrite, run_format=run_format)
     barrier(info)
@@ -204,7 +204,7 @@ def physical_memory_bytes() -> int | None:
         return None
 
 
-def warn_costly_step(config: Any, data) -> None:
+def check_step_memory(config: Any, data) -> None:
     """Warn when a new run's settings make each step very large: attention activations above
     :data:`COSTLY_STEP_BYTES`, or ``train.seq_len`` more than 4× the data's prepared sequence
     length (the usual sign of a typo, e.g. ``train.seq_len=12800``). Such a step takes tens of
