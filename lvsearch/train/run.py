@@ -183,7 +183,15 @@ def step_attention_bytes(config: Any) -> int:
     scores, kept twice (scores and softmax) for the backward pass, at every slot (a supernet
     path or a retrained stack may put SA at any slot). An upper-bound estimate for warnings."""
     train, model = config.train, config.model
-    slots = getattr(config, "num_slots", None) or 12
+    slots = getattr(config, "num_slots", None)
+    if slots is None and isinstance(getattr(config, "space", None), str):
+        try:  # the recipe's space sets the depth when num_slots does not
+            from lvsearch.space import SearchSpace
+
+            slots = SearchSpace.load(config.space).num_slots
+        except LvsearchError:
+            slots = None
+    slots = slots or 12
     # a recipe's `model` section is a dict of explicit dims (retrain: over its named size)
     heads = model.get("heads") if isinstance(model, dict) else getattr(model, "heads", None)
     if heads is None and isinstance(getattr(config, "size", None), str):
