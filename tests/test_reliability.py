@@ -370,6 +370,9 @@ CASES = [
     C("finalists-too-few", "retrain --arch {SEARCH}/topk.json --finalists 1 --budget 8 " + T + " --out {W}/f1", "finalists"),
     C("finalists-out-in-proc", "retrain --arch {SEARCH}/topk.json --finalists 2 --budget 8 --set num_slots=4 --set train.eval_every=4 " + T + " --out /proc/lvs-f",
       "/proc/lvs-f"),
+    C("finalists-wsd-rung-in-cooldown", "retrain --arch bert,sandwich --finalists 2 --budget 16 --set num_slots=4 "
+      "--set train.eval_every=4 --set train.warmup_steps=2 --set train.schedule=wsd --set train.decay_fraction=0.6 "
+      + T + " --out {W}/f3", "stable phase"),
     # evolve / arch / rank-check
     C("evolve-missing-supernet", "evolve --supernet {W}/nosn --out {W}/e1", "{W}/nosn"),
     C("evolve-not-a-run", "evolve --supernet {CORPUS} --out {W}/e2", "{CORPUS}"),
@@ -377,6 +380,7 @@ CASES = [
     C("evolve-out-in-proc", "evolve --supernet {SN} --out /proc/lvsearch-x", "/proc/lvsearch-x"),
     C("evolve-out-under-file", "evolve --supernet {SN} --out {FILE}/s", "{FILE}"),
     C("evolve-negative-max-params", "evolve --supernet {SN} --out {W}/e3 --max-params -1", "--max-params"),
+    C("evolve-min-above-max-params", "evolve --supernet {SN} --out {W}/e5 --min-params 2e6 --max-params 1e6", "--min-params"),
     C("evolve-space-mismatch", "evolve --supernet {SN} --out {W}/e4 --space lvbert@6", "--space"),
     C("evolve-resume-other-supernet", "evolve --supernet {SN2} --out {SEARCH2} --resume --iterations 3", "{SN2}"),
     C("evolve-resume-nothing", "evolve --supernet {SN} --out {EMPTY} --resume", "{EMPTY}"),
