@@ -113,7 +113,8 @@ def run_arm(args, arm: str, seed: int) -> str:
         if (run / "config.json").exists():
             cmd.append("--resume")
         lvsearch(cmd, log, args.threads)
-    lvsearch(["evaluate", "--model", str(run / "model"), "--out", str(report), "--blimp-limit", str(args.blimp_limit),
+    lvsearch(["evaluate", "--model", str(run / "model"), "--out", str(report), "--blimp", str(args.blimp),
+              "--blimp-limit", str(args.blimp_limit),
               "--task", str(args.task), "--seeds", "1", "--train-limit", "1500", "--eval-limit", "500",
               "--threads", str(args.threads), "--dev-sequences", str(args.dev_sequences)], log, args.threads)
     return f"{arm}-s{seed}: {time.time() - t0:.0f} s"
@@ -264,6 +265,7 @@ def main() -> None:
     args.supernet, args.data, args.work = args.supernet.resolve(), args.data.resolve(), args.work.resolve()
     if args.task is None:
         args.task = shared_data_dir() / "tasks" / "sentence_polarity"
+    args.blimp = shared_data_dir() / "blimp"
     if not args.report:
         train_all(args)
     print(report(args))
