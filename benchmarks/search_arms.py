@@ -106,12 +106,13 @@ def run_arm(args, arm: str, seed: int) -> str:
         return f"{arm}-s{seed}: done"
     t0 = time.time()
     if not (run / "summary.json").exists():
-        cmd = ["retrain", *arch_arg(args, arm, seed), "--config", "retrain-quickstart", "--data", str(args.data),
-               "--out", str(run), "--set", f"train.seed={seed}", "--set", f"train.steps={args.steps}",
-               "--set", f"train.eval_every={args.eval_every}", "--set", f"train.checkpoint_every={args.eval_every}",
-               "--set", f"eval.dev_sequences={args.dev_sequences}"]
-        if (run / "config.json").exists():
-            cmd.append("--resume")
+        if (run / "checkpoints" / "latest.json").exists():  # continue with the recorded config
+            cmd = ["retrain", "--data", str(args.data), "--out", str(run), "--resume"]
+        else:  # new, or stopped before its first checkpoint: start (again)
+            cmd = ["retrain", *arch_arg(args, arm, seed), "--config", "retrain-quickstart", "--data", str(args.data),
+                   "--out", str(run), "--set", f"train.seed={seed}", "--set", f"train.steps={args.steps}",
+                   "--set", f"train.eval_every={args.eval_every}", "--set", f"train.checkpoint_every={args.eval_every}",
+                   "--set", f"eval.dev_sequences={args.dev_sequences}", "--overwrite"]
         lvsearch(cmd, log, args.threads)
     lvsearch(["evaluate", "--model", str(run / "model"), "--out", str(report), "--blimp", str(args.blimp),
               "--blimp-limit", str(args.blimp_limit),

@@ -130,6 +130,19 @@ def test_mlm_resume_equality_and_best_json(prepared_corpus: Path, tmp_path: Path
     b = load_file(str(killed / "model" / "model.safetensors"))
     assert all(torch.equal(a[k], b[k]) for k in a)
     assert (run / "curve.jsonl").read_text() == (killed / "curve.jsonl").read_text()
+    # the original command again with --resume: the space it took from best.json is the default
+    # (it was refused: "sections differ: space")
+    again = tmp_path / "again"
+    shutil.copytree(killed, again)
+    shutil.rmtree(again / "checkpoints" / "step-0000020")
+    (again / "checkpoints" / "latest.json").write_text(json.dumps({"step": 10, "dir": "step-0000010"}))
+    code, text = run_cli(capsys, *[a if a != str(run) else str(again) for a in args], *extra, "--resume")
+    assert code == 0, text
+    c = load_file(str(again / "model" / "model.safetensors"))
+    assert all(torch.equal(a[k], c[k]) for k in a)
+    code, text = run_cli(capsys, *[a if a != str(run) else str(again) for a in args], *extra, "--resume",
+                         "--set", "train.lr=1e-2")
+    assert code == 2 and "sections differ: train" in text  # a real change is still refused
 
     # reference floors: in summary.json (without per-target strings), same after the resume
     s, k = (json.loads((d / "summary.json").read_text()) for d in (run, killed))

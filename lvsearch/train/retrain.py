@@ -355,6 +355,10 @@ def retrain(
         resolved: list[Arch] = []
         if not resume:
             overrides = space_from_arch_file(arch_spec, list(overrides), info)
+        elif recipe or overrides:
+            # the same command again (+ --resume) must resolve to the recorded config: the space
+            # a new run took from its architecture file is the default here too
+            overrides = _recorded_space(out, list(overrides))
 
         def check_new(config: RetrainConfig) -> None:
             _check_provenance(arch_spec, data)
@@ -568,6 +572,19 @@ def space_from_arch_file(arch_spec: str | None, overrides: list[str], info=None)
         ui.console.print(f"search space {recorded} (recorded in {arch_spec}; --set space=NAME to change it)",
                          highlight=False)
     return [*overrides, f"space={recorded}"]
+
+
+def _recorded_space(out: Path, overrides: list[str]) -> list[str]:
+    """``overrides`` plus ``space=`` the run in ``out`` recorded, unless one is given (a resume
+    that repeats the original ``--config``/``--set`` without the space it took from
+    ``best.json``). Unreadable run folders are left to the resume checks."""
+    if any(o.split("=", 1)[0].strip() == "space" for o in overrides):
+        return overrides
+    try:
+        space = read_json(out / "config.json", what="run config")["config"]["space"]
+    except (LvsearchError, KeyError, TypeError):
+        return overrides
+    return [*overrides, f"space={space}"] if isinstance(space, str) and space else overrides
 
 
 def _space(config: RetrainConfig, num_slots: int | None, arch_spec: str | None = None) -> SearchSpace:
