@@ -446,9 +446,9 @@ def cooldown_probe(run_dir: str | Path, at_step: int, decay_steps: int, *, data_
     temporary folder beside it and is deleted.
 
     Args:
-        run_dir: a retrain run whose latest checkpoint is at ``at_step``, trained with
-            ``train.schedule = wsd`` (or ``linear``/``cosine`` never — the branch would not
-            start from a constant learning rate) and still in its stable phase there.
+        run_dir: a retrain run with ``train.schedule = wsd`` whose latest checkpoint is at
+            ``at_step``, inside its stable phase (``linear``/``cosine`` runs are refused: their
+            learning rate is not constant there, so no cool-down branch starts from it).
         at_step: the step the cool-down starts from (optimizer steps).
         decay_steps: cool-down length in optimizer steps (≥ 1).
         data_dir: the prepared data (default: the folder recorded in the run).
