@@ -114,11 +114,20 @@ def run_arm(args, arm: str, seed: int) -> str:
                    "--set", f"train.eval_every={args.eval_every}", "--set", f"train.checkpoint_every={args.eval_every}",
                    "--set", f"eval.dev_sequences={args.dev_sequences}", "--overwrite"]
         lvsearch(cmd, log, args.threads)
+    mlm_eval(args, run, log)
     lvsearch(["evaluate", "--model", str(run / "model"), "--out", str(report), "--blimp", str(args.blimp),
               "--blimp-limit", str(args.blimp_limit),
               "--task", str(args.task), "--seeds", "1", "--train-limit", "1500", "--eval-limit", "500",
               "--threads", str(args.threads), "--dev-sequences", str(args.dev_sequences)], log, args.threads)
     return f"{arm}-s{seed}: {time.time() - t0:.0f} s"
+
+
+def mlm_eval(args, run: Path, log: Path) -> None:
+    """MLM dev accuracy and the neighbour-count floor on the same targets (seconds): ``mlm.json``."""
+    if not (run / "mlm.json").exists():
+        lvsearch(["evaluate", "--model", str(run / "model"), "--out", str(run / "mlm.json"), "--no-blimp",
+                  "--mlm-data", str(args.data), "--dev-sequences", str(args.dev_sequences),
+                  "--threads", str(args.threads)], log, args.threads)
 
 
 def train_all(args) -> None:
@@ -145,8 +154,8 @@ def train_all(args) -> None:
 # ----------------------------------------------------------------------------------------
 
 
-def _metrics(report: dict) -> dict:
-    mlm, blimp = report["mlm"], report["blimp"]
+def _metrics(report: dict, mlm_report: dict) -> dict:
+    mlm, blimp = mlm_report["mlm"], report["blimp"]
     pol = report["finetune"]["sentence_polarity"]
     test = pol["aggregate"]["test"]
     metric = pol.get("primary_metric", pol.get("select_metric", "accuracy"))
@@ -190,7 +199,8 @@ def report(args) -> Path:
             run = args.work / "runs" / f"{arm}-s{s}"
             if not (run / "eval.json").exists():
                 continue
-            m = _metrics(json.loads((run / "eval.json").read_text()))
+            mlm_eval(args, run, args.work / "logs" / f"{arm}-s{s}.log")
+            m = _metrics(json.loads((run / "eval.json").read_text()), json.loads((run / "mlm.json").read_text()))
             summ = json.loads((run / "summary.json").read_text())
             cfg = json.loads((run / "config.json").read_text())
             m.update(arch=cfg["arch"]["ops"], params=summ["params"], steps=summ["steps"], tokens=summ["tokens"],
