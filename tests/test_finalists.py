@@ -84,7 +84,8 @@ def test_stop_at_is_an_exact_prefix_of_the_full_run(prepared_corpus: Path, tmp_p
 def test_finalist_job_prunes_continues_and_compares(prepared_corpus: Path, tmp_path: Path, capsys):
     topk = write_topk(tmp_path / "topk.json")
     out = tmp_path / "job"
-    cmd = ["retrain", "--arch", str(topk), "--finalists", "4", "--budget", "32", "--config", "retrain-quickstart",
+    cmd = ["retrain", "--arch", str(topk), "--finalists", "4", "--budget", "32", "--pruning", "extrapolate",
+           "--config", "retrain-quickstart",
            "--data", str(prepared_corpus), "--out", str(out), *sets()]
     code, text = run_cli(capsys, *cmd)
     assert code == 0, text
@@ -200,7 +201,7 @@ def test_warmup_longer_than_first_rung_falls_back_to_current_loss(prepared_corpu
     point survived the warm-up filter and the job crashed. It must rank by current loss (the
     documented fallback) on the last evaluation instead."""
     # budget 16, 3 finalists: rungs at 4 and 8 steps, both inside the 8-step warm-up
-    opts = FinalistOptions(finalists=3, budget=16)
+    opts = FinalistOptions(finalists=3, budget=16, pruning="extrapolate")
     state = run_finalists("bert,sandwich,random:1", "retrain-quickstart", prepared_corpus, tmp_path / "job", opts,
                           overrides=[*TINY, "train.warmup_steps=8"], show_progress=False)
     first = state["rounds"][0]["decision"]
@@ -246,7 +247,7 @@ def test_cooldown_probe_equals_a_fresh_wsd_run_and_leaves_the_run_alone(prepared
 
 def test_wsd_finalist_job_probes_every_rung_and_scores_its_predictions(prepared_corpus: Path, tmp_path: Path):
     wsd = [*TINY, "train.schedule=wsd", "train.decay_fraction=0.2"]
-    opts = FinalistOptions(finalists=4, budget=40, compare_full=True)
+    opts = FinalistOptions(finalists=4, budget=40, compare_full=True, pruning="extrapolate")
     out = tmp_path / "job"
     spec = "bert,sandwich,random:1,random:2"
     state = run_finalists(spec, "retrain-quickstart", prepared_corpus, out, opts, overrides=wsd, show_progress=False)

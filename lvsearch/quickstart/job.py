@@ -292,7 +292,7 @@ def stage_search(ctx: Context) -> dict:
 
 
 def stage_finalists(ctx: Context) -> dict:
-    """Successive halving over the EA's top-k (``retrain --finalists``, M4 extrapolation) with
+    """Successive halving over the EA's top-k (``retrain --finalists``, ranked by current dev loss) with
     the same recipe, overrides and seed 0 as every other arm: its pick, trained to the full
     budget, is the EA arm."""
     from lvsearch.scaling.finalists import BEST, FinalistOptions, run_finalists

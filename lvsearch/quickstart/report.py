@@ -206,14 +206,18 @@ def finalists_section(state: dict) -> list[str]:
     """Markdown of a ``retrain --finalists`` decision log: every round's predictions,
     intervals and cuts, what plain successive halving (current loss) would have kept, the
     compute spent and, when run, the comparison with training every finalist to the end."""
-    lines = ["## Finalist pruning (successive halving, M4 extrapolation)", ""]
+    lines = ["## Finalist pruning (successive halving)", ""]
     w = lines.append
-    rule = "M4 extrapolation" if state.get("rule") == "m4" else "current dev loss"
+    m4 = state.get("rule") == "m4"
+    rule = "M4 extrapolation" if m4 else "current dev loss"
+    how = (f"ranked by the M4 extrapolation of the dev MLM loss to the full budget (x = tokens, ε₀ = ln V = "
+           f"{state['eps0']:.2f} nats); a finalist below the cut is kept while the lower end of its 90% bootstrap "
+           "interval reaches the cut-off" if m4 else
+           "ranked by the current dev MLM loss (plain successive halving, the default: it picked as well as or "
+           "better than M4 extrapolation in the measured jobs, docs/results.md; `--pruning extrapolate` ranks by M4)")
     w(f"The EA's top {len(state['settings']['finalists'])} architectures were retrained with the arms' recipe and "
       f"pruned at {', '.join(str(r) for r in state['rungs_steps'])} steps (η = {state['settings'].get('eta', 2)}), "
-      f"ranked by {rule} of the dev MLM loss at the full budget (x = tokens, ε₀ = ln V = {state['eps0']:.2f} nats); "
-      "a finalist below the cut is kept while the lower end of its 90% bootstrap interval reaches the cut-off. "
-      "Its pick, trained to the full budget, is the EA arm above.\n")
+      f"{how}. Its pick, trained to the full budget, is the EA arm above.\n")
     for r in state.get("rounds", []):
         d = r["decision"]
         note = ""
@@ -231,8 +235,9 @@ def finalists_section(state: dict) -> list[str]:
         by_loss = sorted(d["candidates"], key=lambda n: (d["candidates"][n]["last_loss"], n))[:n_keep]
         same = set(by_loss) <= set(d["kept"])
         w("")
-        w(f"Plain successive halving (rank by current loss) would keep {', '.join(f'`{n}`' for n in by_loss)} here"
-          f" — {'also kept' if same else 'not all kept'} by {rule}.\n")
+        if m4:
+            w(f"Plain successive halving (rank by current loss) would keep {', '.join(f'`{n}`' for n in by_loss)} here"
+              f" — {'also kept' if same else 'not all kept'} by {rule}.\n")
     f = state.get("final")
     if f:
         w(f"Pick: `{f['pick']}` — {f['reason']}. Compute: {f['compute_steps']} of {f['compute_all_steps']} "

@@ -119,8 +119,9 @@ def register_retrain(sub: argparse._SubParsersAction) -> None:
                    "a JSON list of specs, or comma-separated names) by successive halving; --out is the job folder")
     g.add_argument("--budget", type=int, metavar="STEPS", help="full training budget per finalist (default: the recipe's train.steps)")
     g.add_argument("--eta", type=int, default=2, help="halving rate: keep the best 1/eta, multiply the budget by eta (default 2)")
-    g.add_argument("--pruning", choices=["extrapolate", "current-loss"], default="extrapolate",
-                   help="rank by the M4-extrapolated dev loss at the full budget (default) or by the current dev loss")
+    g.add_argument("--pruning", choices=["current-loss", "extrapolate"], default="current-loss",
+                   help="rank by the current dev loss (default: measured to pick as well or better, docs/results.md) "
+                        "or by the M4-extrapolated dev loss at the full budget")
     g.add_argument("--compare-full", action="store_true",
                    help="also train the cut finalists to the budget: does each rule's pick agree with training all?")
     g.add_argument("--n-boot", type=int, default=50, help="bootstrap refits per prediction interval (default 50)")
@@ -139,7 +140,7 @@ def _retrain(args: argparse.Namespace) -> int:
     if args.finalists is not None:
         return _finalists(args, overrides)
     given = [f"--{k.replace('_', '-')}" for k in ("budget", "compare_full") if getattr(args, k)]
-    given += [f"--{k.replace('_', '-')}" for k, d in (("eta", 2), ("pruning", "extrapolate"), ("n_boot", 50)) if getattr(args, k) != d]
+    given += [f"--{k.replace('_', '-')}" for k, d in (("eta", 2), ("pruning", "current-loss"), ("n_boot", 50)) if getattr(args, k) != d]
     if given:
         from lvsearch.errors import LvsearchError
 
