@@ -192,6 +192,40 @@ def _intervals(a: list[float], b: list[float], a_bits: list[str] | None, b_bits:
     return out
 
 
+def rank_check_on_arms(args, rows: dict) -> dict:
+    """Supernet fitness of the arms' distinct architectures (128 and 512 dev sequences) against
+    their standalone MLM accuracy (seed mean): Kendall τ with a paired bootstrap interval."""
+    from scipy import stats
+
+    from lvsearch.arch import Arch
+    from lvsearch.search.evaluator import SupernetEvaluator
+    from lvsearch.search.job import load_dev
+    from lvsearch.search.rank_check import bootstrap_interval
+    from lvsearch.train.supernet import load_supernet
+
+    acc: dict[str, list[float]] = {}
+    archs: dict[str, Arch] = {}
+    for arm, by_seed in rows.items():
+        for s in by_seed:
+            a = Arch.from_dict(json.loads((args.work / "runs" / f"{arm}-s{s}" / "config.json").read_text())["arch"])
+            archs[a.key] = a
+            acc.setdefault(a.key, []).append(by_seed[s]["mlm_accuracy"])
+    loaded = load_supernet(args.supernet)
+    out = {"what": "supernet fitness (dev sequences = key) of the arms' architectures vs their standalone MLM accuracy"}
+    for n in (128, 512):
+        dev, _ = load_dev(loaded, None, n)
+        ev = SupernetEvaluator(loaded.supernet, dev, seq_len=loaded.config.train.seq_len)
+        fit = {r.key: r.fitness for r in ev.evaluate_many(list(archs.values()))}
+        keys = sorted(archs)
+        x, y = [fit[k] for k in keys], [sum(acc[k]) / len(acc[k]) for k in keys]
+        tau, p = stats.kendalltau(x, y)
+        out[str(n)] = {"n": len(keys), "kendall_tau": float(tau), "p": float(p),
+                       "tau_ci95": list(bootstrap_interval(x, y, "kendall")),
+                       "rows": [{"arch": archs[k].compact, "supernet_fitness": fit[k],
+                                 "standalone_mlm_accuracy_mean": y[i], "seeds": len(acc[k])} for i, k in enumerate(keys)]}
+    return out
+
+
 def report(args) -> Path:
     rows: dict[str, dict[int, dict]] = {}
     for arm in ARMS:
@@ -250,6 +284,7 @@ def report(args) -> Path:
                      "blimp_limit": args.blimp_limit, "task": str(args.task), "threads_per_run": args.threads,
                      "jobs": args.jobs, "param_band": BAND, "recipe": "retrain-quickstart"},
         "machine": machine(), "searches": searches, "arms": arms, "pairs": pairs,
+        "rank_check_on_arms": rank_check_on_arms(args, rows) if len(rows) > 1 else None,
     }
     return write_result("search_arms", result)
 
