@@ -59,7 +59,6 @@ def lvsearch(args: list[str], log: Path, threads: int) -> None:
 
 def band(supernet: Path) -> tuple[int, int, int]:
     """bert's parameter count on the supernet's dims and the ± BAND band around it."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from lvsearch.arch import Arch
     from lvsearch.train.supernet import load_supernet
 

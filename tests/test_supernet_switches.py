@@ -53,9 +53,9 @@ def test_sandwich_config_is_checked_and_round_trips():
         load_config(SupernetConfig, "quickstart", ["sampling.strategy=sandwich", "sampling.paths=1"])
 
 
-def test_sandwich_supernet_trains_and_resumes_exactly(prepared_corpus: Path, tmp_path: Path):
-    base = ["train-supernet", "--config", "quickstart", "--data", str(prepared_corpus),
-            *_sets([*SN_SETS, "sampling.strategy=sandwich", "sampling.paths=3"])]
+def _killed_run_resumes_exactly(base: list[str], prepared_corpus: Path, tmp_path: Path) -> Path:
+    """Train ``base`` uninterrupted and once SIGKILLed at step 6 then resumed: the step-12
+    weights and optimizer state must be byte-identical. Returns the uninterrupted run."""
     ref, cut = tmp_path / "ref", tmp_path / "cut"
     assert cli(*base, "--out", str(ref)).returncode == 0
     assert cli(*base, "--out", str(cut), kill_at="step:6").returncode == -signal.SIGKILL
@@ -63,6 +63,13 @@ def test_sandwich_supernet_trains_and_resumes_exactly(prepared_corpus: Path, tmp
     assert proc.returncode == 0, proc.stderr[-2000:]
     for name in ("model.safetensors", "optimizer.safetensors"):
         assert (ref / "checkpoints" / "step-0000012" / name).read_bytes() == (cut / "checkpoints" / "step-0000012" / name).read_bytes()
+    return ref
+
+
+def test_sandwich_supernet_trains_and_resumes_exactly(prepared_corpus: Path, tmp_path: Path):
+    base = ["train-supernet", "--config", "quickstart", "--data", str(prepared_corpus),
+            *_sets([*SN_SETS, "sampling.strategy=sandwich", "sampling.paths=3"])]
+    ref = _killed_run_resumes_exactly(base, prepared_corpus, tmp_path)
     logged = [json.loads(line) for line in (ref / "metrics.jsonl").read_text().splitlines()]
     arch_lines = [r["arch"] for r in logged if "arch" in r]
     assert arch_lines and all(len(a.split(" + ")) == 3 for a in arch_lines)
@@ -95,13 +102,7 @@ def test_per_op_alpha_supernet_resumes_exactly_and_searches(prepared_corpus: Pat
 
     base = ["train-supernet", "--config", "quickstart", "--data", str(prepared_corpus),
             *_sets([*SN_SETS, "model.mixing_per_op=true"])]
-    ref, cut = tmp_path / "ref", tmp_path / "cut"
-    assert cli(*base, "--out", str(ref)).returncode == 0
-    assert cli(*base, "--out", str(cut), kill_at="step:6").returncode == -signal.SIGKILL
-    proc = cli("train-supernet", "--data", str(prepared_corpus), "--out", str(cut), "--resume")
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    for name in ("model.safetensors", "optimizer.safetensors"):
-        assert (ref / "checkpoints" / "step-0000012" / name).read_bytes() == (cut / "checkpoints" / "step-0000012" / name).read_bytes()
+    ref = _killed_run_resumes_exactly(base, prepared_corpus, tmp_path)
     rc = json.loads((ref / "config.json").read_text())
     assert rc["config"]["model"]["mixing_per_op"] is True and "mixing_per_op" not in rc["dims"]
     loaded = load_supernet(ref)

@@ -468,7 +468,7 @@ def cooldown_probe(run_dir: str | Path, at_step: int, decay_steps: int, *, data_
     import time
     from dataclasses import replace
 
-    from lvsearch.train.checkpoint import LATEST, latest_checkpoint
+    from lvsearch.train.checkpoint import LATEST, latest_checkpoint, latest_step
     from lvsearch.train.loop import read_curve
     from lvsearch.train.run import read_run_config
 
@@ -484,7 +484,7 @@ def cooldown_probe(run_dir: str | Path, at_step: int, decay_steps: int, *, data_
                             f"at_step ≤ the stable phase's end ({stable_end}); got at_step {at_step}, "
                             f"decay_steps {decay_steps}", fix="probe at a rung inside the stable phase")
     ckpt = latest_checkpoint(run_dir)
-    if ckpt is None or int(read_json(ckpt.parent / LATEST, what="checkpoint pointer")["step"]) != at_step:
+    if ckpt is None or latest_step(run_dir) != at_step:
         raise LvsearchError(f"{run_dir}: the latest checkpoint is not at step {at_step}",
                             fix="probe right after the run stopped at that step")
     _, stable = read_curve(run_dir, up_to_step=at_step, after_step=at_step - 1)
