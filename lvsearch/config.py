@@ -183,7 +183,7 @@ class SupernetConfig:
         per_op = self.model.get("mixing_per_op", False)
         if not isinstance(per_op, bool):
             raise LvsearchError(f"{source}: model.mixing_per_op must be true or false, got {per_op!r}",
-                                fix="--set model.mixing_per_op=true")
+                                fix="--set model.mixing_per_op=true (with space=lvbert-elc: it needs ELC connectivity)")
         self.train.check(source)
         self.masking.check()
         self.sampling.check(source)

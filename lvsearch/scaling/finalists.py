@@ -498,7 +498,8 @@ def run_finalists(
             f"train.schedule wsd: the rungs ({', '.join(map(str, rungs))} steps) must lie in the stable phase, "
             f"between the warm-up ({t.warmup_steps} steps) and the cool-down's start (step {job.predict_steps} of "
             f"{budget}, decay_fraction {t.decay_fraction})",
-            fix=f"lower train.decay_fraction to at most {1 - rungs[-1] / budget:.3g}, or lower train.warmup_steps",
+            fix=(f"lower train.decay_fraction to at most {1 - rungs[-1] / budget:.3g}" if rungs[-1] > job.predict_steps
+                 else f"lower train.warmup_steps to at most {rungs[0]}"),
         )
     state = _open_state(out, job, overwrite)
     out.mkdir(parents=True, exist_ok=True)
@@ -533,8 +534,9 @@ def run_finalists(
             job.advance(n, rung)
             reached[n] = rung
         kill_point(f"finalists-round:{i + 1}")
-        probes = {n: job.probe(n, rung) for n in alive} if job.wsd and rule == "m4" else None
         curves = {n: job.curve(n, rung) for n in alive}
+        fittable = all(len(x) >= need for x, _ in curves.values())  # else the round falls back anyway
+        probes = {n: job.probe(n, rung) for n in alive} if job.wsd and rule == "m4" and fittable else None
         decision = halving_step(curves, full_budget=job.predict_steps * job.tokens_per_step, eta=o.eta, rule=rule,
                                 offsets=None if probes is None else {n: -p["drop"] for n, p in probes.items()},
                                 **job.step_kwargs())
@@ -644,6 +646,10 @@ def compare(job: _Job, state: dict) -> dict:
         }
     live = [r["decision"]["kept"] for r in state["rounds"]]
     used = rules[job.opts.pruning]
+    probe_steps = sum(r.get("probe_steps", 0) for r in state["rounds"])
+    if probe_steps:  # the live rule also paid for its cool-down probes (counted as in state["final"])
+        used["probe_steps"] = probe_steps
+        used["compute_fraction"] += probe_steps / (len(names) * job.budget)
     return {
         "train_all": {"pick": full_pick, "final_loss": losses[full_pick], "final_losses": losses},
         "rules": rules,
@@ -721,7 +727,7 @@ def round_table(rec: dict, budget: int):
     what = "predicted loss" if predicted else "dev loss"
     probes = rec.get("probes") or {}
     wsd = ""
-    if probes:
+    if probes and predicted:
         drops = [p["drop"] for p in probes.values()]
         wsd = (f"; wsd: M4 extrapolates the stable phase to step {rec['predicted_at_steps']} (the cool-down's start), "
                f"minus each finalist's measured cool-down drop ({min(drops):.4f}–{max(drops):.4f} nats, "
@@ -748,7 +754,9 @@ def summary_table(state: dict):
         fate[n] = "pick" if n == final["pick"] else "survived, not picked"
     full = (state.get("comparison") or {}).get("train_all", {}).get("final_losses")
     tab = Table(title=f"finalist pruning ({state['settings']['pruning']}): compute "
-                      f"{final['compute_steps']:,} of {final['compute_all_steps']:,} steps "
+                      f"{final['compute_steps']:,}"
+                      + (f" + {final['probe_steps']:,} cool-down probe" if final.get("probe_steps") else "")
+                      + f" of {final['compute_all_steps']:,} steps "
                       f"({100 * final['compute_fraction']:.1f}% of training all to {budget})", title_justify="left")
     cols = ["finalist", "steps", "loss there"] + ([f"loss @{budget}"] if full else []) + ["outcome"]
     for col in cols:

@@ -85,11 +85,14 @@ finalist pruning (successive halving over the K best architectures of a search):
   lvsearch retrain --arch runs/search/topk.json --finalists 4 --budget 600 \\
       --config retrain-quickstart --data data/corpus --out runs/finalists
   lvsearch retrain --arch bert,sandwich,random:1,random:2 --finalists 4 --budget 600 \\
-      --pruning current-loss --compare-full --config retrain-quickstart --data data/corpus --out runs/f
+      --pruning extrapolate --compare-full --config retrain-quickstart --data data/corpus --out runs/f
 
-All K train budget/eta^R steps with the full budget's learning-rate schedule; M4 is fitted to
-each dev-loss curve and the best 1/eta (plus any whose bootstrap interval reaches the cut-off)
-continue from their checkpoints, eta times longer, until one is trained to the budget.
+All K train budget/eta^R steps with the full budget's learning-rate schedule; the best 1/eta by
+current dev loss (default) continue from their checkpoints, eta times longer, until one is
+trained to the budget. --pruning extrapolate ranks by M4 fitted to each dev-loss curve instead
+(it needs 4+ evaluations after the warm-up per rung) and also keeps any finalist whose bootstrap
+interval reaches the cut-off. With --set train.schedule=wsd every rung must lie in the stable
+phase, and extrapolate also measures each finalist's cool-down drop on a throw-away branch.
 OUT/finalists.json logs every decision, OUT/best.json names the pick's model directory,
 OUT/finalists/NAME/ is each finalist's retrain run. Re-run the same command to continue.
 """
