@@ -35,6 +35,21 @@ def machine() -> dict:
     }
 
 
+def run_lvsearch(args: list[str], log: Path, threads: int) -> None:
+    """Run ``python -m lvsearch ARGS`` (what a user would type) with ``threads`` torch threads,
+    appending its output to ``log``; raises ``RuntimeError`` naming the log on a non-zero exit."""
+    import subprocess
+
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads), NO_COLOR="1")
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "a") as fh:
+        fh.write(f"\n$ lvsearch {' '.join(args)}\n")
+        fh.flush()
+        rc = subprocess.call([sys.executable, "-m", "lvsearch", *args], stdout=fh, stderr=subprocess.STDOUT, env=env)
+    if rc != 0:
+        raise RuntimeError(f"lvsearch {args[0]} failed (exit {rc}); see {log}")
+
+
 def write_result(name: str, result: dict) -> Path:
     """Write ``benchmarks/results/<name>.json`` atomically and return its path."""
     from lvsearch.io import atomic_write_json

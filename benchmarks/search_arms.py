@@ -32,29 +32,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from _common import machine, shared_data_dir, write_result
+from _common import machine, run_lvsearch as lvsearch, shared_data_dir, write_result
 
 ARMS = ["ea", "random-search", "bert", "sandwich", "random-arch"]
 PAIRS = [("ea", "bert"), ("ea", "random-search"), ("random-search", "bert"), ("ea", "sandwich"),
          ("ea", "random-arch"), ("sandwich", "bert"), ("random-arch", "bert")]
 BAND = 0.05
 
-
-def lvsearch(args: list[str], log: Path, threads: int) -> None:
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads), NO_COLOR="1")
-    with open(log, "a") as fh:
-        fh.write(f"\n$ lvsearch {' '.join(args)}\n")
-        fh.flush()
-        rc = subprocess.call([sys.executable, "-m", "lvsearch", *args], stdout=fh, stderr=subprocess.STDOUT, env=env)
-    if rc != 0:
-        raise RuntimeError(f"lvsearch {args[0]} failed (exit {rc}); see {log}")
 
 
 def band(supernet: Path) -> tuple[int, int, int]:

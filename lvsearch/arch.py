@@ -196,6 +196,23 @@ class Arch:
         return cls(ops, _parse_inputs(inputs, len(ops), source))
 
     @classmethod
+    def from_key(cls, key: str) -> "Arch":
+        """Inverse of :attr:`key` (``compact`` or ``compact|i,j;k;…``).
+
+        Raises:
+            LvsearchError: unknown op letters or inputs that do not form a valid architecture.
+        """
+        compact, bar, rest = key.partition("|")
+        if not bar:
+            return cls.sequential(compact)
+        try:
+            inputs = tuple(tuple(int(i) for i in s.split(",")) for s in rest.split(";"))
+        except ValueError:
+            raise LvsearchError(f"architecture key {key!r}: inputs are not integers",
+                                fix="keys look like 'sfc|0;1;0,2' (ops, then per slot its inputs)") from None
+        return cls(compact, inputs)
+
+    @classmethod
     def from_json(cls, path: str | os.PathLike) -> "Arch":
         """Read an architecture JSON file (see module docstring for the format).
 

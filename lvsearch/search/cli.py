@@ -26,7 +26,33 @@ def _int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
 
 
+def _rungs(text: str) -> tuple[int, ...]:
+    """``128,512`` -> (128, 512); ``off`` -> () (no racing)."""
+    if text.strip().lower() in ("off", "none", ""):
+        return ()
+    try:
+        return tuple(int(t) for t in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a list of sequence counts: {text!r} (e.g. 128 or 128,512, or off)") from None
+
+
+def _fmt_rungs(rungs) -> str:
+    return ",".join(map(str, rungs)) if rungs else "off"
+
+
+def _dev_count(text: str) -> int | str:
+    """A positive number of dev sequences, or ``all``."""
+    if text.strip().lower() == "all":
+        return "all"
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of sequences: {text!r} (e.g. 512, or all)") from None
+
+
 def register(sub: argparse._SubParsersAction) -> None:
+    from lvsearch.search.job import DEFAULT_DEV_SEQUENCES, DEFAULT_FITNESS, DEFAULT_RACING
+
     p = sub.add_parser(
         "evolve",
         help="evolutionary / random / NSGA-II search over a trained supernet",
@@ -44,19 +70,35 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--mutation", type=int, default=None, help="children by mutation per iteration (default P - crossover)")
     p.add_argument("--mutation-prob", type=float, default=None, help="per-slot mutation probability p (default 0.1)")
     p.add_argument("--topk", type=int, default=None, help="size of the top-k set (default min(10, P))")
-    p.add_argument("--strategy", choices=["evolution", "random", "nsga2"], default=None, help="default: evolution")
+    p.add_argument("--strategy", choices=["evolution", "random", "nsga2", "aging"], default=None,
+                   help="default: evolution (LV-BERT); aging = regularized evolution (Real et al. 2019)")
+    p.add_argument("--tournament", type=int, default=None, metavar="S", help="aging: tournament size (default P/4)")
+    p.add_argument("--cycle", type=int, default=None, metavar="N", help="aging: children evaluated together (default P/4)")
+    p.add_argument("--fitness", choices=["accuracy", "loss"], default=None,
+                   help="fitness: dev MLM accuracy (LV-BERT) or minus the mean dev MLM loss (continuous: no ties); "
+                        f"default: the recorded one on --resume, else {DEFAULT_FITNESS}")
+    p.add_argument("--racing", type=_rungs, default=None, metavar="N[,N...]",
+                   help="successive halving over dev targets: score every candidate of a batch on the first N "
+                        "(random) dev sequences, keep the best 1/eta, ..., the survivors on all; 'off' scores "
+                        f"everyone on all (default: the recorded one on --resume, else {_fmt_rungs(DEFAULT_RACING)})")
+    p.add_argument("--racing-eta", type=float, default=None, metavar="ETA", help="racing keep factor (default 4)")
     p.add_argument("--crossover-kind", choices=["uniform", "one-point", "two-point"], default=None, help="default: uniform")
     p.add_argument("--nsga2-cost", choices=["params", "flops"], default=None, help="NSGA-II objective to minimise (default params)")
     p.add_argument("--max-params", type=_int, default=None, metavar="N", help="reject architectures with more parameters")
     p.add_argument("--min-params", type=_int, default=None, metavar="N", help="reject architectures with fewer parameters (with --max-params: an equal-size band)")
     p.add_argument("--max-flops", type=_int, default=None, metavar="N", help="reject architectures with more FLOPs per token")
-    p.add_argument("--dev-sequences", type=int, default=None, metavar="N", help="dev sequences scored (default: the run's eval.dev_sequences)")
+    p.add_argument("--dev-sequences", type=_dev_count, default=None, metavar="N|all",
+                   help="dev sequences of the fixed masked dev set, or 'all' (default: the recorded number on "
+                        f"--resume, else {DEFAULT_DEV_SEQUENCES or 'the run eval.dev_sequences'})")
     p.add_argument("--batch-size", type=int, default=None, metavar="N", help="dev sequences per forward chunk (default: all)")
     p.add_argument("--seed", type=int, default=None, help="search seed (default 0)")
     p.add_argument("--cache-mb", type=float, default=512.0, metavar="MB", help="prefix-cache budget (default 512)")
     p.add_argument("--data", default=None, metavar="DIR", help="prepared data (default: the folder recorded in the run)")
     p.add_argument("--space", default=None, metavar="NAME", help="expected search space, checked against the supernet's (a bare family name such as lvbert matches the supernet's lvbert@N)")
     p.add_argument("--compare-random", action="store_true", help="also run random search with the same number of evaluations")
+    p.add_argument("--landscape", default=None, metavar="LANDSCAPE.json",
+                   help="after the search, print the space's headroom and best-of-k-random curve "
+                        "(benchmarks/landscape.py): can search pay off in this space?")
     p.add_argument("--resume", action="store_true", help="continue the search in --out")
     p.add_argument("--overwrite", action="store_true", help="replace a search already in --out")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="default: cuda when available")
@@ -77,7 +119,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "rank-check",
         help="rank correlation between supernet fitness and standalone training",
         description="Sample architectures spread over the supernet-fitness range, train each from scratch for "
-        "--steps steps on the supernet's data and recipe, and report Kendall tau, Spearman rho and top-k overlap.",
+        "--steps steps on the supernet's data and recipe, and report how well the supernet ranks them: Kendall τ "
+        "and Spearman ρ with paired-bootstrap 95%% intervals, τ within strata of DC count and connectivity "
+        "density, the top-k overlap against its chance level, and τ and top-5 precision of both fitness "
+        "metrics (accuracy, loss). --reuse scores another supernet (or a landscape file's standalone results) "
+        "without retraining; --landscape adds the space's headroom and best-of-k-random curve.",
     )
     r.add_argument("--supernet", required=True, metavar="RUN", help="folder of 'lvsearch train-supernet'")
     r.add_argument("--archs", type=int, default=8, metavar="N", help="architectures trained standalone (default 8)")
@@ -92,6 +138,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--data", default=None, metavar="DIR", help="prepared data (default: the folder recorded in the supernet run)")
     r.add_argument("--dev-sequences", type=int, default=None, metavar="N", help="dev sequences scored (default: the supernet recipe's)")
     r.add_argument("--seed", type=int, default=0, help="seed of the architecture pool (default 0)")
+    r.add_argument("--fitness", choices=["accuracy", "loss"], default="accuracy",
+                   help="supernet score of the headline τ (default accuracy; both are reported)")
+    r.add_argument("--landscape", default=None, metavar="LANDSCAPE.json",
+                   help="also print the space's headroom and best-of-k-random curve from benchmarks/landscape.py")
     r.add_argument("--overwrite", action="store_true", help="replace an earlier rank check in --out")
     r.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="default: cuda when available")
     r.set_defaults(func=_rank_check)
@@ -99,7 +149,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 # ------------------------------------------------------------------------------- evolve
 _CONFIG_ARGS = ("population", "iterations", "crossover", "mutation", "mutation_prob", "topk", "strategy",
-                "crossover_kind", "nsga2_cost", "seed")
+                "crossover_kind", "nsga2_cost", "seed", "tournament", "cycle")
 
 
 def _evolve(args: argparse.Namespace) -> int:
@@ -109,7 +159,10 @@ def _evolve(args: argparse.Namespace) -> int:
     from lvsearch.search.evolution import STATE, SearchConfig
     from lvsearch.search.job import EvolveOptions, evolve
 
+    from lvsearch.search.job import DEFAULT_DEV_SEQUENCES, DEFAULT_FITNESS, DEFAULT_RACING
+
     given = {k: getattr(args, k) for k in _CONFIG_ARGS if getattr(args, k) is not None}
+    fitness, racing, eta, dev_sequences = args.fitness, args.racing, args.racing_eta, args.dev_sequences
     if args.resume:
         from pathlib import Path
 
@@ -126,6 +179,13 @@ def _evolve(args: argparse.Namespace) -> int:
                 f"--resume with different search settings than {path} ({', '.join('--' + k.replace('_', '-') for k in changed)})",
                 fix="resume with the original settings (only --iterations may grow), or start a new --out",
             )
+        extra = state.get("extra") if isinstance(state.get("extra"), dict) else {}
+        # the evaluator's settings as recorded (a state without them was made before they existed)
+        fitness = fitness or extra.get("fitness", "accuracy")
+        rec_racing = extra.get("racing") if isinstance(extra.get("racing"), dict) else {}
+        racing = racing if racing is not None else tuple(rec_racing.get("rungs") or ())
+        eta = eta if eta is not None else rec_racing.get("eta", 4.0)
+        dev_sequences = dev_sequences if dev_sequences is not None else extra.get("dev_sequences")
         try:
             config = SearchConfig(**dict(recorded, **given))
         except TypeError:
@@ -134,17 +194,28 @@ def _evolve(args: argparse.Namespace) -> int:
         if "topk" not in given and "population" in given:
             given["topk"] = min(SearchConfig.topk, given["population"])  # default 10, at most P
         config = SearchConfig(**given)
+        fitness = fitness or DEFAULT_FITNESS
+        racing = racing if racing is not None else DEFAULT_RACING
+        dev_sequences = dev_sequences if dev_sequences is not None else DEFAULT_DEV_SEQUENCES
+        eta = 4.0 if eta is None else eta
     opts = EvolveOptions(
-        supernet=args.supernet, out=args.out, data=args.data, dev_sequences=args.dev_sequences,
+        supernet=args.supernet, out=args.out, data=args.data, dev_sequences=dev_sequences,
         batch_size=args.batch_size, cache_mb=args.cache_mb, max_params=args.max_params, max_flops=args.max_flops,
         min_params=args.min_params, compare_random=args.compare_random, resume=args.resume, overwrite=args.overwrite, device=args.device,
-        space=args.space,
+        space=args.space, fitness=fitness, racing=tuple(racing) or None, racing_eta=eta,
     )
+    if args.landscape:  # read before the search: a bad file fails fast
+        from lvsearch.search.noise import landscape_lines
+
+        landscape = landscape_lines(args.landscape)
     results = evolve(opts, config)
     for label, res in results.items():
         b = res.best
-        ui.console.print(f"{label}: best fitness {b.fitness:.4f} (loss {b.loss:.3f}, {b.params:,} params, "
+        ui.console.print(f"{label}: best fitness {b.fitness:.4f} ({fitness}; accuracy {b.accuracy:.4f}, loss {b.loss:.4f}, {b.params:,} params, "
                          f"{b.flops / 1e6:.2f} MFLOPs/token) after {len(res.history)} evaluations: {b.key}")
+    if args.landscape:
+        for line in landscape:
+            ui.console.print(line, highlight=False, markup=False, soft_wrap=True)
     return 0
 
 
@@ -233,7 +304,7 @@ def _rank_check(args: argparse.Namespace) -> int:
 
     res = rank_check(args.supernet, num_archs=args.archs, steps=args.steps, pool=args.pool, out=args.out,
                      data=args.data, dev_sequences=args.dev_sequences, seed=args.seed, overwrite=args.overwrite,
-                     device=args.device, reuse=args.reuse, step=args.step)
+                     device=args.device, reuse=args.reuse, step=args.step, fitness=args.fitness)
     fmt = lambda v: "undefined" if v is None else f"{v:.3f}"  # noqa: E731
     ci = lambda c: f"[{fmt(c[0])}, {fmt(c[1])}]"  # noqa: E731
     ch = res["topk_chance"]
@@ -244,4 +315,12 @@ def _rank_check(args: argparse.Namespace) -> int:
     for name, st in res["strata"].items():
         parts = ", ".join(f"{lab} (n={v['n']}): {fmt(v['tau'])}" for lab, v in st["strata"].items())
         ui.console.print(f"τ within {name} strata: {parts}; pair-weighted {fmt(st['weighted_tau'])}", highlight=False)
+    for name, b in res["by_fitness"].items():
+        ui.console.print(f"fitness {name}: τ {fmt(b['kendall_tau'])} 95% {ci(b['kendall_tau_ci95'])}, "
+                         f"top-5 precision {fmt(b['top5_precision'])}", highlight=False)
+    if args.landscape:
+        from lvsearch.search.noise import landscape_lines
+
+        for line in landscape_lines(args.landscape):
+            ui.console.print(line, highlight=False, markup=False, soft_wrap=True)
     return 0

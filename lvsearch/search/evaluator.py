@@ -29,6 +29,7 @@ chosen by slot ``n``'s op, which is part of the trie key ``(ops[n-1], inputs[n-1
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import asdict, dataclass
 from typing import Callable, Sequence
@@ -43,13 +44,19 @@ class EvalResult:
 
     Attributes:
         key: :attr:`Arch.key`.
-        fitness: MLM accuracy on the fixed dev set, in [0, 1] (or the value of a plain fitness
-            function); ``None`` when the candidate was rejected.
+        fitness: the search's fitness, higher is better: MLM accuracy on the fixed dev set in
+            [0, 1] (``fitness="accuracy"``), minus the mean dev MLM loss (``"loss"``), or the
+            value of a plain fitness function; ``None`` when the candidate was rejected.
         loss: dev MLM cross-entropy, nats per target (``None`` for plain functions/rejected).
         params: parameters on the path (embeddings and head once, see ``Supernet.num_params``).
         flops: forward FLOPs per token (matmul FLOPs, 2 per multiply-add).
         targets: number of masked positions scored.
         rejected: the violated constraint, or ``None``.
+        accuracy: dev MLM accuracy on those targets, whatever the fitness metric (``None`` for
+            plain functions/rejected).
+        partial: True when racing stopped the candidate at a lower rung: its scores are means
+            over its first ``targets`` targets only, not comparable with complete ones, and a
+            search never puts it in its top-k.
     """
 
     key: str
@@ -59,13 +66,25 @@ class EvalResult:
     flops: float | None = None
     targets: int | None = None
     rejected: str | None = None
+    accuracy: float | None = None
+    partial: bool = False
+
+    @property
+    def complete(self) -> bool:
+        """Scored (not rejected) on the evaluator's whole target set."""
+        return self.fitness is not None and not self.partial
 
     def to_dict(self) -> dict:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, d: dict) -> "EvalResult":
-        return cls(**{k: d.get(k) for k in ("key", "fitness", "loss", "params", "flops", "targets", "rejected")})
+        """Inverse of :meth:`to_dict`; entries written before ``accuracy``/``partial`` existed
+        (accuracy fitness, always complete) read as such."""
+        r = {k: d.get(k) for k in ("key", "fitness", "loss", "params", "flops", "targets", "rejected", "accuracy")}
+        if r["accuracy"] is None and r["fitness"] is not None and r["loss"] is not None and "accuracy" not in d:
+            r["accuracy"] = r["fitness"]  # older states: the fitness was the accuracy
+        return cls(**r, partial=bool(d.get("partial", False)))
 
 
 @dataclass(frozen=True)
@@ -169,21 +188,30 @@ class BaseEvaluator:
         if pending:
             todo = [pending[k] for k in sorted(pending)]
             t0 = time.perf_counter()
-            if self.info is not None and self.info.enabled:
-                import torch.distributed as dist
-
-                mine = shard_subtrees(todo, self.info.world_size)[self.info.rank]
-                local = self._compute(mine) if mine else {}
-                gathered: list = [None] * self.info.world_size
-                dist.all_gather_object(gathered, {k: r.to_dict() for k, r in local.items()})
-                results = {k: EvalResult.from_dict(v) for part in gathered for k, v in part.items()}
-            else:
-                results = self._compute(todo)
+            results = self._compute_all(todo)
             self.stats.seconds += time.perf_counter() - t0
             for k in sorted(results):
                 self.memo[k] = results[k]
             self.stats.computed += len(results)
         return [self.memo[a.key] for a in archs]
+
+    def _sharded(self, fn: Callable[[list[Arch]], dict], archs: list[Arch]) -> dict:
+        """``fn(archs)`` (a dict keyed by arch key, JSON-able values), computed over ranks by
+        whole prefix subtrees and all-gathered when distributed, so every rank gets all of it."""
+        if self.info is None or not self.info.enabled:
+            return fn(archs)
+        import torch.distributed as dist
+
+        mine = shard_subtrees(archs, self.info.world_size)[self.info.rank]
+        local = fn(mine) if mine else {}
+        gathered: list = [None] * self.info.world_size
+        dist.all_gather_object(gathered, local)
+        return {k: v for part in gathered for k, v in part.items()}
+
+    def _compute_all(self, archs: list[Arch]) -> dict[str, EvalResult]:
+        """Results of the candidates not in the memo (sharded over ranks when distributed)."""
+        got = self._sharded(lambda a: {k: r.to_dict() for k, r in self._compute(a).items()}, archs)
+        return {k: EvalResult.from_dict(v) for k, v in got.items()}
 
     def _compute(self, archs: list[Arch]) -> dict[str, EvalResult]:
         raise NotImplementedError
@@ -210,8 +238,50 @@ class FunctionEvaluator(BaseEvaluator):
         return out
 
 
+#: Fitness metrics of :class:`SupernetEvaluator` (higher is better for both: loss enters negated).
+FITNESS_METRICS = ("accuracy", "loss")
+#: Seed of the permutation of the dev sequences under racing (the full set is unchanged).
+RACING_ORDER_SEED = 0
+
+
+@dataclass(frozen=True)
+class Racing:
+    """Successive halving over dev targets (racing; Jamieson & Talwalkar 2016, as in
+    Hyperband, Li et al. 2018): every candidate of a batch is scored on the first ``rungs[0]``
+    dev sequences; the best ``1/eta`` of them (at least one) continue to ``rungs[1]``, and so
+    on; the survivors of the last rung are scored on the whole dev set. A candidate stopped at
+    a rung keeps its partial means (``EvalResult.partial``); a survivor's score is exactly its
+    full-set score (the per-chunk sums are the same floats added in the same order).
+
+    Attributes:
+        rungs: strictly increasing dev-sequence counts, each below the dev set's size.
+        eta: keep fraction ``1/eta`` per rung (``eta`` > 1).
+    """
+
+    rungs: tuple[int, ...]
+    eta: float = 4.0
+
+    def check(self, dev_sequences: int) -> "Racing":
+        """Validated copy. Raises LvsearchError: empty, not increasing, a rung ≥ ``dev_sequences``
+        or < 1, ``eta`` ≤ 1."""
+        rungs = tuple(int(r) for r in self.rungs)
+        if not rungs or any(r < 1 for r in rungs) or any(b <= a for a, b in zip(rungs, rungs[1:])):
+            raise LvsearchError(f"racing rungs {list(self.rungs)} must be increasing positive sequence counts",
+                                fix="e.g. --racing 128 (score everyone on 128 sequences, the best quarter on all)")
+        if rungs[-1] >= dev_sequences:
+            raise LvsearchError(f"racing rung {rungs[-1]} is not below --dev-sequences {dev_sequences}",
+                                fix="raise --dev-sequences or lower the rungs")
+        if not self.eta > 1:
+            raise LvsearchError(f"racing keep factor eta must be > 1, got {self.eta}", fix="e.g. --racing-eta 4")
+        return Racing(rungs, float(self.eta))
+
+    def survivors(self, n: int) -> int:
+        """How many of ``n`` candidates continue past one rung."""
+        return max(1, math.ceil(n / self.eta))
+
+
 class SupernetEvaluator(BaseEvaluator):
-    """MLM dev accuracy of architectures with inherited supernet weights.
+    """MLM dev fitness of architectures with inherited supernet weights.
 
     Args:
         supernet: a trained :class:`lvsearch.model.Supernet` (put in eval mode here).
@@ -219,13 +289,22 @@ class SupernetEvaluator(BaseEvaluator):
             ``fixed_dev_set(data, num_sequences=..., seq_len=..., seed=...)`` with the supernet
             run's seq_len and the standard dev masking (:func:`lvsearch.search.job.load_dev`).
         seq_len: sequence length for :meth:`Supernet.flops_per_token` (default: the dev set's L).
-        batch_size: dev sequences per forward chunk (None = the whole dev set at once).
+        batch_size: dev sequences per forward chunk (None = the whole dev set, or each racing
+            segment, at once).
         cache_bytes: memory budget of the prefix cache, bytes; one cached state costs
             ``batch_size × L × H × 4`` bytes (fp32).
         use_cache: False scores every candidate from scratch (the reference path).
         constraints: optional parameter / FLOP limits.
         device: where to run (the supernet is moved there).
         info: ``DistInfo`` for distributed evaluation, or None.
+        fitness: ``"accuracy"`` (dev MLM accuracy, LV-BERT's fitness) or ``"loss"`` (minus the
+            mean dev MLM cross-entropy in nats: continuous, so no ties).
+        racing: :class:`Racing` over the dev sequences, or None (everyone scored on all). The
+            dev rows are then taken in a seeded random order (:data:`RACING_ORDER_SEED`), so
+            every rung is a random subset of the dev set; the full set is the same.
+
+    Raises:
+        LvsearchError: negative cache size, unknown fitness metric, invalid racing rungs.
 
     Source: fitness as in LV-BERT (Yu et al. 2021) §3.3; inherited weights as in single-path
     one-shot NAS (Guo et al. 2020).
@@ -233,24 +312,41 @@ class SupernetEvaluator(BaseEvaluator):
 
     def __init__(self, supernet, dev, *, seq_len: int | None = None, batch_size: int | None = None,
                  cache_bytes: int = 512 << 20, use_cache: bool = True, constraints: Constraints | None = None,
-                 device="cpu", info=None):
+                 device="cpu", info=None, fitness: str = "accuracy", racing: Racing | None = None):
         import torch
 
         super().__init__(constraints, info)
         if cache_bytes < 0:
             raise LvsearchError(f"cache size must be ≥ 0 bytes, got {cache_bytes}", fix="e.g. --cache-mb 512")
+        if fitness not in FITNESS_METRICS:
+            raise LvsearchError(f"unknown fitness {fitness!r}", fix=f"use one of {', '.join(FITNESS_METRICS)}")
+        self.fitness_metric = fitness
         self.device = torch.device(device)
         self.net = supernet.to(self.device).eval()
         self.seq_len = int(seq_len or dev.input_ids.shape[1])
         self.use_cache, self.cache_bytes = use_cache, int(cache_bytes)
         n = dev.input_ids.shape[0]
-        bs = n if not batch_size else min(int(batch_size), n)
-        self.chunks = []
-        for s in range(0, n, bs):
-            ids = dev.input_ids[s:s + bs].to(self.device)
-            mask = self.net.padding_mask(ids)
-            self.chunks.append((ids, None if bool(mask.all()) else mask, dev.labels[s:s + bs].to(self.device)))
+        self.racing = racing.check(n) if racing is not None else None
+        ids_all, labels_all = dev.input_ids, dev.labels
+        if self.racing is not None:  # rungs are seeded random subsets, not the first dev files
+            import numpy as np
+
+            order = torch.from_numpy(np.random.default_rng(RACING_ORDER_SEED).permutation(n))
+            ids_all, labels_all = ids_all[order], labels_all[order]
+        # chunk boundaries: every racing rung is a boundary, then batch_size within each segment
+        edges = [0, *(self.racing.rungs if self.racing else ()), n]
+        self.chunks, self.rung_chunks = [], []
+        for lo, hi in zip(edges, edges[1:]):
+            bs = hi - lo if not batch_size else min(int(batch_size), hi - lo)
+            for s in range(lo, hi, bs):
+                e = min(s + bs, hi)
+                ids = ids_all[s:e].to(self.device)
+                mask = self.net.padding_mask(ids)
+                self.chunks.append((ids, None if bool(mask.all()) else mask, labels_all[s:e].to(self.device)))
+            self.rung_chunks.append(len(self.chunks))  # chunks that cover the first `hi` sequences
+        self.dev_sequences = n
         hidden = self.net.dims.hidden
+        bs = max(int(c[0].shape[0]) for c in self.chunks)
         self.state_bytes = bs * dev.input_ids.shape[1] * hidden * 4
         self.num_slots = self.net.num_slots
 
@@ -264,40 +360,30 @@ class SupernetEvaluator(BaseEvaluator):
             return 0
         return min(self.num_slots + 1, self.cache_bytes // max(1, self.state_bytes))
 
-    def _compute(self, archs: list[Arch]) -> dict[str, EvalResult]:
+    def _run(self, archs: list[Arch], chunks: range, on_hidden: Callable) -> None:
+        """Run every architecture on dev ``chunks`` through the prefix trie, calling
+        ``on_hidden(arch, chunk_index, final_hidden, labels)`` once per (arch, chunk), in chunk
+        order and, within a chunk, in the trie's deterministic order."""
         import torch
 
-        from lvsearch.train.objectives import mlm_sums
+        depth_limit = self.cache_depth
 
-        for a in archs:
-            self.net.space.validate(a)
-        sums = {a.key: [0.0, 0, 0] for a in archs}  # loss_sum, correct, count
-
-        def score(arch: Arch, states: list) -> None:
-            r = mlm_sums(self.net, self.net.finish(states), labels)
-            acc = sums[arch.key]
-            acc[0] += float(r["loss_sum"])
-            acc[1] += int(r["correct"])
-            acc[2] += int(r["count"])
-
-        def finish_alone(arch: Arch, states: list) -> None:
+        def finish_alone(arch: Arch, states: list, c: int, mask, labels) -> None:
             st = list(states)
             for n in range(len(st), self.num_slots + 1):
                 st.append(self.net.run_slot(n, arch, st, mask))
                 self.stats.slot_runs += 1
-            score(arch, st)
+            on_hidden(arch, c, self.net.finish(st), labels)
 
-        depth_limit = self.cache_depth
-
-        def dfs(group: list[Arch], states: list) -> None:
+        def dfs(group: list[Arch], states: list, c: int, mask, labels) -> None:
             d = len(states) - 1  # slots 1..d are computed
             if d == self.num_slots:
                 for a in group:  # unique keys: one arch per leaf
-                    score(a, states)
+                    on_hidden(a, c, self.net.finish(states), labels)
                 return
             if len(group) == 1 or len(states) + 1 > depth_limit:
                 for a in group:
-                    finish_alone(a, states)
+                    finish_alone(a, states, c, mask, labels)
                 return
             children: dict[tuple, list[Arch]] = {}
             for a in group:  # same slot d+1  <=>  same prefix(d+1).key, given the same prefix(d)
@@ -305,23 +391,92 @@ class SupernetEvaluator(BaseEvaluator):
             for sub in children.values():
                 h = self.net.run_slot(d + 1, sub[0], states, mask)
                 self.stats.slot_runs += 1
-                dfs(sub, states + [h])
+                dfs(sub, states + [h], c, mask, labels)
                 del h
 
         with torch.inference_mode():
-            for ids, mask, labels in self.chunks:
+            for c in chunks:
+                ids, mask, labels = self.chunks[c]
                 if depth_limit >= 1:
-                    dfs(list(archs), [self.net.embed(ids)])
+                    dfs(list(archs), [self.net.embed(ids)], c, mask, labels)
                 else:
                     for a in archs:
-                        finish_alone(a, [self.net.embed(ids)])
-        out = {}
+                        finish_alone(a, [self.net.embed(ids)], c, mask, labels)
+
+    def _result(self, arch: Arch, sums: list, partial: bool) -> EvalResult:
+        loss_sum, correct, count = sums
+        params, flops = self.cost(arch)
+        acc, loss = correct / max(count, 1), loss_sum / max(count, 1)
+        fit = acc if self.fitness_metric == "accuracy" else -loss
+        return EvalResult(arch.key, fit, loss, params, flops, count, accuracy=acc, partial=partial)
+
+    def _sums(self, archs: list[Arch], chunks: range, start: dict[str, list] | None = None) -> dict[str, list]:
+        """``{key: [loss_sum, correct, count]}`` of ``archs``: ``start`` (the sums of earlier
+        chunks; zeros when None) plus dev ``chunks``, added one chunk at a time."""
+        from lvsearch.train.objectives import mlm_sums
+
+        sums = {a.key: list(start[a.key]) if start else [0.0, 0, 0] for a in archs}  # loss_sum, correct, count
+
+        def add(arch: Arch, c: int, hidden, labels) -> None:
+            r = mlm_sums(self.net, hidden, labels)
+            acc = sums[arch.key]
+            acc[0] += float(r["loss_sum"])
+            acc[1] += int(r["correct"])
+            acc[2] += int(r["count"])
+
+        self._run(archs, chunks, add)
+        return sums
+
+    def _compute_all(self, archs: list[Arch]) -> dict[str, EvalResult]:
+        """Score ``archs`` rung by rung (one rung without racing); each rung's chunks are
+        computed over ranks and gathered, so every rank ranks the same sums and keeps the same
+        survivors. Chunk sums are added one chunk at a time in chunk order, so a survivor's sums
+        are the same floats as without racing over the same chunks (rungs that are multiples of
+        ``batch_size`` leave the chunks unchanged; otherwise the loss may differ in the last bits,
+        the accuracy never)."""
         for a in archs:
-            loss_sum, correct, count = sums[a.key]
-            params, flops = self.cost(a)
-            out[a.key] = EvalResult(a.key, correct / max(count, 1), loss_sum / max(count, 1),
-                                    params, flops, count)
+            self.net.space.validate(a)
+        sums = {a.key: [0.0, 0, 0] for a in archs}
+        out: dict[str, EvalResult] = {}
+        alive, done = list(archs), 0
+        for i, upto in enumerate(self.rung_chunks):
+            sums.update(self._sharded(lambda a, lo=done, hi=upto: self._sums(a, range(lo, hi), sums), alive))
+            done = upto
+            if i == len(self.rung_chunks) - 1:
+                break
+            ranked = sorted(alive, key=lambda a: (-self._result(a, sums[a.key], True).fitness, a.key))
+            for a in ranked[self.racing.survivors(len(ranked)):]:
+                out[a.key] = self._result(a, sums[a.key], True)
+            alive = [a for a in alive if a.key not in out]
+        for a in alive:
+            out[a.key] = self._result(a, sums[a.key], False)
         return out
+
+    def per_target(self, archs: Sequence[Arch]) -> dict[str, dict]:
+        """Per-target outcomes on the whole dev set, for noise measurements (no memo, no racing).
+
+        Returns ``{key: {"correct": (T,) bool ndarray, "loss": (T,) float64 ndarray (nats)}}``,
+        targets in dev-set order (row-major over the chunks), the same ``T`` for every key.
+        """
+        import numpy as np
+        import torch.nn.functional as F
+
+        from lvsearch.data.masking import IGNORE_INDEX
+
+        parts: dict[str, list] = {a.key: [] for a in archs}
+
+        def keep(arch: Arch, c: int, hidden, labels) -> None:
+            t = labels != IGNORE_INDEX
+            logits = self.net.mlm_logits(hidden[t]).float()
+            gold = labels[t]
+            parts[arch.key].append(((logits.argmax(-1) == gold).cpu().numpy(),
+                                    F.cross_entropy(logits, gold, reduction="none").double().cpu().numpy()))
+
+        for a in archs:
+            self.net.space.validate(a)
+        self._run(list(archs), range(len(self.chunks)), keep)
+        return {k: {"correct": np.concatenate([p[0] for p in v]), "loss": np.concatenate([p[1] for p in v])}
+                for k, v in parts.items()}
 
 
 def shard_subtrees(archs: Sequence[Arch], world_size: int) -> list[list[Arch]]:

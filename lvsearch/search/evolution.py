@@ -13,6 +13,16 @@ k = 10``. ``N_cro + N_mut`` must equal ``P`` (then every strategy makes ``P × T
 **Random search**: every iteration ``P`` new uniformly sampled architectures, same outputs and
 same number of evaluations.
 
+**Aging evolution** (regularized evolution, Real et al. 2019, Algorithm 1): the population is
+a queue of the ``P`` most recently evaluated architectures (first the random initial
+population). Every child is made by tournament selection — ``S`` members drawn uniformly
+without replacement, the one with the best fitness is the parent (ties: the first drawn) —
+and mutation; after it is evaluated it joins the queue and the oldest member leaves, so the
+queue always holds ``P`` architectures and every one dies after ``P`` newer evaluations,
+however good its (noisy) fitness. Children are evaluated ``cycle`` at a time (one batch for
+the prefix cache); an iteration makes ``P`` children, so ``P × T`` evaluations as for the
+other strategies.
+
 **NSGA-II** (Deb et al. 2002, ``deap.tools.selNSGA2``) on (accuracy ↑, params or FLOPs ↓):
 offspring (crossover and mutation of random parents of the current parent population) are
 evaluated and ``selNSGA2(parents + offspring, P)`` keeps the next parents; the Pareto front of
@@ -47,7 +57,7 @@ from lvsearch.space import SearchSpace
 
 STATE_FORMAT = "lvsearch.search-state/v1"
 STATE = "state.json"
-STRATEGIES = ("evolution", "random", "nsga2")
+STRATEGIES = ("evolution", "random", "nsga2", "aging")
 CROSSOVER_KINDS = ("uniform", "one-point", "two-point")
 
 
@@ -56,7 +66,8 @@ class SearchConfig:
     """Settings of one search.
 
     Attributes:
-        strategy: ``evolution`` (LV-BERT Algorithm 1), ``random`` or ``nsga2``.
+        strategy: ``evolution`` (LV-BERT Algorithm 1), ``random``, ``nsga2`` or ``aging``
+            (regularized evolution).
         population: ``P``, the initial population and every later population.
         iterations: ``T``, populations evaluated (``P × T`` evaluations in all).
         crossover: ``N_cro`` children by crossover per iteration (default ``P // 2``).
@@ -67,6 +78,8 @@ class SearchConfig:
         nsga2_cost: second NSGA-II objective, minimised: ``params`` or ``flops``.
         seed: seed of the search's random stream.
         max_redraws: re-draws of a child before falling back to a random architecture.
+        tournament: aging only: ``S``, members drawn per tournament (default ``max(2, P // 4)``).
+        cycle: aging only: children evaluated together (default ``max(1, P // 4)``).
     """
 
     strategy: str = "evolution"
@@ -80,6 +93,8 @@ class SearchConfig:
     nsga2_cost: str = "params"
     seed: int = 0
     max_redraws: int = 100
+    tournament: int | None = None
+    cycle: int | None = None
 
     def resolved(self) -> "SearchConfig":
         """A copy with ``crossover``/``mutation`` filled in and every value checked.
@@ -117,6 +132,18 @@ class SearchConfig:
                 "(every iteration evaluates a full population)",
                 fix=f"e.g. --crossover {c.population // 2} --mutation {c.population - c.population // 2}",
             )
+        if c.strategy == "aging":
+            c.tournament = max(2, c.population // 4) if c.tournament is None else c.tournament
+            c.cycle = max(1, c.population // 4) if c.cycle is None else c.cycle
+            if not 1 <= c.tournament <= c.population:
+                raise LvsearchError(f"--tournament {c.tournament} must be between 1 and --population {c.population}",
+                                    fix=f"e.g. --tournament {max(2, c.population // 4)}")
+            if not 1 <= c.cycle <= c.population:
+                raise LvsearchError(f"--cycle {c.cycle} must be between 1 and --population {c.population}",
+                                    fix=f"e.g. --cycle {max(1, c.population // 4)}")
+        elif c.tournament is not None or c.cycle is not None:
+            raise LvsearchError("--tournament and --cycle are settings of --strategy aging",
+                                fix="pass --strategy aging, or drop them")
         if c.strategy == "evolution" and c.crossover > 0 and c.topk < 2:
             raise LvsearchError("crossover needs --topk ≥ 2 (two distinct parents)", fix="raise --topk or set --crossover 0")
         return c
@@ -127,11 +154,8 @@ class SearchConfig:
 
 # --------------------------------------------------------------------------- helpers
 def arch_from_key(key: str) -> Arch:
-    """Inverse of :attr:`Arch.key` (``compact`` or ``compact|i,j;k;…``)."""
-    compact, bar, rest = key.partition("|")
-    if not bar:
-        return Arch.sequential(compact)
-    return Arch(compact, tuple(tuple(int(i) for i in s.split(",")) for s in rest.split(";")))
+    """Inverse of :attr:`Arch.key`: :meth:`Arch.from_key`."""
+    return Arch.from_key(key)
 
 
 def _deap():
@@ -249,6 +273,7 @@ class Search:
         self.history: list[dict] = []
         self.curve: list[dict] = []
         self.seen: set[str] = set()
+        self.queue: list[str] = []  # aging: the population, oldest first
 
     # ---------------------------------------------------------------- DEAP plumbing
     def _individual(self, arch: Arch):
@@ -362,6 +387,7 @@ class Search:
             "topk": self.topk,
             "history": self.history,
             "curve": self.curve,
+            **({"queue": self.queue} if self.config.strategy == "aging" else {}),
             "rng": rng_state(),
             "done": self.iteration >= self.config.iterations,
         }
@@ -406,10 +432,11 @@ class Search:
             self.parents = [str(k) for k in s["parents"]]
             self.topk = [str(k) for k in s["topk"]]
             self.curve = list(s["curve"])
+            self.queue = [str(k) for k in s.get("queue", [])]
             for k in self.population + self.parents + self.topk:
                 self.space.validate(arch_from_key(k))
             known = {r.key for r in results}
-            if any(k not in known for k in self.parents + self.topk) or len(history) != len(known):
+            if any(k not in known for k in self.parents + self.topk + self.queue) or len(history) != len(known):
                 raise bad
             # one curve point per finished iteration, and every history entry from one of them
             if len(self.curve) != self.iteration or any(int(h.get("iteration", -1)) > self.iteration
@@ -467,14 +494,15 @@ class Search:
 
     def _update_topk(self, keys: list[str]) -> None:
         """Top-k over everything evaluated: ``deap.tools.selBest`` on (old top-k + new keys),
-        ranked by accuracy alone (also under NSGA-II); ties keep the earlier entry."""
+        ranked by fitness alone (also under NSGA-II); ties keep the earlier entry. Candidates
+        that racing stopped early (``partial``) are never admitted."""
         from deap import tools
 
         creator = _deap()
         cand, have = [], set()
         for k in self.topk + keys:
             r = self.evaluator.memo[k]
-            if k in have or r.fitness is None:
+            if k in have or not r.complete:
                 continue
             have.add(k)
             ind = creator.LvsIndividual([k])
@@ -488,17 +516,50 @@ class Search:
             return self._random_population()
         if s == "evolution":
             return self._offspring(self.topk)
+        if s == "aging":
+            return []  # children depend on the queue as it ages: drawn inside step()
         return self._offspring(self.parents)
+
+    def _aging_child(self) -> list:
+        """One child of aging evolution: tournament of ``S`` queue members, mutate the winner."""
+        drawn = random.sample(self.queue, self.config.tournament)
+        best = max(drawn, key=lambda k: self.evaluator.memo[k].fitness)  # first of the best on ties
+        return list(self.toolbox.mutate(self.toolbox.clone(self._individual(arch_from_key(best)))))
+
+    def _aging_iteration(self) -> list[str]:
+        """``P`` children, ``cycle`` at a time: each batch is drawn from the current queue,
+        evaluated, then pushed (oldest members leave) before the next batch is drawn."""
+        c = self.config
+        made: list[str] = []
+        while len(made) < c.population:
+            batch: list[str] = []
+            taken = set(made)
+            for _ in range(min(c.cycle, c.population - len(made))):
+                a = self._draw(self._aging_child, taken)[0]
+                taken.add(a.key)
+                batch.append(a.key)
+            self.evaluator.evaluate_many([arch_from_key(k) for k in batch])
+            for k in batch:
+                self.queue.append(k)
+                if len(self.queue) > c.population:
+                    self.queue.pop(0)
+            made += batch
+        return made
 
     def step(self) -> None:
         """Evaluate the current population, update top-k (and NSGA-II parents), draw the next."""
         from deap import tools
 
         t = self.iteration
-        pop = [self._individual(arch_from_key(k)) for k in self.population]
-        fits = self.toolbox.map(self.toolbox.evaluate, pop)
-        for ind, fit in zip(pop, fits):
-            ind.fitness.values = fit
+        if self.config.strategy == "aging" and t > 0:
+            self.population = self._aging_iteration()
+        else:
+            pop = [self._individual(arch_from_key(k)) for k in self.population]
+            fits = self.toolbox.map(self.toolbox.evaluate, pop)
+            for ind, fit in zip(pop, fits):
+                ind.fitness.values = fit
+            if self.config.strategy == "aging":
+                self.queue = list(self.population)
         for k in self.population:
             if k not in self.seen:
                 self.seen.add(k)

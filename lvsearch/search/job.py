@@ -21,10 +21,17 @@ from pathlib import Path
 
 from lvsearch.errors import LvsearchError
 from lvsearch.io import check_writable_folder
-from lvsearch.search.evaluator import Constraints, EvalResult
+from lvsearch.search.evaluator import Constraints, EvalResult, Racing
 from lvsearch.search.evolution import STATE, Search, SearchConfig, SearchResult, arch_from_key, plot_curves
 
-OUTPUTS = (STATE, "history.jsonl", "topk.json", "best.json", "pareto.json", "search_curve.png")
+#: Defaults of ``lvsearch evolve`` for a new search (chosen by measurement: docs/results.md,
+#: "Does the search work?"). ``DEFAULT_DEV_SEQUENCES`` None = the supernet run's
+#: ``eval.dev_sequences``; ``"all"`` = the whole dev split.
+DEFAULT_FITNESS = "accuracy"
+DEFAULT_RACING: tuple[int, ...] = ()
+DEFAULT_DEV_SEQUENCES: int | str | None = None
+
+OUTPUTS = (STATE, "history.jsonl", "topk.json", "best.json", "pareto.json", "search_curve.png", "noise.json")
 RANDOM_DIR = "random"
 
 
@@ -36,7 +43,8 @@ class EvolveOptions:
         supernet: ``train-supernet`` run folder.
         out: search folder.
         data: prepared data folder (default: the folder recorded in the supernet run).
-        dev_sequences: size of the fixed masked dev subset (default: the run's ``eval.dev_sequences``).
+        dev_sequences: size of the fixed masked dev subset, or ``"all"`` (default: the run's
+            ``eval.dev_sequences``).
         batch_size: dev sequences per forward chunk (default: all at once).
         cache_mb: prefix-cache budget in MiB.
         max_params, max_flops, min_params: constraints (None = none).
@@ -44,12 +52,17 @@ class EvolveOptions:
         resume, overwrite: continue the search in ``out`` / replace it.
         device: ``auto``, ``cpu`` or ``cuda``.
         space: optional search-space name or path that must match the supernet's.
+        fitness: ``accuracy`` (dev MLM accuracy, LV-BERT) or ``loss`` (minus the mean dev MLM
+            loss); see :class:`lvsearch.search.evaluator.SupernetEvaluator`.
+        racing: increasing dev-sequence counts of the racing rungs (successive halving over
+            targets), or None: every candidate scored on all ``dev_sequences``.
+        racing_eta: keep ``1/eta`` of a batch per rung.
     """
 
     supernet: str | Path
     out: str | Path
     data: str | Path | None = None
-    dev_sequences: int | None = None
+    dev_sequences: int | str | None = None
     batch_size: int | None = None
     cache_mb: float = 512.0
     max_params: int | None = None
@@ -60,6 +73,9 @@ class EvolveOptions:
     overwrite: bool = False
     device: str = "auto"
     space: str | None = None
+    fitness: str = "accuracy"
+    racing: tuple[int, ...] | None = None
+    racing_eta: float = 4.0
 
 
 def _check_out(out: Path, resume: bool, overwrite: bool) -> None:
@@ -110,15 +126,18 @@ def load_dev(loaded, data_dir: str | Path | None, dev_sequences: int | None):
         )
     cfg = loaded.config
     n = dev_sequences if dev_sequences is not None else cfg.eval.dev_sequences
-    if n < 1:
-        raise LvsearchError(f"--dev-sequences must be ≥ 1, got {n}")
+    if n == "all":
+        n = None
+    elif not isinstance(n, int) or n < 1:
+        raise LvsearchError(f"--dev-sequences must be ≥ 1 or 'all', got {n}")
     dev = fixed_dev_set(data, num_sequences=n, seq_len=cfg.train.seq_len, seed=cfg.eval.seed)
     return dev, data
 
 
-def _best_meta(r: EvalResult, loaded, config: SearchConfig, strategy: str) -> dict:
+def _best_meta(r: EvalResult, loaded, config: SearchConfig, strategy: str, metric: str = "accuracy") -> dict:
     return {
-        "fitness": r.fitness, "loss": r.loss, "params": r.params, "flops": r.flops,
+        "fitness": r.fitness, "fitness_metric": metric, "accuracy": r.accuracy, "loss": r.loss,
+        "targets": r.targets, "params": r.params, "flops": r.flops,
         "supernet": str(Path(loaded.run_dir).resolve()), "supernet_step": loaded.step,
         "search": dict(config.resolved().to_dict(), strategy=strategy),
     }
@@ -129,14 +148,28 @@ def topk_table(search: Search, title: str):
     from rich.table import Table
 
     tab = Table(title=title)
-    for col in ("#", "fitness", "loss", "params", "MFLOPs/tok", "arch"):
+    for col in ("#", "fitness", "accuracy", "loss", "params", "MFLOPs/tok", "arch"):
         tab.add_column(col, justify="right" if col not in ("arch",) else "left")
     for i, k in enumerate(search.topk, start=1):
         r = search.evaluator.memo[k]
-        tab.add_row(str(i), f"{r.fitness:.4f}", "-" if r.loss is None else f"{r.loss:.3f}",
+        tab.add_row(str(i), f"{r.fitness:.4f}", "-" if r.accuracy is None else f"{r.accuracy:.4f}",
+                    "-" if r.loss is None else f"{r.loss:.4f}",
                     "-" if r.params is None else f"{r.params:,}",
                     "-" if r.flops is None else f"{r.flops / 1e6:.2f}", k)
     return tab
+
+
+def _write_noise(evaluator, res: SearchResult, folder: Path, metric: str, show: bool) -> None:
+    """``noise.json``: the fitness noise among the finished search's top-k, and the verdict."""
+    from lvsearch import ui
+    from lvsearch.io import atomic_write_json
+    from lvsearch.search.noise import search_noise, verdict_lines
+
+    rep = search_noise(evaluator, [r.key for r in res.topk], metric)
+    atomic_write_json(folder / "noise.json", rep)
+    if show:
+        for line in verdict_lines(rep):
+            ui.console.print(line, highlight=False, markup=False, soft_wrap=True)
 
 
 def evolve(opts: EvolveOptions, config: SearchConfig, *, show_progress: bool = True,
@@ -185,11 +218,19 @@ def evolve(opts: EvolveOptions, config: SearchConfig, *, show_progress: bool = T
         if opts.min_params is not None and opts.max_params is not None and opts.min_params > opts.max_params:
             raise LvsearchError(f"--min-params {opts.min_params:,} is above --max-params {opts.max_params:,}",
                                 fix="pass a band with --min-params ≤ --max-params")
+        if opts.batch_size is not None and opts.batch_size < 1:
+            raise LvsearchError(f"--batch-size must be ≥ 1 dev sequence, got {opts.batch_size}",
+                                fix="omit it to score all dev sequences in one chunk")
+        if opts.racing and config.strategy == "nsga2":
+            raise LvsearchError("--racing ranks a batch by one fitness; NSGA-II ranks by two objectives",
+                                fix="drop --racing, or use --strategy evolution/aging/random")
         dev, _ = load_dev(loaded, opts.data, opts.dev_sequences)
         constraints = Constraints(opts.max_params, opts.max_flops, opts.min_params)
+        racing = Racing(tuple(opts.racing), opts.racing_eta) if opts.racing else None
         evaluator = SupernetEvaluator(
             loaded.supernet, dev, seq_len=loaded.config.train.seq_len, batch_size=opts.batch_size,
             cache_bytes=int(opts.cache_mb * (1 << 20)), constraints=constraints, device=info.device, info=info,
+            fitness=opts.fitness, racing=racing,
         )
         extra = {
             "supernet": str(Path(loaded.run_dir).resolve()), "supernet_step": loaded.step,
@@ -200,6 +241,10 @@ def evolve(opts: EvolveOptions, config: SearchConfig, *, show_progress: bool = T
         }
         if opts.min_params is not None:  # recorded only when set: older states resume unchanged
             extra["min_params"] = opts.min_params
+        if opts.fitness != "accuracy":  # likewise: states without the key were scored on accuracy
+            extra["fitness"] = opts.fitness
+        if racing is not None:
+            extra["racing"] = {"rungs": list(racing.rungs), "eta": racing.eta}
         if info.is_main:
             if opts.overwrite and not opts.resume and out.is_dir():
                 _clear(out)
@@ -214,7 +259,8 @@ def evolve(opts: EvolveOptions, config: SearchConfig, *, show_progress: bool = T
 
         phases = [(config.strategy, out, config)]
         if opts.compare_random and config.strategy != "random":
-            rcfg = SearchConfig(**dict(config.to_dict(), strategy="random", seed=config.seed + 1_000_003))
+            rcfg = SearchConfig(**dict(config.to_dict(), strategy="random", seed=config.seed + 1_000_003,
+                                       tournament=None, cycle=None))
             phases.append(("random", out / RANDOM_DIR, rcfg))
         results: dict[str, SearchResult] = {}
         show = show_progress and info.is_main
@@ -228,7 +274,7 @@ def evolve(opts: EvolveOptions, config: SearchConfig, *, show_progress: bool = T
                 best = search.evaluator.memo[search.topk[0]]
                 if info.is_main:
                     arch_from_key(best.key).to_json(search.out / "best.json", space=loaded.space.name,
-                                            meta=_best_meta(best, loaded, search.config, label))
+                                                    meta=_best_meta(best, loaded, search.config, label, opts.fitness))
                 title = (f"{label}: iteration {t + 1}/{search.config.iterations} — "
                          f"{len(search.history)} evaluated, {evaluator.stats.seconds:.0f}s computing")
                 if live is not None:
@@ -254,7 +300,9 @@ def evolve(opts: EvolveOptions, config: SearchConfig, *, show_progress: bool = T
             if res.iteration and info.is_main:
                 best = res.best
                 arch_from_key(best.key).to_json(
-                    folder / "best.json", space=loaded.space.name, meta=_best_meta(best, loaded, cfg, label))
+                    folder / "best.json", space=loaded.space.name, meta=_best_meta(best, loaded, cfg, label, opts.fitness))
+                if res.done:
+                    _write_noise(evaluator, res, folder, opts.fitness, show)
             if not res.done:
                 break
         if info.is_main:

@@ -131,6 +131,16 @@ def topk_chance(n: int, k: int, observed: int) -> dict:
     return {"expected": k * k / n, "p": float(hypergeom.sf(observed - 1, n, k, k))}
 
 
+def top_precision(scores, truth, k: int = 5) -> float | None:
+    """Fraction of the ``k`` best by ``scores`` that are among the ``k`` best by ``truth``
+    (higher is better on both; ties broken by position). None with fewer than ``k`` items."""
+    if len(scores) < k:
+        return None
+    top_s = set(sorted(range(len(scores)), key=lambda i: (-scores[i], i))[:k])
+    top_t = set(sorted(range(len(truth)), key=lambda i: (-truth[i], i))[:k])
+    return len(top_s & top_t) / k
+
+
 def density(arch: Arch) -> float:
     """Connectivity density of an architecture: mean number of inputs per slot (1.0 =
     sequential; an ELC slot reading all earlier outputs raises it)."""
@@ -195,13 +205,17 @@ def stratified_tau(xs, ys, labels: list[str]) -> dict:
 def rank_check(supernet: str | Path, *, num_archs: int = 8, steps: int = 200, pool: int | None = None,
                out: str | Path | None = None, data: str | Path | None = None, dev_sequences: int | None = None,
                seed: int = 0, overwrite: bool = False, device: str = "auto", show_progress: bool = False,
-               reuse: str | Path | None = None, step: int | None = None) -> dict:
+               reuse: str | Path | None = None, step: int | None = None, fitness: str = "accuracy") -> dict:
     """Run the rank check; returns (and writes) the report dict.
 
     Returns keys: ``kendall_tau, kendall_p, spearman_rho, spearman_p`` (accuracies),
     ``kendall_tau_loss, kendall_p_loss`` (dev MLM losses), ``topk, topk_overlap,
     archs`` (per arch: key, supernet fitness/loss, standalone accuracy/loss, params),
     ``num_archs, steps, pool, supernet_step, seconds, out``.
+
+    ``fitness``: the supernet score ranked against the standalone accuracy in the headline τ
+    (``accuracy`` or ``loss``, see :class:`~lvsearch.search.evaluator.SupernetEvaluator`); both
+    are always reported under ``by_fitness`` (τ with interval, ρ, top-5 precision).
 
     ``reuse``: the ``rank_check.json`` of an earlier check; its architectures and their
     standalone accuracies are taken as they are and only the supernet side is scored (on this
@@ -257,7 +271,8 @@ def rank_check(supernet: str | Path, *, num_archs: int = 8, steps: int = 200, po
         raise LvsearchError(f"--pool {m} is smaller than --archs {num_archs}")
     rng = random.Random(seed)
     archs: dict[str, Arch] = {}
-    evaluator = SupernetEvaluator(loaded.supernet, dev, seq_len=loaded.config.train.seq_len, device=info.device)
+    evaluator = SupernetEvaluator(loaded.supernet, dev, seq_len=loaded.config.train.seq_len, device=info.device,
+                                  fitness=fitness)
     if reused is not None:
         from lvsearch.search.evolution import arch_from_key
 
@@ -285,7 +300,8 @@ def rank_check(supernet: str | Path, *, num_archs: int = 8, steps: int = 200, po
         arch = archs[r.key]
         if reused is not None:
             old_row = reused["archs"][i]
-            rows.append({"key": r.key, "supernet_fitness": r.fitness, "supernet_loss": r.loss, "params": r.params,
+            rows.append({"key": r.key, "supernet_fitness": r.fitness, "supernet_accuracy": r.accuracy,
+                         "supernet_loss": r.loss, "params": r.params,
                          "standalone_accuracy": old_row["standalone_accuracy"],
                          "standalone_loss": old_row["standalone_loss"]})
             continue
@@ -308,7 +324,8 @@ def rank_check(supernet: str | Path, *, num_archs: int = 8, steps: int = 200, po
             summary = {**summary, "arch": arch.key, "steps": steps, "supernet_step": loaded.step}
             atomic_write_json(done, summary)
         final = summary.get("final_eval") or {}
-        rows.append({"key": r.key, "supernet_fitness": r.fitness, "supernet_loss": r.loss, "params": r.params,
+        rows.append({"key": r.key, "supernet_fitness": r.fitness, "supernet_accuracy": r.accuracy,
+                     "supernet_loss": r.loss, "params": r.params,
                      "standalone_accuracy": final.get("accuracy"), "standalone_loss": final.get("loss")})
     xs = [row["supernet_fitness"] for row in rows]
     ys = [row["standalone_accuracy"] for row in rows]
@@ -333,7 +350,18 @@ def rank_check(supernet: str | Path, *, num_archs: int = 8, steps: int = 200, po
     labels = strata(picked_archs)
     for row, a, dcl, dl in zip(rows, picked_archs, labels["dc_count"], labels["density"]):
         row.update(dc_count=a.ops.count("DC"), density=density(a), stratum_dc=dcl, stratum_density=dl)
+    by_fitness = {}
+    for name, score in (("accuracy", lambda r: r["supernet_accuracy"]), ("loss", lambda r: -r["supernet_loss"])):
+        sx = [score(r) for r in rows]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            t = kendalltau(sx, ys)
+            rh = spearmanr(sx, ys)
+        by_fitness[name] = {"kendall_tau": num(t.statistic), "kendall_p": num(t.pvalue),
+                            "kendall_tau_ci95": list(bootstrap_interval(sx, ys, "kendall", seed=seed)),
+                            "spearman_rho": num(rh.statistic), "top5_precision": top_precision(sx, ys, 5)}
     report = {
+        "fitness": fitness, "by_fitness": by_fitness,
         "kendall_tau": num(tau.statistic), "kendall_p": num(tau.pvalue), "kendall_tau_ci95": list(tau_ci),
         "spearman_rho": num(rho.statistic), "spearman_p": num(rho.pvalue), "spearman_rho_ci95": list(rho_ci),
         "ci_method": "percentile bootstrap over architectures (paired), 2000 resamples, seeded",

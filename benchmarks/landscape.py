@@ -1,0 +1,341 @@
+"""The landscape benchmark: how much a search can gain in a space, and which fitness sees it.
+
+A search can only beat random search by as much as the space's standalone accuracies spread
+beyond the noise of one training run. This benchmark measures that spread on the quickstart
+space (``lvbert-elc@12``, hidden 128) inside ``bert``'s parameter band (± 5%):
+
+* **architectures** (``plan.json``, fixed on the first run): ``bert``, ``sandwich``,
+  ``random:1`` (the arms benchmark's random architecture), ``--random`` seeded draws of
+  ``SearchSpace.sample`` that fall inside the band, and every architecture file given with
+  ``--picks`` (the searched picks; appended to the plan when first given);
+* **training**: every one standalone from scratch with ``retrain-quickstart`` (MLM) for
+  ``--steps`` steps (2000 = 4.10M tokens: past the neighbour-count floor for searched
+  architectures), pretraining seed 0; the first ``--seeded`` of them (``bert``, ``sandwich``,
+  ``random:1`` and the first random draws) also with seeds 1..``--seeds``-1. A seed that
+  ``benchmarks/results/search_arms.json`` already measured with the same command is taken from
+  there, but only when this benchmark's seed-0 run of that architecture reproduces the arms'
+  seed-0 accuracy exactly (the same code, data and recipe); otherwise it is trained here;
+* **evaluation**: ``lvsearch evaluate --no-blimp --mlm-data`` on 512 dev sequences (4,752
+  targets) with the neighbour-count floor on the same targets.
+
+``--report`` aggregates what exists into ``benchmarks/results/landscape.json``: the
+distribution of standalone MLM accuracy (median, top decile, best) over the random draws,
+σ over seeds (pooled), headroom = (best − median) / σ_seed, the exact best-of-k-random curve
+(expected best standalone accuracy among k distinct random draws, from the order statistics),
+Kendall τ of the parameter count (a zero-cost control, Ning et al. 2021), and a
+``rank_check.json``-format file (``landscape_rank_check.json``) that ``lvsearch rank-check
+--reuse`` scores any supernet fitness variant against. With ``--supernet`` the report also runs
+those fitness variants (``--fitness-variants``).
+
+Every step is a CLI call, resumable: re-running the same command trains only what is missing
+(retrains resume from their checkpoints). Runs go ``--jobs`` at a time with
+``OMP_NUM_THREADS=--threads`` each, seed-0 runs first.
+
+Usage::
+
+    python benchmarks/landscape.py --supernet SN --data CORPUS --work W [--random 18]
+        [--picks best.json ...] [--seeded 6] [--seeds 3] [--jobs 2] [--report]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from _common import RESULTS, machine, run_lvsearch, write_result
+
+BAND = 0.05
+SPACE = "lvbert-elc"
+REFERENCES = ["bert", "sandwich", "random:1"]
+#: The arms benchmark's names of the reference architectures (benchmarks/search_arms.py).
+ARMS_NAMES = {"bert": "bert", "sandwich": "sandwich", "random:1": "random-arch"}
+
+
+# ----------------------------------------------------------------------------------------
+# The plan: which architectures, fixed on the first run
+# ----------------------------------------------------------------------------------------
+
+
+def make_plan(args) -> dict:
+    """Load ``WORK/plan.json``, or create it; ``--picks`` files not yet in it are appended."""
+    from lvsearch.arch import Arch, resolve_arch
+    from lvsearch.io import atomic_write_json
+    from lvsearch.space import SearchSpace
+    from lvsearch.train.supernet import load_supernet
+
+    path = args.work / "plan.json"
+    loaded = load_supernet(args.supernet)
+    space = SearchSpace.load(SPACE).with_num_slots(loaded.space.num_slots)
+    count = loaded.supernet.num_params
+    ref = count(Arch.sequential("sf" * (space.num_slots // 2)))
+    lo, hi = int(ref * (1 - BAND)), int(ref * (1 + BAND))
+    if path.exists():
+        plan = json.loads(path.read_text())
+    else:
+        rows = [{"name": n, "source": "reference", "arch": resolve_arch(n, space)} for n in REFERENCES]
+        seed = 1000
+        while sum(r["source"] == "random" for r in rows) < args.random:
+            a = space.sample(random.Random(seed))
+            if lo <= count(a) <= hi and all(r["arch"].key != a.key for r in rows):
+                rows.append({"name": f"random:{seed}", "source": "random", "arch": a})
+            seed += 1
+        plan = {"space": f"{SPACE}@{space.num_slots}", "band": [lo, hi], "bert_params": ref, "archs": [
+            {"id": f"{i:02d}", "name": r["name"], "source": r["source"], "key": r["arch"].key,
+             "ops": r["arch"].compact, "params": count(r["arch"])} for i, r in enumerate(rows)]}
+    known = {r["key"] for r in plan["archs"]}
+    for f in args.picks or []:
+        a = Arch.from_json(f)
+        space.validate(a, source=f)
+        if a.key in known:
+            continue
+        if not lo <= count(a) <= hi:
+            print(f"{f}: {count(a):,} parameters, outside the band [{lo:,}, {hi:,}]; left out", flush=True)
+            continue
+        plan["archs"].append({"id": f"{len(plan['archs']):02d}", "name": str(f), "source": "pick", "key": a.key,
+                              "ops": a.compact, "params": count(a)})
+        known.add(a.key)
+    args.work.mkdir(parents=True, exist_ok=True)
+    (args.work / "archs").mkdir(exist_ok=True)
+    for r in plan["archs"]:
+        arch_file = args.work / "archs" / f"{r['id']}.json"
+        if not arch_file.exists():
+            from lvsearch.search.evolution import arch_from_key
+
+            arch_from_key(r["key"]).to_json(arch_file, space=SPACE)
+    atomic_write_json(path, plan)
+    return plan
+
+
+# ----------------------------------------------------------------------------------------
+# Training and evaluation
+# ----------------------------------------------------------------------------------------
+
+
+def arch_args(args, row: dict) -> list[str]:
+    """The ``--arch`` of a run: references by name (the arms benchmark's exact command), the
+    rest by file."""
+    if row["source"] == "reference":
+        extra = ["--set", f"space={SPACE}"] if row["name"].startswith("random:") else []
+        return ["--arch", row["name"], *extra]
+    return ["--arch", str(args.work / "archs" / f"{row['id']}.json")]
+
+
+def run_one(args, row: dict, seed: int) -> str:
+    run = args.work / "runs" / f"{row['id']}-s{seed}"
+    log = args.work / "logs" / f"{row['id']}-s{seed}.log"
+    if (run / "mlm.json").exists():
+        return f"{row['id']} {row['ops']} s{seed}: done"
+    t0 = time.time()
+    if not (run / "summary.json").exists():
+        if (run / "checkpoints" / "latest.json").exists():
+            cmd = ["retrain", "--data", str(args.data), "--out", str(run), "--resume"]
+        else:
+            cmd = ["retrain", *arch_args(args, row), "--config", "retrain-quickstart", "--data", str(args.data),
+                   "--out", str(run), "--set", f"train.seed={seed}", "--set", f"train.steps={args.steps}",
+                   "--set", f"train.eval_every={args.eval_every}", "--set", f"train.checkpoint_every={args.eval_every}",
+                   "--set", f"eval.dev_sequences={args.dev_sequences}", "--overwrite"]
+        run_lvsearch(cmd, log, args.threads)
+    run_lvsearch(["evaluate", "--model", str(run / "model"), "--out", str(run / "mlm.json"), "--no-blimp",
+                  "--mlm-data", str(args.data), "--dev-sequences", str(args.dev_sequences),
+                  "--threads", str(args.threads)], log, args.threads)
+    return f"{row['id']} {row['ops']} s{seed}: {time.time() - t0:.0f} s"
+
+
+def _mlm(run: Path) -> dict | None:
+    try:
+        m = json.loads((run / "mlm.json").read_text())["mlm"]
+    except (OSError, ValueError, KeyError):
+        return None
+    return {"accuracy": m["accuracy"], "loss": m["loss"], "targets": m["predicted_tokens"],
+            "floor": m["floors"]["neighbour-count"]["accuracy"], "beats_floor": m["floors"]["beats_floor"],
+            "source": "this benchmark"}
+
+
+def arms_seed(row: dict, seed: int) -> dict | None:
+    """Seed ``seed`` of a reference architecture from search_arms.json (same command), or None."""
+    arm = ARMS_NAMES.get(row["name"]) if row["source"] == "reference" else None
+    try:
+        per_seed = json.loads((RESULTS / "search_arms.json").read_text())["arms"][arm]["per_seed"]
+        m = per_seed[str(seed)]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return {"accuracy": m["mlm_accuracy"], "loss": m["mlm_loss"], "targets": m["mlm_targets"], "floor": m["floor"],
+            "beats_floor": m["beats_floor"], "source": "benchmarks/results/search_arms.json"}
+
+
+def reproduces_arms(args, row: dict) -> bool:
+    """True when this benchmark's seed-0 run of ``row`` has the arms' seed-0 accuracy and loss."""
+    mine, theirs = _mlm(args.work / "runs" / f"{row['id']}-s0"), arms_seed(row, 0)
+    return bool(mine and theirs and mine["accuracy"] == theirs["accuracy"]
+                and abs(mine["loss"] - theirs["loss"]) < 1e-9)
+
+
+def train_all(args, plan: dict) -> None:
+    rows = plan["archs"]
+    seeded = rows[:args.seeded]
+    with ThreadPoolExecutor(args.jobs) as pool:
+        first = {r["id"]: pool.submit(run_one, args, r, 0) for r in rows}
+        later = []
+        for s in range(1, args.seeds):
+            for r in seeded:
+                def job(r=r, s=s):
+                    print(first[r["id"]].result(), flush=True)
+                    if arms_seed(r, s) is not None and reproduces_arms(args, r):
+                        return f"{r['id']} {r['ops']} s{s}: from search_arms.json (seed 0 reproduced)"
+                    return run_one(args, r, s)
+                later.append(pool.submit(job))
+        for f in [*first.values(), *later]:
+            print(f.result(), flush=True)
+
+
+# ----------------------------------------------------------------------------------------
+# Aggregation
+# ----------------------------------------------------------------------------------------
+
+
+def best_of_k(values: list[float]) -> list[dict]:
+    """Expected maximum of ``k`` draws without replacement from ``values``, k = 1..n (exact:
+    the i-th smallest is the maximum of a k-subset with probability C(i−1, k−1) / C(n, k))."""
+    xs = sorted(values)
+    n = len(xs)
+    out = []
+    for k in range(1, n + 1):
+        total = math.comb(n, k)
+        out.append({"k": k, "expected_best": sum(xs[i] * math.comb(i, k - 1) for i in range(k - 1, n)) / total})
+    return out
+
+
+def collect(args, plan: dict) -> list[dict]:
+    rows = []
+    for r in plan["archs"]:
+        seeds = {}
+        for s in range(args.seeds):
+            m = _mlm(args.work / "runs" / f"{r['id']}-s{s}")
+            if m is None and s > 0 and reproduces_arms(args, r):
+                m = arms_seed(r, s)
+            if m is not None:
+                seeds[str(s)] = m
+        if not seeds:
+            continue
+        accs = [m["accuracy"] for m in seeds.values()]
+        rows.append({**r, "seeds": seeds, "accuracy_seed0": seeds.get("0", {}).get("accuracy"),
+                     "accuracy_mean": sum(accs) / len(accs),
+                     "loss_mean": sum(m["loss"] for m in seeds.values()) / len(seeds),
+                     "beats_floor_all": all(m["beats_floor"] for m in seeds.values())})
+    return rows
+
+
+def summarize(rows: list[dict]) -> dict:
+    import numpy as np
+    from scipy import stats
+
+    from lvsearch.search.rank_check import bootstrap_interval
+
+    one = [r for r in rows if r["accuracy_seed0"] is not None]
+    rand = [r["accuracy_seed0"] for r in one if r["source"] == "random"]
+    multi = [[m["accuracy"] for m in r["seeds"].values()] for r in rows if len(r["seeds"]) >= 2]
+    dof = sum(len(v) - 1 for v in multi)
+    sigma = math.sqrt(sum(((np.asarray(v) - np.mean(v)) ** 2).sum() for v in multi) / dof) if dof else None
+    out: dict = {"archs_trained": len(one), "random_draws": len(rand),
+                 "all_past_floor": all(r["beats_floor_all"] for r in one),
+                 "past_floor": sum(r["beats_floor_all"] for r in one)}
+    for label, vals in (("random", rand), ("all", [r["accuracy_seed0"] for r in one])):
+        if len(vals) >= 2:
+            v = np.asarray(vals)
+            out[f"distribution_{label}"] = {
+                "n": len(vals), "min": float(v.min()), "median": float(np.median(v)),
+                "top_decile_threshold": float(np.quantile(v, 0.9)), "best": float(v.max()),
+                "top_decile_spread": float(v.max() - np.quantile(v, 0.9)), "std": float(v.std(ddof=1))}
+    out["sigma_seed"] = {"pooled_std": sigma, "dof": dof, "archs": len(multi),
+                         "per_arch_std": [float(np.std(v, ddof=1)) for v in multi]}
+    if sigma and "distribution_random" in out:
+        d = out["distribution_random"]
+        out["headroom"] = {"best_minus_median_over_sigma_seed": (d["best"] - d["median"]) / sigma,
+                           "top_decile_minus_median_over_sigma_seed": (d["top_decile_threshold"] - d["median"]) / sigma}
+    if len(rand) >= 2:
+        out["best_of_k_random"] = best_of_k(rand)
+    if len(one) >= 3:
+        x, y = [r["params"] for r in one], [r["accuracy_seed0"] for r in one]
+        t = stats.kendalltau(x, y)
+        out["params_control"] = {"kendall_tau": float(t.statistic), "p": float(t.pvalue),
+                                 "kendall_tau_ci95": list(bootstrap_interval(x, y, "kendall")),
+                                 "what": "Kendall τ of the parameter count vs standalone accuracy (zero-cost control)"}
+    return out
+
+
+def rank_check_file(args, rows: list[dict]) -> Path:
+    """The seed-0 standalone results in ``rank_check.json`` format (for ``rank-check --reuse``)."""
+    from lvsearch.io import atomic_write_json
+
+    path = args.work / "landscape_rank_check.json"
+    done = [r for r in rows if r["accuracy_seed0"] is not None]
+    atomic_write_json(path, {
+        "what": "standalone results of benchmarks/landscape.py (seed 0), for lvsearch rank-check --reuse",
+        "steps": args.steps, "pool": len(done), "archs": [
+            {"key": r["key"], "standalone_accuracy": r["seeds"]["0"]["accuracy"],
+             "standalone_loss": r["seeds"]["0"]["loss"], "params": r["params"]} for r in done]})
+    return path
+
+
+def report(args, plan: dict) -> Path:
+    rows = collect(args, plan)
+    result = {
+        "what": "issue 22 item 3: the landscape of the quickstart space (benchmarks/landscape.py)",
+        "settings": {"space": plan["space"], "band": plan["band"], "bert_params": plan["bert_params"],
+                     "steps": args.steps, "tokens_per_run": args.steps * 32 * 64, "seeds": args.seeds,
+                     "seeded": args.seeded, "dev_sequences": args.dev_sequences, "recipe": "retrain-quickstart",
+                     "threads_per_run": args.threads, "jobs": args.jobs, "supernet": str(args.supernet)},
+        "machine": machine(), "summary": summarize(rows), "archs": rows,
+    }
+    reuse = rank_check_file(args, rows)
+    result["rank_check_file"] = str(reuse)
+    if args.fitness_variants and len(result["summary"].get("distribution_all", {})) and len(rows) >= 3:
+        result["fitness_variants"] = fitness_variants(args, reuse)
+    return write_result("landscape", result)
+
+
+def fitness_variants(args, reuse: Path) -> dict:
+    """``rank-check --reuse`` on the landscape for each ``--fitness-variants`` dev size."""
+    from lvsearch.search.rank_check import rank_check
+
+    out = {}
+    for n in args.fitness_variants:
+        rep = rank_check(args.supernet, reuse=reuse, out=args.work / f"rank_check_{n}", dev_sequences=n,
+                         overwrite=True)
+        out[str(n)] = {k: rep.get(k) for k in ("kendall_tau", "kendall_tau_ci95", "spearman_rho",
+                                                "spearman_rho_ci95", "kendall_tau_loss", "topk", "topk_overlap",
+                                                "topk_chance", "dev_sequences")}
+    return out
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--supernet", type=Path, required=True, help="the quickstart supernet (space and band)")
+    p.add_argument("--data", type=Path, required=True, help="prepared corpus (lvsearch data prepare --vocab-size 4096)")
+    p.add_argument("--work", type=Path, required=True, help="folder for the plan, runs and logs (resumable)")
+    p.add_argument("--random", type=int, default=18, help="random draws inside the band (on the first run)")
+    p.add_argument("--picks", type=Path, nargs="*", help="architecture files of searched picks to add")
+    p.add_argument("--seeded", type=int, default=6, help="the first N architectures of the plan get every seed")
+    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--steps", type=int, default=2000)
+    p.add_argument("--eval-every", type=int, default=400)
+    p.add_argument("--dev-sequences", type=int, default=512)
+    p.add_argument("--jobs", type=int, default=2)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--fitness-variants", type=int, nargs="*", default=[], help="dev sizes to rank-check in --report")
+    p.add_argument("--report", action="store_true", help="only aggregate what exists")
+    args = p.parse_args()
+    plan = make_plan(args)
+    print(f"{len(plan['archs'])} architectures; band {plan['band']}", flush=True)
+    if not args.report:
+        train_all(args, plan)
+    print(report(args, plan))
+
+
+if __name__ == "__main__":
+    main()

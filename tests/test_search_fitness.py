@@ -1,0 +1,223 @@
+"""Fitness that resolves the top: loss fitness, racing over dev targets, the memo's target
+sets, aging evolution, noise measures and resume with every new switch — on a tiny supernet
+trained on the real shared corpus (correctness only; speed lives in benchmarks/)."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lvsearch.cli import main
+from lvsearch.data.loader import fixed_dev_set
+from lvsearch.data.shards import PreparedData
+from lvsearch.errors import LvsearchError
+from lvsearch.search.evaluator import EvalResult, FunctionEvaluator, Racing, SupernetEvaluator
+from lvsearch.search.evolution import Search, SearchConfig
+from lvsearch.search.job import EvolveOptions, evolve
+from lvsearch.search.noise import bootstrap_se, count_ties, noise_report
+from lvsearch.space import SearchSpace
+from lvsearch.train.supernet import load_supernet, train_supernet
+
+TINY = [
+    "space=lvbert-elc", "num_slots=5", "model.hidden=32", "model.embedding=16", "model.ff_inner=64",
+    "model.heads=2", "model.conv_kernel=3", "train.seq_len=32", "train.batch_size=8", "train.steps=20",
+    "train.warmup_steps=2", "train.log_every=10", "train.eval_every=0", "train.checkpoint_every=20",
+    "eval.dev_sequences=32", "eval.panel=[bert]",
+]
+
+
+@pytest.fixture(scope="module")
+def supernet_run(prepared_corpus: Path, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("fitness") / "sn"
+    train_supernet("quickstart", prepared_corpus, out, overrides=TINY, show_progress=False)
+    return out
+
+
+@pytest.fixture(scope="module")
+def loaded_dev(supernet_run: Path, prepared_corpus: Path):
+    loaded = load_supernet(supernet_run)
+    dev = fixed_dev_set(PreparedData.open(prepared_corpus), num_sequences=24, seq_len=32, seed=loaded.config.eval.seed)
+    return loaded, dev
+
+
+def _pool(space, n: int, seed: int = 0):
+    rng, out = random.Random(seed), {}
+    while len(out) < n:
+        a = space.sample(rng)
+        out.setdefault(a.key, a)
+    return list(out.values())
+
+
+def test_racing_returns_the_exact_full_set_score_for_every_survivor(loaded_dev):
+    loaded, dev = loaded_dev
+    archs = _pool(loaded.space, 12)
+    for metric in ("accuracy", "loss"):
+        # the reference: the same chunks (rungs are multiples of batch_size), the same dev order, no cut
+        ref_ev = SupernetEvaluator(loaded.supernet, dev, batch_size=8, fitness=metric, racing=Racing((8, 16), 1.0001))
+        ref = {r.key: r for r in ref_ev.evaluate_many(archs)}
+        assert all(r.complete for r in ref.values())  # eta barely above 1: ceil(n / eta) = n keeps all
+        ev = SupernetEvaluator(loaded.supernet, dev, batch_size=8, fitness=metric, racing=Racing((8, 16), 3.0))
+        got = {r.key: r for r in ev.evaluate_many(archs)}
+        kept = [r for r in got.values() if r.complete]
+        assert len(kept) == 2  # 12 -> ceil(12/3) = 4 -> ceil(4/3) = 2
+        for r in kept:  # exactly the full-set score, every field
+            assert r == ref[r.key]
+        part = [r for r in got.values() if r.partial]
+        assert len(part) == 10 and all(r.targets < ref[r.key].targets for r in part)
+        # the survivors of a rung are the best of the batch at that rung
+        first = {r.key: r for r in SupernetEvaluator(loaded.supernet, dev, batch_size=8, fitness=metric,
+                                                     racing=Racing((8,), 1.5)).evaluate_many(archs)}
+        cut8 = sorted(part, key=lambda r: r.targets)[:8]  # stopped at rung 1
+        assert {r.targets for r in cut8} == {min(r.targets for r in part)}
+        assert {r.key for r in first.values() if r.complete} >= {r.key for r in kept}
+    # the full-set score with racing equals the plain evaluator's score on the same set (accuracy)
+    plain = {r.key: r for r in SupernetEvaluator(loaded.supernet, dev).evaluate_many(archs)}
+    for r in kept:
+        assert r.targets == plain[r.key].targets
+    acc_ev = SupernetEvaluator(loaded.supernet, dev, batch_size=8, racing=Racing((8, 16), 3.0))
+    for r in acc_ev.evaluate_many(archs):
+        if r.complete:
+            assert r.fitness == plain[r.key].fitness == r.accuracy
+
+
+def test_loss_fitness_is_minus_the_loss_and_accuracy_is_kept(loaded_dev):
+    loaded, dev = loaded_dev
+    archs = _pool(loaded.space, 6, seed=1)
+    acc = SupernetEvaluator(loaded.supernet, dev).evaluate_many(archs)
+    los = SupernetEvaluator(loaded.supernet, dev, fitness="loss").evaluate_many(archs)
+    for a, b in zip(acc, los):
+        assert a.fitness == a.accuracy == b.accuracy and b.fitness == -b.loss and a.loss == b.loss
+    with pytest.raises(LvsearchError, match="unknown fitness"):
+        SupernetEvaluator(loaded.supernet, dev, fitness="perplexity")
+    for bad in [(16, 8), (0,), (24,)]:
+        with pytest.raises(LvsearchError, match="racing"):
+            SupernetEvaluator(loaded.supernet, dev, racing=Racing(bad))
+    with pytest.raises(LvsearchError, match="eta"):
+        SupernetEvaluator(loaded.supernet, dev, racing=Racing((8,), 1.0))
+    # older state entries (no accuracy/partial keys) read as complete accuracy results
+    old = EvalResult.from_dict({"key": "sffff", "fitness": 0.2, "loss": 5.0, "params": 1, "flops": 1.0, "targets": 9})
+    assert old.accuracy == 0.2 and old.complete
+
+
+def test_per_target_outcomes_match_the_scores(loaded_dev):
+    loaded, dev = loaded_dev
+    archs = _pool(loaded.space, 5, seed=2)
+    ev = SupernetEvaluator(loaded.supernet, dev, batch_size=10)
+    per = ev.per_target(archs)
+    for r in SupernetEvaluator(loaded.supernet, dev, fitness="loss").evaluate_many(archs):
+        o = per[r.key]
+        assert o["correct"].size == o["loss"].size == r.targets
+        assert o["correct"].mean() == r.accuracy
+        assert o["loss"].mean() == pytest.approx(r.loss, rel=1e-5)
+    rep = noise_report(per, [a.key for a in archs], "loss")
+    assert len(rep["se"]) == 5 and len(rep["paired_se_neighbours"]) == 4 and rep["targets"] == r.targets
+
+
+def test_noise_measures():
+    rng = np.random.default_rng(0)
+    v = rng.normal(size=4000)
+    assert bootstrap_se(v) == pytest.approx(v.std(ddof=1) / np.sqrt(v.size), rel=0.1)
+    assert bootstrap_se(np.ones(10)) == 0.0
+    assert count_ties([0.2, 0.3, 0.2, 0.1, 0.3]) == 4 and count_ties([1.0, 2.0]) == 0
+    # two candidates with strongly correlated per-target errors: paired SE far below either SE
+    base = rng.normal(size=3000)
+    out = {"a": {"correct": base > 0, "loss": 5 + base}, "b": {"correct": base > 0.01, "loss": 5.01 + base + 0.01 * rng.normal(size=3000)}}
+    rep = noise_report(out, ["a", "b"], "loss")
+    assert rep["paired_se_neighbours"][0] < rep["se"][0] / 10
+
+
+def test_memo_never_mixes_scores_made_on_different_target_sets(supernet_run: Path, tmp_path: Path):
+    """A search resumed with another dev set, fitness or racing plan is refused, so memo
+    entries from the state (scored on its targets) never meet scores on other targets."""
+    out = tmp_path / "s"
+    cfg = SearchConfig(population=6, iterations=2, topk=3)
+    base = dict(supernet=supernet_run, out=out, dev_sequences=24)
+    evolve(EvolveOptions(**base, fitness="loss", racing=(8,)), cfg, show_progress=False, max_iterations=1)
+    for change, word in ((dict(fitness="accuracy", racing=(8,)), "fitness"), (dict(fitness="loss"), "racing"),
+                         (dict(fitness="loss", racing=(16,)), "racing"),
+                         (dict(fitness="loss", racing=(8,), dev_sequences=20), "dev_sequences")):
+        opts = EvolveOptions(**{**base, **change, "resume": True})
+        with pytest.raises(LvsearchError, match=word):
+            evolve(opts, cfg, show_progress=False)
+    res = evolve(EvolveOptions(**base, fitness="loss", racing=(8,), resume=True), cfg, show_progress=False)
+    res = res["evolution"]
+    assert len(res.history) == 12 and all(r.complete for r in res.topk)
+    assert all(r.targets == res.topk[0].targets for r in res.topk)  # every top-k member on the full set
+
+
+def _toy(space, target):
+    return FunctionEvaluator(lambda a: sum(x == y for x, y in zip(a.ops, target.ops)) / space.num_slots)
+
+
+def test_aging_evolution_keeps_the_population_size_and_ages_out_the_oldest():
+    space = SearchSpace.load("lvbert-elc").with_num_slots(8)
+    target = space.sample(random.Random(3))
+    seen_queues = []
+
+    def check(search, t):
+        keys = [h["key"] for h in search.history]
+        assert len(search.queue) == search.config.population
+        assert search.queue == keys[-search.config.population:]  # the newest P, oldest first
+        seen_queues.append(list(search.queue))
+
+    cfg = SearchConfig(strategy="aging", population=8, iterations=5, topk=3, seed=2, tournament=3, cycle=3)
+    res = Search(space, _toy(space, target), cfg, on_iteration=check).run()
+    assert len(res.history) == 40 and len({h["key"] for h in res.history}) == 40
+    assert len(seen_queues) == 5 and not set(seen_queues[0]) & set(seen_queues[1])
+    assert [c["best"] for c in res.curve] == sorted(c["best"] for c in res.curve)
+    # it climbs a toy fitness (mutation only) better than random search does on average
+    best = {"aging": [], "random": []}
+    for strategy in best:
+        for seed in range(3):
+            c = SearchConfig(strategy=strategy, population=12, iterations=8, topk=4, seed=seed)
+            best[strategy].append(Search(space, _toy(space, target), c).run().best.fitness)
+    assert sum(best["aging"]) > sum(best["random"]), best
+    with pytest.raises(LvsearchError, match="aging"):
+        SearchConfig(strategy="evolution", tournament=3).resolved()
+    with pytest.raises(LvsearchError, match="--tournament"):
+        SearchConfig(strategy="aging", population=4, topk=2, tournament=5).resolved()
+
+
+@pytest.mark.parametrize("strategy", ["aging", "evolution"])
+def test_resume_is_exact_with_every_new_switch(supernet_run: Path, tmp_path: Path, capsys, strategy: str):
+    args = ["--population", "6", "--iterations", "3", "--topk", "3", "--dev-sequences", "24", "--fitness", "loss",
+            "--racing", "8", "--racing-eta", "2", "--strategy", strategy, "--compare-random"]
+    full = tmp_path / "full"
+    assert main(["evolve", "--supernet", str(supernet_run), "--out", str(full), *args]) == 0
+    cut = tmp_path / "cut"
+    opts = EvolveOptions(supernet=supernet_run, out=cut, dev_sequences=24, fitness="loss", racing=(8,), racing_eta=2.0,
+                         compare_random=True)
+    evolve(opts, SearchConfig(strategy=strategy, population=6, iterations=3, topk=3), show_progress=False,
+           max_iterations=1)
+    # resume takes fitness, racing and dev size from the state when they are not repeated
+    assert main(["evolve", "--supernet", str(supernet_run), "--out", str(cut), "--resume", "--compare-random"]) == 0
+    capsys.readouterr()
+    for name in ("state.json", "history.jsonl", "best.json", "random/state.json", "random/history.jsonl"):
+        assert (full / name).read_bytes() == (cut / name).read_bytes(), name
+    hist = [json.loads(x) for x in (full / "history.jsonl").read_text().splitlines()]
+    assert any(h["partial"] for h in hist) and all(h["accuracy"] is not None for h in hist)
+    best = json.loads((full / "best.json").read_text())["meta"]
+    assert best["fitness_metric"] == "loss" and best["fitness"] == -best["loss"]
+
+
+def test_bad_switches(supernet_run: Path, tmp_path: Path, capsys):
+    def bad(*argv: str, match: str) -> None:
+        try:
+            code = main(["evolve", "--supernet", str(supernet_run), "--out", str(tmp_path / "x"), *argv])
+        except SystemExit as e:  # argparse's own usage error
+            code = e.code
+        text = capsys.readouterr()
+        text = text.out + text.err
+        assert code == 2 and match in text and "Traceback" not in text, text
+        assert not (tmp_path / "x" / "state.json").exists()
+
+    bad("--racing", "16,8", "--dev-sequences", "24", match="increasing")
+    bad("--racing", "24", "--dev-sequences", "24", match="not below --dev-sequences")
+    bad("--racing", "8", "--strategy", "nsga2", match="NSGA-II")
+    bad("--batch-size", "0", match="--batch-size must be ≥ 1")
+    bad("--racing", "a,b", match="not a list of sequence counts")
+    bad("--tournament", "3", match="--strategy aging")
