@@ -47,6 +47,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import numpy as np
+
 from _common import RESULTS, machine, run_lvsearch, write_result
 
 BAND = 0.05
@@ -259,12 +261,42 @@ def summarize(rows: list[dict]) -> dict:
                            "top_decile_minus_median_over_sigma_seed": (d["top_decile_threshold"] - d["median"]) / sigma}
     if len(rand) >= 2:
         out["best_of_k_random"] = best_of_k(rand)
+    if len(rand) >= 2:
+        ranked = sorted(rand)
+        out["picks"] = [{"id": r["id"], "name": r["name"], "ops": r["ops"], "accuracy_seed0": r["accuracy_seed0"],
+                         "percentile_among_random": sum(v < r["accuracy_seed0"] for v in ranked) / len(ranked),
+                         "in_top_decile": r["accuracy_seed0"] >= float(np.quantile(ranked, 0.9))}
+                        for r in one if r["source"] == "pick"]
+    if sigma:
+        out["power"] = power(sigma)
     if len(one) >= 3:
         x, y = [r["params"] for r in one], [r["accuracy_seed0"] for r in one]
         t = stats.kendalltau(x, y)
         out["params_control"] = {"kendall_tau": float(t.statistic), "p": float(t.pvalue),
                                  "kendall_tau_ci95": list(bootstrap_interval(x, y, "kendall")),
                                  "what": "Kendall τ of the parameter count vs standalone accuracy (zero-cost control)"}
+    return out
+
+
+def power(sigma_seed: float, seeds=(3, 6, 10), alpha: float = 0.05, beta: float = 0.2) -> dict:
+    """Smallest paired mean difference a two-sided t test over n seeds detects with power
+    1 − beta: (t_{1−α/2, n−1} + t_{1−β, n−1}) · σ_d / √n, for two noise models of σ_d, the SD
+    of one seed's paired difference: (a) training noise only, √2 · σ_seed (both arms' picks
+    fixed); (b) the arms benchmark's observed EA − random-search differences (search seed and
+    pretraining seed both vary)."""
+    from scipy import stats
+
+    sd = {"training_noise_only": math.sqrt(2) * sigma_seed}
+    try:
+        pairs = json.loads((RESULTS / "search_arms.json").read_text())["pairs"]["ea - random-search"]["mlm_accuracy"]
+        sd["arms_ea_minus_random_search"] = float(np.std(pairs["per_seed"], ddof=1))
+    except (OSError, ValueError, KeyError):
+        pass
+    out = {"alpha": alpha, "power": 1 - beta, "sd_of_one_seed_difference": sd, "minimum_detectable_difference": {}}
+    for name, s_d in sd.items():
+        out["minimum_detectable_difference"][name] = {
+            str(n): (stats.t.ppf(1 - alpha / 2, n - 1) + stats.t.ppf(1 - beta, n - 1)) * s_d / math.sqrt(n)
+            for n in seeds}
     return out
 
 
@@ -294,7 +326,7 @@ def report(args, plan: dict) -> Path:
     }
     reuse = rank_check_file(args, rows)
     result["rank_check_file"] = str(reuse)
-    if args.fitness_variants and len(result["summary"].get("distribution_all", {})) and len(rows) >= 3:
+    if args.fitness_variants and len(rows) >= 8:
         result["fitness_variants"] = fitness_variants(args, reuse)
     return write_result("landscape", result)
 
@@ -305,11 +337,11 @@ def fitness_variants(args, reuse: Path) -> dict:
 
     out = {}
     for n in args.fitness_variants:
-        rep = rank_check(args.supernet, reuse=reuse, out=args.work / f"rank_check_{n}", dev_sequences=n,
+        size = n if n == "all" else int(n)
+        rep = rank_check(args.supernet, reuse=reuse, out=args.work / f"rank_check_{n}", dev_sequences=size,
                          overwrite=True)
-        out[str(n)] = {k: rep.get(k) for k in ("kendall_tau", "kendall_tau_ci95", "spearman_rho",
-                                                "spearman_rho_ci95", "kendall_tau_loss", "topk", "topk_overlap",
-                                                "topk_chance", "dev_sequences")}
+        out[str(n)] = {k: rep.get(k) for k in ("by_fitness", "topk", "topk_overlap", "topk_chance", "strata",
+                                                "dev_sequences")}
     return out
 
 
@@ -327,7 +359,8 @@ def main() -> None:
     p.add_argument("--dev-sequences", type=int, default=512)
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--fitness-variants", type=int, nargs="*", default=[], help="dev sizes to rank-check in --report")
+    p.add_argument("--fitness-variants", nargs="*", default=[],
+                   help="dev sizes (or 'all') to rank-check in --report")
     p.add_argument("--report", action="store_true", help="only aggregate what exists")
     args = p.parse_args()
     plan = make_plan(args)

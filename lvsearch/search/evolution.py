@@ -17,7 +17,8 @@ same number of evaluations.
 a queue of the ``P`` most recently evaluated architectures (first the random initial
 population). Every child is made by tournament selection — ``S`` members drawn uniformly
 without replacement, the one with the best fitness is the parent (ties: the first drawn) —
-and mutation; after it is evaluated it joins the queue and the oldest member leaves, so the
+and mutation (under racing, a member with a complete score beats one that racing stopped
+early); after it is evaluated it joins the queue and the oldest member leaves, so the
 queue always holds ``P`` architectures and every one dies after ``P`` newer evaluations,
 however good its (noisy) fitness. Children are evaluated ``cycle`` at a time (one batch for
 the prefix cache); an iteration makes ``P`` children, so ``P × T`` evaluations as for the
@@ -523,7 +524,8 @@ class Search:
     def _aging_child(self) -> list:
         """One child of aging evolution: tournament of ``S`` queue members, mutate the winner."""
         drawn = random.sample(self.queue, self.config.tournament)
-        best = max(drawn, key=lambda k: self.evaluator.memo[k].fitness)  # first of the best on ties
+        # complete scores rank above partial ones (racing already judged those worse in their batch)
+        best = max(drawn, key=lambda k: (self.evaluator.memo[k].complete, self.evaluator.memo[k].fitness))
         return list(self.toolbox.mutate(self.toolbox.clone(self._individual(arch_from_key(best)))))
 
     def _aging_iteration(self) -> list[str]:
