@@ -12,7 +12,8 @@ Layout of the export (``trust_remote_code=True`` loads it; no lvsearch needed)::
     OUT/tokenizer.json               byte copy of the model directory's tokenizer
     OUT/tokenizer_config.json        PreTrainedTokenizerFast with [PAD] [UNK] [CLS] [SEP] [MASK]
     OUT/special_tokens_map.json
-    OUT/lvsearch_export.json         provenance: source folder, objective, which encoder
+    OUT/lvsearch_export.json         provenance: source folder, objective, which encoder, and
+                                     ``code_sha256`` of the two .py files (:func:`template_sha256`)
 
 Which encoder: an MLM model exports its Encoder with its MLM head (``AutoModelForMaskedLM``,
 ``pipeline("fill-mask")``). An ELECTRA model exports the discriminator (``AutoModel``, and
@@ -25,7 +26,13 @@ one implementation of the math stays in :mod:`lvsearch.model`); ``tests/test_exp
 checks both agree to 1e-5 on real batches with padding for every op and switch.
 
 The folder is written under a temporary sibling name and renamed into place at the end; an
-existing non-empty ``OUT`` is refused unless ``overwrite``. Tensors are safetensors only.
+existing non-empty ``OUT`` is refused unless ``overwrite``, and an ``OUT`` that is the model
+directory or contains it is always refused. Tensors are safetensors only.
+
+``lvsearch evaluate --model hf:OUT`` loads an export without ``--trust-remote-code`` only while
+:func:`export_code_problem` finds nothing: its two .py files are byte-equal to the template
+shipped with the installed lvsearch and to the sha256 recorded at export. It then runs the
+installed template's classes, never the folder's files (SECURITY.md).
 """
 
 from __future__ import annotations
@@ -219,12 +226,66 @@ def _read_rtd_head(model_dir: Path) -> tuple[dict | None, str]:
     return tensors, f"read from {path}"
 
 
-def check_out(out: Path, overwrite: bool) -> None:
-    """Refuse an ``out`` that is a file, or a non-empty folder without ``overwrite``.
+def template_sha256() -> dict[str, str]:
+    """``{file name: sha256}`` of the template files (:data:`TEMPLATE_FILES`) shipped with the
+    installed lvsearch; ``lvsearch export`` records it as ``code_sha256`` in
+    ``lvsearch_export.json``."""
+    from lvsearch.io import sha256_file
+
+    return {name: sha256_file(TEMPLATE_DIR / name) for name in TEMPLATE_FILES}
+
+
+def export_code_problem(folder: str | os.PathLike) -> str | None:
+    """Why ``folder``'s Python files are not a verified ``lvsearch export`` (a sentence naming
+    the file), or None when both :data:`TEMPLATE_FILES` are byte-equal (sha256) to the installed
+    template and to the ``code_sha256`` recorded in its ``lvsearch_export.json``. Reads files
+    only; imports nothing from ``folder``."""
+    from lvsearch.io import read_json, sha256_file
+
+    folder = Path(folder)
+    prov_path = folder / "lvsearch_export.json"
+    if not prov_path.is_file():
+        return f"it has no {prov_path.name}, so it was not written by 'lvsearch export'"
+    try:
+        prov = read_json(prov_path, what="lvsearch export provenance")
+    except LvsearchError:
+        return f"{prov_path} is not valid JSON"
+    recorded = prov.get("code_sha256") if isinstance(prov, dict) else None
+    if not isinstance(recorded, dict):
+        return f"{prov_path} records no code_sha256 (it was exported by an older lvsearch)"
+    want = template_sha256()
+    for name in TEMPLATE_FILES:
+        path = folder / name
+        if not path.is_file():
+            return f"{path} is missing"
+        got = sha256_file(path)
+        rec = recorded.get(name)
+        if got != want[name]:
+            if got == rec:
+                return (f"{path} is not the template of the installed lvsearch (sha256 {got[:12]}…, as recorded at "
+                        f"export, vs {want[name][:12]}…): another lvsearch version exported it")
+            return (f"{path} was changed after the export (sha256 {got[:12]}…; recorded {str(rec)[:12]}…, "
+                    f"the installed template {want[name][:12]}…)")
+        if rec != got:
+            return f"{prov_path} records another sha256 for {name} ({str(rec)[:12]}…) than the file has ({got[:12]}…)"
+    return None
+
+
+def check_out(out: Path, overwrite: bool, *, source: Path | None = None) -> None:
+    """Refuse an ``out`` that is the model directory ``source`` or contains it (with or without
+    ``overwrite``: replacing it would delete the source), that is a file, or that is a non-empty
+    folder without ``overwrite``.
 
     Raises:
         LvsearchError: naming ``out`` and the fix.
     """
+    if source is not None:
+        src, dst = Path(source).resolve(), Path(out).resolve()
+        if dst == src or dst in src.parents:
+            what = "is the model directory" if dst == src else "contains the model directory"
+            raise LvsearchError(f"--out {out} {what} {source}; exporting there would delete the model it is exported "
+                                "from (refused with or without --overwrite)",
+                                fix=f"pass an --out outside {source}, e.g. --out {src.parent / (src.name + '-hf')}")
     if out.exists() and not out.is_dir():
         raise LvsearchError(f"--out {out} is a file", fix="pass a folder path for the exported model")
     check_writable_folder(out)
@@ -252,13 +313,15 @@ def export_model(model_dir: str | os.PathLike, out: str | os.PathLike, *, genera
     Raises:
         LvsearchError: ``model_dir`` is not a loadable model directory (see
             :func:`lvsearch.modeldir.load_model`); ``--generator`` for a model without a
-            generator; ``out`` refused (:func:`check_out`). Nothing is written then.
+            generator; ``out`` refused (:func:`check_out`: a file, non-empty without
+            ``overwrite``, or the model directory or a folder containing it). Nothing is
+            written then.
     """
-    from lvsearch.io import atomic_write_bytes, atomic_write_json, save_safetensors, umask
+    from lvsearch.io import atomic_write_bytes, atomic_write_json, save_safetensors, sha256_bytes, umask
     from lvsearch.modeldir import TOKENIZER, load_model
 
     model_dir, out = Path(model_dir), Path(out)
-    check_out(out, overwrite)
+    check_out(out, overwrite, source=model_dir)
     if loaded is None and (model_dir / "model" / "config.json").is_file():  # a retrain run folder
         raise LvsearchError(f"{model_dir} is a run folder, not a model directory", fix=f"pass --model {model_dir / 'model'}")
     if loaded is None:
@@ -281,8 +344,10 @@ def export_model(model_dir: str | os.PathLike, out: str | os.PathLike, *, genera
     if rtd is not None:
         state.update(rtd)
     tensors = hf_state_dict(state, mlm_head=with_mlm)
+    code = {name: (TEMPLATE_DIR / name).read_bytes() for name in TEMPLATE_FILES}
     provenance = {"format": EXPORT_FORMAT, "source": str(model_dir.resolve()), "objective": loaded.objective,
                   "which": which, "tokenizer_sha256": loaded.tokenizer_sha256,
+                  "code_sha256": {name: sha256_bytes(data) for name, data in code.items()},
                   "rtd_head": rtd_note, "lvsearch_config": loaded.config,
                   "training_args": loaded.training_args}
     config = hf_config(enc.arch, enc.dims, architectures=architectures,
@@ -294,15 +359,15 @@ def export_model(model_dir: str | os.PathLike, out: str | os.PathLike, *, genera
     try:
         os.chmod(tmp, 0o777 & ~umask())
         save_safetensors(tensors, tmp / "model.safetensors", metadata={"format": "pt"})
-        for name in TEMPLATE_FILES:
-            atomic_write_bytes(tmp / name, (TEMPLATE_DIR / name).read_bytes())
+        for name, data in code.items():
+            atomic_write_bytes(tmp / name, data)
         atomic_write_bytes(tmp / "tokenizer.json", (loaded.folder / TOKENIZER).read_bytes())
         atomic_write_json(tmp / "tokenizer_config.json", tok_config)
         atomic_write_json(tmp / "special_tokens_map.json", special)
         atomic_write_json(tmp / "lvsearch_export.json", provenance)
         atomic_write_json(tmp / "config.json", config)
         if out.exists():
-            check_out(out, overwrite)  # still allowed (it may have been filled meanwhile)
+            check_out(out, overwrite, source=model_dir)  # still allowed (it may have been filled meanwhile)
         replace_folder(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -311,4 +376,5 @@ def export_model(model_dir: str | os.PathLike, out: str | os.PathLike, *, genera
             "rtd_head": rtd_note, "tensors": len(tensors)}
 
 
-__all__ = ["export_model", "hf_name", "hf_state_dict", "hf_config", "tokenizer_files", "AUTO_MAP", "EXPORT_FORMAT"]
+__all__ = ["export_model", "hf_name", "hf_state_dict", "hf_config", "tokenizer_files", "check_out", "template_sha256",
+           "export_code_problem", "AUTO_MAP", "EXPORT_FORMAT", "TEMPLATE_FILES"]

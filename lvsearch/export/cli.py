@@ -14,9 +14,14 @@ writes DIR: config.json (model_type lvsearch, ops, inputs, dims, auto_map), conf
   model = AutoModelForMaskedLM.from_pretrained(DIR, trust_remote_code=True)
   fill = pipeline("fill-mask", model=DIR, trust_remote_code=True)
 
+lvsearch_export.json records the sha256 of the two .py files: 'lvsearch evaluate --model hf:DIR' loads
+  the folder without --trust-remote-code while both equal the template of the installed lvsearch (it
+  then runs that template, not the folder's files); an edited or foreign copy needs the flag.
+
 ELECTRA models: the discriminator is exported (AutoModel; AutoModelForPreTraining = RTD head,
   read from the run's last checkpoint when present); --generator exports the generator with its
   MLM head instead. The export is written to a temporary sibling folder and renamed into place.
+  --out must not be the model directory or a folder that contains it (refused even with --overwrite).
 
 examples:
   lvsearch export --model runs/small/model --out hf/small
@@ -35,9 +40,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--model", required=True, metavar="MODEL_DIR", help="model directory (RUN/model of 'lvsearch retrain')")
-    p.add_argument("--out", required=True, metavar="DIR", help="export folder (new or empty)")
+    p.add_argument("--out", required=True, metavar="DIR",
+                   help="export folder (new or empty; not the model directory or a folder containing it)")
     p.add_argument("--generator", action="store_true", help="export the ELECTRA generator (with its MLM head)")
-    p.add_argument("--overwrite", action="store_true", help="replace a non-empty --out")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace a non-empty --out (never the model directory or a folder containing it)")
     p.set_defaults(func=run)
 
 
@@ -48,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     from lvsearch.errors import LvsearchError
     from lvsearch.export import check_out, export_model
 
-    check_out(Path(args.out), args.overwrite)
+    check_out(Path(args.out), args.overwrite, source=Path(args.model))
     try:
         import transformers  # noqa: F401  (config.json records its version)
     except ImportError:
