@@ -46,10 +46,18 @@ what is measured:
                neighbour-count floor has not learned past local co-occurrence: its BLiMP/task
                differences are not architecture effects.
 
-Hugging Face models: --model hf:PATH_OR_NAME loads AutoModelForMaskedLM (trust_remote_code) and its fast
-  tokenizer and runs the same BLiMP PLL, fine-tuning (on the base model's [CLS] state; no --layer-decay)
-  and MLM dev metrics (only when its vocabulary is the prepared data's). An 'lvsearch export' of a model
-  gives the same BLiMP and MLM numbers as its model directory (float rounding aside).
+Hugging Face models: --model hf:PATH_OR_NAME loads AutoModelForMaskedLM and its fast tokenizer and runs
+  the same BLiMP PLL, fine-tuning (on the base model's [CLS] state; no --layer-decay) and MLM dev metrics
+  (only when its vocabulary is the prepared data's). An 'lvsearch export' of a model gives the same BLiMP
+  and MLM numbers as its model directory (float rounding aside).
+  No code from a model folder runs without consent: a folder whose config.json or tokenizer_config.json
+  auto_map names Python files is refused, before anything is imported, unless --trust-remote-code. The
+  exception is an 'lvsearch export' folder whose two .py files equal the installed lvsearch's template
+  (sha256 recorded in lvsearch_export.json); it is loaded with that template, none of its files run.
+  Weights are safetensors only; a folder with only pytorch_model.bin (pickle) is refused unless
+  --allow-pickle, which loads it with torch's weights_only unpickler. Also refused: a checkpoint without
+  its MLM head (e.g. a saved BertModel), a tokenizer with ids beyond the model's embedding, a folder
+  without tokenizer files. See SECURITY.md.
 
 report: REPORT.json (default MODEL_DIR/results.json) and REPORT.md beside it (Markdown table);
   both are refused when they exist unless --overwrite.
@@ -106,6 +114,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--threads", type=_positive_int, metavar="N",
                    help="torch CPU threads (default: torch's choice; 1 is faster on a busy shared machine)")
     p.add_argument("--compare", nargs="+", metavar="REPORT.json", help="print these reports side by side and exit")
+    h = p.add_argument_group("Hugging Face models (--model hf:...)")
+    h.add_argument("--trust-remote-code", action="store_true",
+                   help="run the Python files that the model's config.json / tokenizer_config.json auto_map names "
+                        "(transformers' trust_remote_code=True); without it such a model is refused before anything is "
+                        "imported. Not needed for an unedited 'lvsearch export' folder of this lvsearch version")
+    h.add_argument("--allow-pickle", action="store_true",
+                   help="load pickle weights (pytorch_model.bin) with torch's weights_only unpickler when the folder "
+                        "has no model.safetensors; without it such a folder is refused")
     b = p.add_argument_group("BLiMP")
     b.add_argument("--blimp", metavar="DIR", help="folder of BLiMP *.jsonl files (default: ../shared/data/blimp if present)")
     b.add_argument("--no-blimp", action="store_true", help="skip BLiMP")
@@ -214,6 +230,16 @@ def run(args: argparse.Namespace) -> int:
 
     hf = is_hf_spec(model_arg)
     model_dir = Path(model_arg[len(HF_PREFIX):] if hf else model_arg).expanduser()
+    if hf:
+        from lvsearch.eval.hf import inspect_hf_source
+
+        # what would run or be unpickled, from the folder's JSON alone: refused before anything else
+        inspect_hf_source(model_arg, trust_remote_code=args.trust_remote_code, allow_pickle=args.allow_pickle)
+    else:
+        for flag, given in (("--trust-remote-code", args.trust_remote_code), ("--allow-pickle", args.allow_pickle)):
+            if given:
+                raise LvsearchError(f"{flag} applies to --model hf:... only; {model_arg} is an lvsearch model directory "
+                                    "(safetensors weights, no code is loaded from it)", fix=f"drop {flag}")
     if hf and not args.out and not model_dir.is_dir():
         raise LvsearchError(f"--model {model_arg} is not a local folder, so there is no default report path",
                             fix="pass --out REPORT.json")
@@ -246,7 +272,8 @@ def run(args: argparse.Namespace) -> int:
     if hf:
         from lvsearch.eval.hf import load_hf_model
 
-        hf_model = load_hf_model(model_arg, device=args.device)
+        hf_model = load_hf_model(model_arg, device=args.device, trust_remote_code=args.trust_remote_code,
+                                 allow_pickle=args.allow_pickle)
         loaded = None
         objective, tokenizer, encoder = "hf", hf_model.tokenizer, hf_model.encoder
     else:

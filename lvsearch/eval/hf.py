@@ -1,7 +1,6 @@
 """``lvsearch evaluate --model hf:PATH_OR_NAME``: any Hugging Face masked LM in the same harness.
 
-:func:`load_hf_model` loads ``AutoModelForMaskedLM`` and its fast tokenizer (with
-``trust_remote_code=True``, so an ``lvsearch export`` folder works too) and wraps them so that
+:func:`load_hf_model` loads ``AutoModelForMaskedLM`` and its fast tokenizer and wraps them so that
 the BLiMP PLL scorer (:mod:`lvsearch.eval.blimp`), the fine-tuning harness
 (:mod:`lvsearch.eval.finetune`) and the MLM dev metrics (:mod:`lvsearch.eval.mlm`) run on it
 unchanged:
@@ -18,6 +17,14 @@ unchanged:
 - :class:`HFTokenizerView`: the fast tokenizer's ``tokenizers.Tokenizer`` with lvsearch's
   special-token names (``[PAD]`` ``[UNK]`` ``[CLS]`` ``[SEP]`` ``[MASK]``) mapped to the model's
   own (``<pad>``, ``<s>``, ... for RoBERTa-style tokenizers).
+
+What may run and be unpickled (SECURITY.md): :func:`inspect_hf_source` reads only the folder's
+JSON files, before anything is imported. Python files named by an ``auto_map`` (config.json,
+tokenizer_config.json) run only with ``trust_remote_code`` (``--trust-remote-code``); the one
+exception is a verified ``lvsearch export`` folder, whose two .py files equal the installed
+template (sha256), and which is loaded with the installed template's classes, so none of its
+files is imported. Weights are read with ``use_safetensors=True``; pickle weights only with
+``allow_pickle`` (``--allow-pickle``) and then with ``weights_only=True``.
 
 MLM dev metrics need the prepared data's token ids to mean the same tokens: the model's
 ``tokenizer.json`` must be the data's (same sha256, as for model directories) or have the
@@ -159,59 +166,256 @@ class HFLoaded:
         return self.folder.resolve().name if self.folder is not None else self.spec.replace("/", "_")
 
 
-def load_hf_model(spec: str, *, device: str = "cpu") -> HFLoaded:
-    """Load ``hf:PATH_OR_NAME`` (the prefix optional here) for evaluation.
+# Weight files as transformers names them (transformers.utils.SAFE_WEIGHTS_NAME, ...): the
+# safetensors ones lvsearch loads, and the pickle formats it refuses without --allow-pickle.
+SAFE_WEIGHTS = ("model.safetensors", "model.safetensors.index.json")
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
+TOKENIZER_CONFIG = "tokenizer_config.json"
+_CONSENT_FIX = ("read those files; if you trust them, pass --trust-remote-code to run them "
+                "(an unedited 'lvsearch export' folder of this lvsearch version needs no flag)")
+
+
+@dataclass(frozen=True)
+class HFSource:
+    """What loading ``hf:SPEC`` will read and run, found by :func:`inspect_hf_source` from the
+    folder's JSON files alone (nothing imported, no weights read).
+
+    Attributes:
+        name: the argument after ``hf:``; folder: the local folder (None for a hub name, which
+            is checked by transformers at load: ``trust_remote_code`` and ``use_safetensors``).
+        remote_code: the Python files the folder's ``auto_map`` names (empty when none).
+        lvsearch_export: a verified ``lvsearch export`` folder (:func:`lvsearch.export.export_code_problem`
+            found nothing): loaded with the installed template's classes, none of its files run.
+        pickle_weights: the pickle weight files that will be loaded (only with ``allow_pickle``
+            and no safetensors file), else empty.
+    """
+
+    name: str
+    folder: Path | None
+    remote_code: tuple[str, ...] = ()
+    lvsearch_export: bool = False
+    pickle_weights: tuple[str, ...] = ()
+
+
+def _read_json_object(path: Path, what: str) -> dict:
+    from lvsearch.io import read_json
+
+    try:
+        obj = read_json(path, what=what)
+    except LvsearchError as e:
+        raise LvsearchError(str(e).split("\n  fix:")[0], fix=f"repair {path.name} or re-save the model ({_FIX_MLM})") from None
+    if not isinstance(obj, dict):
+        raise LvsearchError(f"{what} {path} is not a JSON object", fix=f"repair {path.name} or re-save the model")
+    return obj
+
+
+def _auto_map_files(obj: dict, folder: Path, source: str) -> list[str]:
+    """The Python files an ``auto_map`` (config.json: ``{"AutoX": "module.Class", ...}``;
+    tokenizer_config.json: the same or ``[slow, fast]``) makes transformers import."""
+    am = obj.get("auto_map")
+    if not am:
+        return []
+    values = list(am.values()) if isinstance(am, dict) else list(am) if isinstance(am, (list, tuple)) else [am]
+    files = []
+    for v in values:
+        for ref in (v if isinstance(v, (list, tuple)) else [v]):
+            if not isinstance(ref, str) or not ref:
+                continue
+            repo, _, ref = ref.rpartition("--")
+            module = ref.rsplit(".", 1)[0]
+            files.append(f"{module}.py of the hub repository {repo}" if repo else str(folder / f"{module}.py"))
+    return files or [f"{folder / source} auto_map {am!r}"]
+
+
+def inspect_hf_source(spec: str, *, trust_remote_code: bool = False, allow_pickle: bool = False) -> HFSource:
+    """Check, before anything is imported or loaded, that ``hf:PATH_OR_NAME`` may be loaded.
+
+    A local folder must have ``config.json`` (a JSON object). Python files named by an
+    ``auto_map`` in ``config.json`` or ``tokenizer_config.json`` would run at load: they are
+    refused unless ``trust_remote_code``, except in a verified ``lvsearch export`` folder
+    (model type ``lvsearch``, ``auto_map`` naming only its two template modules, and
+    :func:`lvsearch.export.export_code_problem` finding nothing). Weights must be safetensors
+    (``model.safetensors`` or its sharded index); a folder with only pickle weights
+    (``pytorch_model.bin``, ``*.pt``, ...) is refused unless ``allow_pickle``. A hub name is
+    not inspected here (transformers applies ``trust_remote_code=False`` and
+    ``use_safetensors=True`` to it at load).
 
     Raises:
-        LvsearchError: transformers is not installed; the path/name cannot be loaded (message
-            with the reason); the model is not a masked LM (AutoModelForMaskedLM has no class
-            for its config); its tokenizer is not a fast tokenizer or lacks a mask/pad token.
-            Each message names the path and the fix.
+        LvsearchError: an empty name; a missing folder; no ``config.json``; ``config.json`` or
+            ``tokenizer_config.json`` not a JSON object; remote code without consent (the
+            message names the files and ``--trust-remote-code``); only pickle weights without
+            ``allow_pickle`` (the message says how to convert them); no weights file.
     """
-    from lvsearch.io import read_json, sha256_file
-
     name = spec[len(HF_PREFIX):] if is_hf_spec(spec) else spec
     if not name:
         raise LvsearchError("--model hf: names no model", fix="pass hf:PATH (a local folder) or hf:NAME (a hub model)")
+    local = Path(name).expanduser()
+    folder = local if local.is_dir() else None
+    if folder is None and (local.exists() or name.startswith((".", "/", "~")) or name.count("/") > 1):
+        raise LvsearchError(f"Hugging Face model folder not found: {local}",
+                            fix="pass hf:PATH to a folder with config.json (e.g. written by 'lvsearch export'), or hf:NAME of a hub model")
+    if folder is None:
+        return HFSource(name=name, folder=None)
+    if not (folder / "config.json").is_file():
+        raise LvsearchError(f"{folder} is not a Hugging Face model folder (no config.json)", fix=_FIX_MLM)
+    config = _read_json_object(folder / "config.json", "Hugging Face config")
+    tok_config = (_read_json_object(folder / TOKENIZER_CONFIG, "Hugging Face tokenizer config")
+                  if (folder / TOKENIZER_CONFIG).is_file() else {})
+    code = _auto_map_files(config, folder, "config.json") + _auto_map_files(tok_config, folder, TOKENIZER_CONFIG)
+    code = tuple(dict.fromkeys(code))
+    verified = False
+    if code:
+        from lvsearch.export import MODEL_TYPE, TEMPLATE_FILES, export_code_problem
+
+        template = {str(folder / n) for n in TEMPLATE_FILES}
+        if config.get("model_type") == MODEL_TYPE and not tok_config.get("auto_map") and set(code) <= template:
+            problem = export_code_problem(folder)
+            verified = problem is None
+            why = f"; it looks like an 'lvsearch export' folder, but {problem}" if problem else ""
+        else:
+            why = ""
+        if not verified and not trust_remote_code:
+            where = " and ".join(n for n, c in (("config.json", config), (TOKENIZER_CONFIG, tok_config)) if c.get("auto_map"))
+            raise LvsearchError(
+                f"{folder} ships Python code that loading it would run: {', '.join(code)} (auto_map in {where}){why}; "
+                "lvsearch runs no code from a model folder without --trust-remote-code",
+                fix=_CONSENT_FIX + (f"; or re-export it: lvsearch export --model MODEL_DIR --out {folder} --overwrite"
+                                    if why else ""))
+    pickles: tuple[str, ...] = ()
+    if not any((folder / n).is_file() for n in SAFE_WEIGHTS):
+        pickles = tuple(sorted(p.name for p in folder.iterdir() if p.is_file() and p.suffix in PICKLE_SUFFIXES))
+        if not pickles:
+            raise LvsearchError(f"{folder} has no weights file ({' or '.join(SAFE_WEIGHTS)})",
+                                fix="save the model into the folder: model.save_pretrained(DIR) writes model.safetensors")
+        if not allow_pickle:
+            listed = ", ".join(str(folder / n) for n in pickles)
+            raise LvsearchError(
+                f"{folder} holds its weights only as pickle ({listed}), which can run code when it is loaded; "
+                "lvsearch loads safetensors weights only",
+                fix=f"convert it once, where you trust the file: python -c \"from transformers import AutoModelForMaskedLM; "
+                    f"AutoModelForMaskedLM.from_pretrained('{folder}', use_safetensors=False).save_pretrained('{folder}')\" "
+                    "(writes model.safetensors), or pass --allow-pickle to load it with torch's weights_only unpickler")
+    return HFSource(name=name, folder=folder, remote_code=code, lvsearch_export=verified, pickle_weights=pickles)
+
+
+def _first_line(e: BaseException) -> str:
+    return (str(e).strip().splitlines() or [type(e).__name__])[0]
+
+
+def _load_error(where: str, what: str, e: Exception, fix: str) -> LvsearchError:
+    """A transformers exception as one message; a refused custom-code or pickle load named as such."""
+    text = str(e)
+    if "trust_remote_code" in text:
+        return LvsearchError(f"{where} ships Python code (an auto_map) that loading it would run; lvsearch runs no code "
+                             "from a model without --trust-remote-code", fix=_CONSENT_FIX)
+    if "Weights only load failed" in text:
+        why = next((ln.strip() for ln in text.splitlines() if "WeightsUnpickler error" in ln), "")
+        why = why.split("WeightsUnpickler error:", 1)[-1].split(". ")[0].strip()
+        return LvsearchError(f"the pickle weights of {where} hold more than tensors, so torch's weights_only unpickler "
+                             f"refused them{f' ({why})' if why else ''}; they may be malicious",
+                             fix="do not load this file; ask its publisher for safetensors weights (model.safetensors)")
+    if "safetensors" in text and "use_safetensors" in text:
+        return LvsearchError(f"{where} has no safetensors weights (model.safetensors); lvsearch loads safetensors only",
+                             fix="use a model published with safetensors weights, or pass --allow-pickle to load "
+                                 "pytorch_model.bin with torch's weights_only unpickler")
+    return LvsearchError(f"cannot load {what} of {where}: {_first_line(e)}", fix=fix)
+
+
+def load_hf_model(spec: str, *, device: str = "cpu", trust_remote_code: bool = False,
+                  allow_pickle: bool = False) -> HFLoaded:
+    """Load ``hf:PATH_OR_NAME`` (the prefix optional here) for evaluation.
+
+    :func:`inspect_hf_source` runs first: no code from the folder runs without
+    ``trust_remote_code`` (a verified ``lvsearch export`` folder is loaded with the classes of
+    the installed template, ``lvsearch.export.hf_template``); weights are read with
+    ``use_safetensors=True``, or with ``allow_pickle`` and no safetensors file from pickle
+    under ``weights_only=True``. Everything else goes through transformers with
+    ``trust_remote_code`` as given.
+
+    Raises:
+        LvsearchError: the refusals of :func:`inspect_hf_source`; transformers is not
+            installed; the path/name cannot be loaded (message with the reason; a hub model
+            with custom code or without safetensors weights is named as such); the model is
+            not a masked LM (AutoModelForMaskedLM has no class for its config, or the
+            checkpoint lacks weights of its MLM head, e.g. a saved ``BertModel``); its
+            tokenizer is not a fast tokenizer, lacks a mask/pad token, has no vocabulary
+            besides its special tokens (no tokenizer files), or has ids beyond the model's
+            embedding rows. Each message names the path and the fix.
+    """
+    from lvsearch.io import read_json, sha256_file
+
+    source = inspect_hf_source(spec, trust_remote_code=trust_remote_code, allow_pickle=allow_pickle)
+    name, folder = source.name, source.folder
     try:
         import transformers
         from transformers import AutoConfig, AutoModelForMaskedLM, AutoTokenizer
     except ImportError:
         raise LvsearchError("--model hf:... needs the transformers package",
                             fix="pip install 'transformers>=5' (or pip install -e '.[dev]')") from None
-    local = Path(name).expanduser()
-    folder = local if local.is_dir() else None
-    if folder is None and (local.exists() or name.startswith((".", "/", "~")) or name.count("/") > 1):
-        raise LvsearchError(f"Hugging Face model folder not found: {local}",
-                            fix="pass hf:PATH to a folder with config.json (e.g. written by 'lvsearch export'), or hf:NAME of a hub model")
-    if folder is not None and not (folder / "config.json").is_file():
-        raise LvsearchError(f"{folder} is not a Hugging Face model folder (no config.json)", fix=_FIX_MLM)
     where = str(folder) if folder is not None else name
     transformers.logging.set_verbosity_error()
+    transformers.logging.disable_progress_bar()  # lvsearch prints its own progress; no "Loading weights" bar
+    if source.lvsearch_export:  # the installed template, byte-equal to the folder's files: none of them is imported
+        from lvsearch.export.hf_template.configuration_lvsearch import LvsearchConfig
+        from lvsearch.export.hf_template.modeling_lvsearch import LvsearchForMaskedLM
+
+        config_cls, model_cls, code_kw = LvsearchConfig, LvsearchForMaskedLM, {}
+        code_note = "lvsearch export (verified: the installed template's classes)"
+    else:
+        config_cls, model_cls, code_kw = AutoConfig, AutoModelForMaskedLM, {"trust_remote_code": trust_remote_code}
+        code_note = ("--trust-remote-code: " + ", ".join(source.remote_code)) if source.remote_code else \
+            ("--trust-remote-code (hub model)" if trust_remote_code and folder is None else "none")
     try:
-        config = AutoConfig.from_pretrained(where, trust_remote_code=True)
+        config = config_cls.from_pretrained(where, **code_kw)
     except Exception as e:  # noqa: BLE001 (transformers raises OSError/ValueError/... for unloadable models)
-        raise LvsearchError(f"cannot load the Hugging Face config of {where}: {str(e).splitlines()[0]}", fix=_FIX_MLM) from None
+        raise _load_error(where, "the Hugging Face config", e, _FIX_MLM) from None
     try:
-        model = AutoModelForMaskedLM.from_pretrained(where, trust_remote_code=True)
-    except ValueError as e:
-        if "Unrecognized configuration class" in str(e) or "masked" in str(e).lower():
-            raise LvsearchError(f"{where} is not a masked language model (model type {config.model_type!r}: "
-                                "AutoModelForMaskedLM has no class for it)", fix=_FIX_MLM) from None
-        raise LvsearchError(f"cannot load {where} as a masked LM: {str(e).splitlines()[0]}", fix=_FIX_MLM) from None
+        tok = AutoTokenizer.from_pretrained(where, config=config, trust_remote_code=trust_remote_code and not source.lvsearch_export)
     except Exception as e:  # noqa: BLE001
-        raise LvsearchError(f"cannot load {where} as a masked LM: {str(e).splitlines()[0]}", fix=_FIX_MLM) from None
-    try:
-        tok = AutoTokenizer.from_pretrained(where, trust_remote_code=True)
-    except Exception as e:  # noqa: BLE001
-        raise LvsearchError(f"cannot load the tokenizer of {where}: {str(e).splitlines()[0]}",
-                            fix="the folder needs a fast tokenizer (tokenizer.json + tokenizer_config.json)") from None
+        raise _load_error(where, "the tokenizer", e,
+                          "the folder needs a fast tokenizer (tokenizer.json + tokenizer_config.json)") from None
     if not hasattr(tok, "backend_tokenizer"):
         raise LvsearchError(f"the tokenizer of {where} is not a fast (tokenizers) tokenizer",
                             fix="save the model with a fast tokenizer (tokenizer.json)")
     if tok.mask_token is None or tok.pad_token is None:
         raise LvsearchError(f"the tokenizer of {where} has no mask or pad token, so it is not a masked-LM tokenizer",
                             fix=_FIX_MLM)
+    vocab = tok.get_vocab()
+    specials = set(tok.all_special_tokens)
+    if not set(vocab) - specials:
+        raise LvsearchError(
+            f"the tokenizer of {where} has no vocabulary besides its {len(specials)} special tokens: there are no "
+            f"tokenizer files (tokenizer.json, or the vocabulary files of its tokenizer class), so transformers built an "
+            f"empty {type(tok).__name__}",
+            fix="save the model's own tokenizer with it: tokenizer.save_pretrained(DIR) (writes tokenizer.json and "
+                "tokenizer_config.json)")
+    weights_kw = {"use_safetensors": None if allow_pickle else True, "weights_only": True}
+    try:
+        model, info = model_cls.from_pretrained(where, config=config, output_loading_info=True, **weights_kw, **code_kw)
+    except ValueError as e:
+        if "Unrecognized configuration class" in str(e) or "masked" in str(e).lower():
+            raise LvsearchError(f"{where} is not a masked language model (model type {config.model_type!r}: "
+                                "AutoModelForMaskedLM has no class for it)", fix=_FIX_MLM) from None
+        raise _load_error(where, "the masked LM", e, _FIX_MLM) from None
+    except Exception as e:  # noqa: BLE001
+        raise _load_error(where, "the masked LM", e, _FIX_MLM) from None
+    missing = sorted(info.get("missing_keys") or ())
+    if missing:
+        archs = getattr(config, "architectures", None) or ["(not recorded)"]
+        raise LvsearchError(
+            f"{where} is not a masked-LM checkpoint: its weights lack {len(missing)} parameter(s) of "
+            f"{type(model).__name__} ({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}), which would be "
+            f"scored randomly initialised (the checkpoint's architectures: {', '.join(archs)})",
+            fix="pass a model saved with its MLM head (e.g. from BertForMaskedLM, an 'lvsearch export' of an MLM "
+                "model, or of an ELECTRA run with --generator)")
+    rows = model.get_input_embeddings().num_embeddings
+    top = max(vocab.values()) + 1
+    if top > rows:
+        raise LvsearchError(
+            f"the tokenizer of {where} has token ids up to {top - 1}, but the model's embedding has only {rows} rows "
+            f"(config vocab_size {config.vocab_size}): the tokenizer is not the one the model was trained with",
+            fix="save the model with its own tokenizer, or resize its embeddings to the tokenizer "
+                "(model.resize_token_embeddings(len(tokenizer)), then train and save it again)")
     view = HFTokenizerView(tok)
     dims = _dims(config, tok, int(tok.pad_token_id))
     HFScorer, HFEncoder = _torch_module_classes()
@@ -226,7 +430,9 @@ def load_hf_model(spec: str, *, device: str = "cpu") -> HFLoaded:
         "objective": "hf",
         "source": "hf",
         "hf": {"spec": name, "model_type": config.model_type, "class": type(model).__name__,
-               "transformers": transformers.__version__},
+               "transformers": transformers.__version__, "code": code_note,
+               "weights": ("pickle, --allow-pickle (weights_only=True): " + ", ".join(source.pickle_weights))
+               if source.pickle_weights else "safetensors"},
         "arch": lv_cfg.get("arch") if prov.get("which") != "generator" else lv_cfg.get("generator_arch") or lv_cfg.get("arch"),
         "lvsearch_export": {k: prov[k] for k in ("source", "objective", "which") if k in prov} or None,
     }
@@ -259,4 +465,5 @@ def check_hf_tokenizer(loaded: HFLoaded, data) -> str:
     )
 
 
-__all__ = ["HF_PREFIX", "HFLoaded", "HFTokenizerView", "is_hf_spec", "load_hf_model", "check_hf_tokenizer"]
+__all__ = ["HF_PREFIX", "HFLoaded", "HFSource", "HFTokenizerView", "is_hf_spec", "inspect_hf_source", "load_hf_model",
+           "check_hf_tokenizer"]
