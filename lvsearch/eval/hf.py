@@ -244,7 +244,8 @@ def inspect_hf_source(spec: str, *, trust_remote_code: bool = False, allow_pickl
         LvsearchError: an empty name; a missing folder; no ``config.json``; ``config.json`` or
             ``tokenizer_config.json`` not a JSON object; remote code without consent (the
             message names the files and ``--trust-remote-code``); only pickle weights without
-            ``allow_pickle`` (the message says how to convert them); no weights file.
+            ``allow_pickle`` (the message says how to convert them). A folder without any
+            weights file is refused by :func:`load_hf_model` (after the masked-LM check).
     """
     name = spec[len(HF_PREFIX):] if is_hf_spec(spec) else spec
     if not name:
@@ -284,10 +285,7 @@ def inspect_hf_source(spec: str, *, trust_remote_code: bool = False, allow_pickl
     pickles: tuple[str, ...] = ()
     if not any((folder / n).is_file() for n in SAFE_WEIGHTS):
         pickles = tuple(sorted(p.name for p in folder.iterdir() if p.is_file() and p.suffix in PICKLE_SUFFIXES))
-        if not pickles:
-            raise LvsearchError(f"{folder} has no weights file ({' or '.join(SAFE_WEIGHTS)})",
-                                fix="save the model into the folder: model.save_pretrained(DIR) writes model.safetensors")
-        if not allow_pickle:
+        if pickles and not allow_pickle:
             listed = ", ".join(str(folder / n) for n in pickles)
             raise LvsearchError(
                 f"{folder} holds its weights only as pickle ({listed}), which can run code when it is loaded; "
@@ -337,7 +335,8 @@ def load_hf_model(spec: str, *, device: str = "cpu", trust_remote_code: bool = F
             installed; the path/name cannot be loaded (message with the reason; a hub model
             with custom code or without safetensors weights is named as such); the model is
             not a masked LM (AutoModelForMaskedLM has no class for its config, or the
-            checkpoint lacks weights of its MLM head, e.g. a saved ``BertModel``); its
+            checkpoint lacks weights of its MLM head, e.g. a saved ``BertModel``); the folder
+            has no weights file; its
             tokenizer is not a fast tokenizer, lacks a mask/pad token, has no vocabulary
             besides its special tokens (no tokenizer files), or has ids beyond the model's
             embedding rows. Each message names the path and the fix.
@@ -369,6 +368,30 @@ def load_hf_model(spec: str, *, device: str = "cpu", trust_remote_code: bool = F
         config = config_cls.from_pretrained(where, **code_kw)
     except Exception as e:  # noqa: BLE001 (transformers raises OSError/ValueError/... for unloadable models)
         raise _load_error(where, "the Hugging Face config", e, _FIX_MLM) from None
+    weights_kw = {"use_safetensors": None if allow_pickle else True, "weights_only": True}
+    try:
+        model, info = model_cls.from_pretrained(where, config=config, output_loading_info=True, **weights_kw, **code_kw)
+    except ValueError as e:
+        if "Unrecognized configuration class" in str(e) or "masked" in str(e).lower():
+            raise LvsearchError(f"{where} is not a masked language model (model type {config.model_type!r}: "
+                                "AutoModelForMaskedLM has no class for it)", fix=_FIX_MLM) from None
+        raise _load_error(where, "the masked LM", e, _FIX_MLM) from None
+    except Exception as e:  # noqa: BLE001
+        if folder is not None and isinstance(e, OSError) and not source.pickle_weights \
+                and not any((folder / n).is_file() for n in SAFE_WEIGHTS):
+            raise LvsearchError(f"{folder} has no weights file ({' or '.join(SAFE_WEIGHTS)})",
+                                fix="save the model into the folder: model.save_pretrained(DIR) writes "
+                                    "model.safetensors") from None
+        raise _load_error(where, "the masked LM", e, _FIX_MLM) from None
+    missing = sorted(info.get("missing_keys") or ())
+    if missing:
+        archs = getattr(config, "architectures", None) or ["(not recorded)"]
+        raise LvsearchError(
+            f"{where} is not a masked-LM checkpoint: its weights lack {len(missing)} parameter(s) of "
+            f"{type(model).__name__} ({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}), which would be "
+            f"scored randomly initialised (the checkpoint's architectures: {', '.join(archs)})",
+            fix="pass a model saved with its MLM head (e.g. from BertForMaskedLM, an 'lvsearch export' of an MLM "
+                "model, or of an ELECTRA run with --generator)")
     try:
         tok = AutoTokenizer.from_pretrained(where, config=config, trust_remote_code=trust_remote_code and not source.lvsearch_export)
     except Exception as e:  # noqa: BLE001
@@ -389,25 +412,6 @@ def load_hf_model(spec: str, *, device: str = "cpu", trust_remote_code: bool = F
             f"empty {type(tok).__name__}",
             fix="save the model's own tokenizer with it: tokenizer.save_pretrained(DIR) (writes tokenizer.json and "
                 "tokenizer_config.json)")
-    weights_kw = {"use_safetensors": None if allow_pickle else True, "weights_only": True}
-    try:
-        model, info = model_cls.from_pretrained(where, config=config, output_loading_info=True, **weights_kw, **code_kw)
-    except ValueError as e:
-        if "Unrecognized configuration class" in str(e) or "masked" in str(e).lower():
-            raise LvsearchError(f"{where} is not a masked language model (model type {config.model_type!r}: "
-                                "AutoModelForMaskedLM has no class for it)", fix=_FIX_MLM) from None
-        raise _load_error(where, "the masked LM", e, _FIX_MLM) from None
-    except Exception as e:  # noqa: BLE001
-        raise _load_error(where, "the masked LM", e, _FIX_MLM) from None
-    missing = sorted(info.get("missing_keys") or ())
-    if missing:
-        archs = getattr(config, "architectures", None) or ["(not recorded)"]
-        raise LvsearchError(
-            f"{where} is not a masked-LM checkpoint: its weights lack {len(missing)} parameter(s) of "
-            f"{type(model).__name__} ({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}), which would be "
-            f"scored randomly initialised (the checkpoint's architectures: {', '.join(archs)})",
-            fix="pass a model saved with its MLM head (e.g. from BertForMaskedLM, an 'lvsearch export' of an MLM "
-                "model, or of an ELECTRA run with --generator)")
     rows = model.get_input_embeddings().num_embeddings
     top = max(vocab.values()) + 1
     if top > rows:
