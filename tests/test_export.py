@@ -395,3 +395,163 @@ def test_bad_inputs(exported, tmp_path, capsys):
     # --overwrite replaces a non-empty folder as a whole
     assert main(["export", "--model", str(model_dir), "--out", str(full), "--overwrite"]) == 0
     assert not (full / "keep.txt").exists() and (full / "modeling_lvsearch.py").is_file()
+
+
+# ----------------------------------------------------------------------------------------- consent (issue 23)
+# No code from a model folder runs without --trust-remote-code; pickle weights only with --allow-pickle.
+from _hf_folders import bert_folder, flip_byte, remote_code_folder  # noqa: E402
+
+
+def _lvsearch_cli(*argv: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    full_env = {**os.environ, "LVSEARCH_QUIET": "1", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO), **(env or {})}
+    full_env.pop("LVSEARCH_DEBUG", None)
+    return subprocess.run([sys.executable, "-m", "lvsearch", *argv], capture_output=True, text=True, timeout=300,
+                          env=full_env, cwd=REPO)
+
+
+def test_remote_code_runs_only_with_the_flag(real_batch, tok_path, small_corpus, tmp_path):
+    """A folder whose config.json auto_map names its own .py files, which write a marker when
+    imported: without --trust-remote-code, exit 2 before anything is imported (also when there
+    would be nothing to evaluate), the marker never appears; with the flag it loads and runs."""
+    data, _, _ = real_batch
+    marker = tmp_path / "remote-code-ran"
+    folder = remote_code_folder(tmp_path / "remote", tok_path, vocab_size=data.vocab_size, marker=marker)
+    env = {"HF_MODULES_CACHE": str(tmp_path / "hf-modules")}  # transformers copies trusted remote code there
+    report = tmp_path / "r.json"
+    base = ["evaluate", "--model", f"hf:{folder}", "--no-blimp", "--out", str(report), "--threads", "1"]
+    work = ["--mlm-data", str(small_corpus), "--dev-sequences", "8"]
+    for extra in (work, []):  # [] = nothing to evaluate: the consent refusal still comes first
+        proc = _lvsearch_cli(*base, *extra, env=env)
+        err = " ".join(proc.stderr.split())
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+        assert err.count("lvsearch: error:") == 1 and "--trust-remote-code" in err and "fix:" in err
+        assert str(folder / "marker_config.py") in err and str(folder / "marker_model.py") in err
+        assert "nothing to evaluate" not in err
+        assert not marker.exists() and not report.exists()
+    proc = _lvsearch_cli(*base, *work, "--trust-remote-code", env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert marker.exists()
+    r = json.loads(report.read_text())
+    assert r["model"]["config"]["hf"]["class"] == "MarkerForMaskedLM" and "--trust-remote-code" in r["model"]["config"]["hf"]["code"]
+    assert r["mlm"]["status"] == "done"
+
+
+def test_tokenizer_remote_code_is_refused_too(real_batch, tok_path, tmp_path, capsys):
+    data, _, _ = real_batch
+    marker = tmp_path / "tokenizer-code-ran"
+    folder = remote_code_folder(tmp_path / "tok-remote", tok_path, vocab_size=data.vocab_size, marker=marker,
+                                in_tokenizer=True)
+    assert main(["evaluate", "--model", f"hf:{folder}", "--no-blimp", "--out", str(tmp_path / "r.json")]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert str(folder / "marker_tokenizer.py") in err and "tokenizer_config.json" in err and "--trust-remote-code" in err
+    assert not marker.exists()
+
+
+def test_an_export_loads_without_the_flag_and_an_edited_one_is_refused(exported, tmp_path, capsys):
+    """A verified export runs the installed template's classes (none of its files is imported);
+    one byte changed in either .py file, or an export that records no sha256, needs the flag."""
+    import shutil
+
+    from lvsearch.errors import LvsearchError
+    from lvsearch.eval.hf import load_hf_model
+    from lvsearch.export import TEMPLATE_FILES, template_sha256
+
+    _, folder = exported["sequential-postln-relative-zero-noproj"]
+    assert json.loads((folder / "lvsearch_export.json").read_text())["code_sha256"] == template_sha256()
+    before = set(sys.modules)
+    m = load_hf_model(f"hf:{folder}")
+    assert not [k for k in set(sys.modules) - before if k.startswith("transformers_modules")]
+    assert type(m.scorer.model).__module__ == "lvsearch.export.hf_template.modeling_lvsearch"
+    assert m.config["hf"]["code"].startswith("lvsearch export (verified") and m.config["hf"]["weights"] == "safetensors"
+    for name in TEMPLATE_FILES:
+        edited = tmp_path / f"edited-{name}"
+        shutil.copytree(folder, edited)
+        flip_byte(edited / name)
+        with pytest.raises(LvsearchError) as err:
+            load_hf_model(f"hf:{edited}")
+        msg = str(err.value)
+        assert f"{edited / name} was changed after the export" in msg and "--trust-remote-code" in msg
+        assert main(["evaluate", "--model", f"hf:{edited}", "--no-blimp", "--out", str(tmp_path / "r.json")]) == 2
+        assert "was changed after the export" in capsys.readouterr().err
+    # with consent, the edited folder's own (still valid) code is what runs
+    trusted = load_hf_model(f"hf:{tmp_path / 'edited-modeling_lvsearch.py'}", trust_remote_code=True)
+    assert type(trusted.scorer.model).__module__.startswith("transformers_modules")
+    old = tmp_path / "old-export"  # written before exports recorded code_sha256
+    shutil.copytree(folder, old)
+    prov = json.loads((old / "lvsearch_export.json").read_text())
+    del prov["code_sha256"]
+    (old / "lvsearch_export.json").write_text(json.dumps(prov))
+    with pytest.raises(LvsearchError, match="records no code_sha256"):
+        load_hf_model(f"hf:{old}")
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_pickle_weights_need_allow_pickle_and_load_under_weights_only(real_batch, tok_path, tmp_path, monkeypatch):
+    from safetensors.torch import load_file
+
+    from lvsearch.errors import LvsearchError
+    from lvsearch.eval.hf import load_hf_model
+
+    data, ids, mask = real_batch
+    ref = bert_folder(tmp_path / "ref", tok_path, vocab_size=data.vocab_size, seed=3)
+    pkl = bert_folder(tmp_path / "pkl", tok_path, vocab_size=data.vocab_size, weights="pickle", seed=3)
+    assert sorted(p.name for p in pkl.iterdir() if "model" in p.name) == ["pytorch_model.bin"]
+    with pytest.raises(LvsearchError) as err:
+        load_hf_model(f"hf:{pkl}")
+    msg = str(err.value)
+    assert str(pkl / "pytorch_model.bin") in msg and "--allow-pickle" in msg and "save_pretrained" in msg
+    calls = []
+    real_load = torch.load
+
+    def spy(*args, **kwargs):
+        calls.append(kwargs.get("weights_only"))
+        return real_load(*args, **kwargs)
+
+    monkeypatch.setattr(torch, "load", spy)
+    m = load_hf_model(f"hf:{pkl}", allow_pickle=True)
+    assert calls and all(w is True for w in calls), calls
+    assert m.config["hf"]["weights"].startswith("pickle, --allow-pickle (weights_only=True)")
+    want = load_file(str(ref / "model.safetensors"))
+    got = m.scorer.model.state_dict()
+    assert all(torch.equal(got[k], v) for k, v in want.items())
+    # a pickle that runs code when unpickled: weights_only refuses it, the payload never runs
+    marker = tmp_path / "payload-ran"
+    poison = bert_folder(tmp_path / "poison", tok_path, vocab_size=data.vocab_size, weights="poison", marker=marker)
+    with pytest.raises(LvsearchError, match="weights_only unpickler refused"):
+        load_hf_model(f"hf:{poison}", allow_pickle=True)
+    assert not marker.exists()
+
+
+def test_hf_models_that_would_be_scored_wrongly_are_refused(real_batch, tok_path, tmp_path):
+    """A BertModel (no MLM head: it would be scored through a random head), a tokenizer with ids
+    beyond the embedding (IndexError), no tokenizer files (transformers' 5-token vocabulary)."""
+    from lvsearch.errors import LvsearchError
+    from lvsearch.eval.hf import load_hf_model
+
+    data, _, _ = real_batch
+    cases = [
+        (bert_folder(tmp_path / "base", tok_path, vocab_size=data.vocab_size, head=False), "is not a masked-LM checkpoint"),
+        (bert_folder(tmp_path / "small", tok_path, vocab_size=100), "has only 100 rows"),
+        (bert_folder(tmp_path / "notok", None, vocab_size=data.vocab_size), "no tokenizer files"),
+    ]
+    for folder, expect in cases:
+        with pytest.raises(LvsearchError) as err:
+            load_hf_model(f"hf:{folder}")
+        assert expect in str(err.value) and str(folder) in str(err.value) and err.value.fix, str(err.value)
+
+
+def test_export_out_is_never_the_source_or_above_it(exported, tmp_path, capsys):
+    import shutil
+
+    _, folder = exported["sequential-postln-relative-zero-noproj"]
+    run = tmp_path / "run"
+    shutil.copytree(folder.parent / "model", run / "model")
+    model_dir = run / "model"
+    before = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    for out in (model_dir, run, model_dir / ".."):
+        for extra in ([], ["--overwrite"]):
+            assert main(["export", "--model", str(model_dir), "--out", str(out), *extra]) == 2
+            err = capsys.readouterr().err
+            assert "would delete the model it is exported from" in err and "Traceback" not in err
+    assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
+    assert not [p for p in tmp_path.rglob(".*") if p.name.endswith((".tmp", ".old"))]

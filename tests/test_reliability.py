@@ -229,10 +229,11 @@ def tree_digest(folder: Path) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def ws(prepared_corpus: Path, small_corpus: Path, tmp_path_factory) -> dict[str, Path]:
+def ws(prepared_corpus: Path, small_corpus: Path, shared_data: Path, tmp_path_factory) -> dict[str, Path]:
     """A workspace as a user has it after the quickstart's steps by hand: a prepared corpus, a
-    tiny supernet run, a search over it, a retrained model, a regular file, and damaged copies
-    of some of them (each bad-input case names the one it needs)."""
+    tiny supernet run, a search over it, a retrained model, a regular file, damaged copies
+    of some of them, and Hugging Face folders (an export, foreign and hostile ones; each
+    bad-input case names the one it needs)."""
     w = tmp_path_factory.mktemp("ws")
     paths = {"W": w, "CORPUS": prepared_corpus, "OTHER_CORPUS": small_corpus, "FILE": w / "afile.txt"}
     paths["FILE"].write_text("not a folder\n")
@@ -307,7 +308,51 @@ def ws(prepared_corpus: Path, small_corpus: Path, tmp_path_factory) -> dict[str,
     bin_src.mkdir()
     (bin_src / "a.train").write_bytes(b"\x00\x01\x02\xff" * 500)
     paths["BIN_SRC"] = bin_src
+    task = w / "task-tiny"  # 16 RTE rows per split
+    task.mkdir()
+    for split in ("train", "dev"):
+        rows = (shared_data / "tasks" / "rte" / f"{split}.tsv").read_text(encoding="utf-8").splitlines()[:17]
+        (task / f"{split}.tsv").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    paths["TASK"] = task
+    paths.update(_hf_workspace(w, prepared_corpus))
     return paths
+
+
+def _hf_workspace(w: Path, corpus: Path) -> dict[str, Path]:
+    """Hugging Face folders under ``w/hf`` (none without transformers: their cases skip). Code
+    in the hostile ones writes a marker file into ``w`` when it runs, which the suite's
+    "every file byte-identical" check would catch."""
+    try:
+        import transformers  # noqa: F401
+    except ImportError:
+        return {}
+    from _hf_folders import bert_folder, flip_byte, remote_code_folder
+
+    from lvsearch.data.shards import PreparedData
+    from lvsearch.export import export_model
+
+    tok, vocab = corpus / "tokenizer.json", PreparedData.open(corpus).vocab_size
+    hf = w / "hf"
+    out = {"HF_EXPORT": export_model(w / "rt" / "model", hf / "export")["out"]}
+    edited = hf / "export-edited"  # one byte of its modeling file changed
+    shutil.copytree(out["HF_EXPORT"], edited)
+    flip_byte(edited / "modeling_lvsearch.py")
+    broken = bert_folder(hf / "broken-config", tok, vocab_size=vocab)
+    (broken / "config.json").write_text("{not json")
+    no_weights = bert_folder(hf / "no-weights", tok, vocab_size=vocab)
+    (no_weights / "model.safetensors").unlink()
+    out.update(
+        HF_EXPORT_EDITED=edited, HF_BROKEN_CONFIG=broken, HF_NO_WEIGHTS=no_weights,
+        HF_BASE=bert_folder(hf / "base-model", tok, vocab_size=vocab, head=False),
+        HF_SMALL_VOCAB=bert_folder(hf / "small-vocab", tok, vocab_size=100),
+        HF_NO_TOKENIZER=bert_folder(hf / "no-tokenizer", None, vocab_size=vocab),
+        HF_PICKLE=bert_folder(hf / "pickle", tok, vocab_size=vocab, weights="pickle"),
+        HF_POISON=bert_folder(hf / "poison", tok, vocab_size=vocab, weights="poison", marker=w / "payload-ran"),
+        HF_REMOTE=remote_code_folder(hf / "remote", tok, vocab_size=vocab, marker=w / "remote-code-ran"),
+        HF_TOK_REMOTE=remote_code_folder(hf / "tok-remote", tok, vocab_size=vocab, marker=w / "tokenizer-code-ran",
+                                         in_tokenizer=True),
+    )
+    return out
 
 
 @dataclasses.dataclass(frozen=True)
@@ -418,6 +463,53 @@ CASES = [
     C("export-generator-of-mlm-run", "export --model {MODEL} --out {W}/x2 --generator", "generator"),
     C("evaluate-hf-not-a-model", "evaluate --model hf:{CORPUS} --no-blimp --mlm-data {CORPUS} --out {W}/ev5.json",
       "{CORPUS}"),
+    # export (issue 23): --out is never the source or above it, with or without --overwrite
+    C("export-out-is-file", "export --model {MODEL} --out {FILE}", "{FILE}"),
+    C("export-out-under-file", "export --model {MODEL} --out {FILE}/x", "{FILE}"),
+    C("export-out-holds-export", "export --model {MODEL} --out {HF_EXPORT}", "{HF_EXPORT}"),
+    C("export-out-is-source", "export --model {MODEL} --out {MODEL}", "--out {MODEL} is the model directory"),
+    C("export-out-is-source-overwrite", "export --model {MODEL} --out {MODEL} --overwrite",
+      "--out {MODEL} is the model directory"),
+    C("export-out-holds-source", "export --model {MODEL} --out {RT}", "--out {RT} contains the model directory"),
+    C("export-out-holds-source-overwrite", "export --model {MODEL} --out {RT} --overwrite",
+      "--out {RT} contains the model directory"),
+    C("export-out-dotdot-overwrite", "export --model {MODEL} --out {MODEL}/.. --overwrite", "contains the model directory"),
+    C("export-missing-model", "export --model {W}/nomodel --out {W}/x3", "{W}/nomodel"),
+    C("export-model-is-hf-folder", "export --model {HF_EXPORT} --out {W}/x4", "{HF_EXPORT}"),
+    C("export-run-folder", "export --model {RT} --out {W}/x5", "pass --model {RT}/model"),
+    # evaluate hf: (issue 23): no code runs and no pickle is loaded without consent; no silent misscoring
+    C("evaluate-hf-missing-folder", "evaluate --model hf:{W}/nohf --no-blimp --mlm-data {CORPUS} --out {W}/ev6.json",
+      "{W}/nohf"),
+    C("evaluate-hf-broken-config", "evaluate --model hf:{HF_BROKEN_CONFIG} --no-blimp --mlm-data {CORPUS} "
+      "--out {W}/ev7.json", "{HF_BROKEN_CONFIG}/config.json"),
+    C("evaluate-hf-no-weights", "evaluate --model hf:{HF_NO_WEIGHTS} --no-blimp --mlm-data {CORPUS} --out {W}/ev8.json",
+      "{HF_NO_WEIGHTS} has no weights file"),
+    C("evaluate-hf-no-mlm-head", "evaluate --model hf:{HF_BASE} --no-blimp --mlm-data {CORPUS} --out {W}/ev9.json",
+      "{HF_BASE} is not a masked-LM checkpoint"),
+    C("evaluate-hf-vocab-mismatch-mlm", "evaluate --model hf:{HF_SMALL_VOCAB} --no-blimp --mlm-data {CORPUS} "
+      "--out {W}/ev10.json", "the tokenizer of {HF_SMALL_VOCAB}"),
+    C("evaluate-hf-vocab-mismatch-blimp", "evaluate --model hf:{HF_SMALL_VOCAB} --blimp-limit 1 --out {W}/ev11.json",
+      "the tokenizer of {HF_SMALL_VOCAB}"),
+    C("evaluate-hf-vocab-mismatch-task", "evaluate --model hf:{HF_SMALL_VOCAB} --no-blimp --task {TASK} --epochs 1 "
+      "--seeds 1 --out {W}/ev12.json", "the tokenizer of {HF_SMALL_VOCAB}"),
+    C("evaluate-hf-no-tokenizer", "evaluate --model hf:{HF_NO_TOKENIZER} --no-blimp --task {TASK} --out {W}/ev13.json",
+      "the tokenizer of {HF_NO_TOKENIZER}"),
+    C("evaluate-hf-remote-code", "evaluate --model hf:{HF_REMOTE} --no-blimp --mlm-data {CORPUS} --out {W}/ev14.json",
+      "{HF_REMOTE}/marker_config.py"),
+    C("evaluate-hf-remote-code-nothing-to-do", "evaluate --model hf:{HF_REMOTE} --no-blimp --out {W}/ev15.json",
+      "without --trust-remote-code"),
+    C("evaluate-hf-tokenizer-remote-code", "evaluate --model hf:{HF_TOK_REMOTE} --no-blimp --mlm-data {CORPUS} "
+      "--out {W}/ev16.json", "{HF_TOK_REMOTE}/marker_tokenizer.py"),
+    C("evaluate-hf-edited-export", "evaluate --model hf:{HF_EXPORT_EDITED} --no-blimp --mlm-data {CORPUS} "
+      "--out {W}/ev17.json", "{HF_EXPORT_EDITED}/modeling_lvsearch.py was changed after the export"),
+    C("evaluate-hf-pickle-weights", "evaluate --model hf:{HF_PICKLE} --no-blimp --mlm-data {CORPUS} --out {W}/ev18.json",
+      "{HF_PICKLE}/pytorch_model.bin"),
+    C("evaluate-hf-hostile-pickle-allowed", "evaluate --model hf:{HF_POISON} --allow-pickle --no-blimp --mlm-data {CORPUS} "
+      "--out {W}/ev19.json", "the pickle weights of {HF_POISON}"),
+    C("evaluate-trust-remote-code-on-model-dir", "evaluate --model {MODEL} --trust-remote-code --no-blimp "
+      "--mlm-data {CORPUS} --out {W}/ev20.json", "--trust-remote-code applies to --model hf:"),
+    C("evaluate-allow-pickle-on-model-dir", "evaluate --model {MODEL} --allow-pickle --no-blimp --mlm-data {CORPUS} "
+      "--out {W}/ev21.json", "--allow-pickle applies to --model hf:"),
 ]
 
 
@@ -436,6 +528,8 @@ def test_the_suite_has_enough_distinct_cases():
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_bad_input_one_message_exit_2_nothing_touched(ws: dict[str, Path], case: Case):
     argv = [_fill(a, ws) for a in case.argv]
+    if any("{HF_" in a for a in argv):
+        pytest.skip("transformers is not installed (no Hugging Face folders in the workspace)")
     before = {k: tree_digest(p) for k, p in ws.items() if p.is_dir()}
     proc = cli(*argv)
     err = proc.stderr
