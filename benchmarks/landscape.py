@@ -19,7 +19,8 @@ space (``lvbert-elc@12``, hidden 128) inside ``bert``'s parameter band (± 5%):
   targets) with the neighbour-count floor on the same targets.
 
 ``--report`` aggregates what exists into ``benchmarks/results/landscape.json``: the
-distribution of standalone MLM accuracy (median, top decile, best) over the random draws,
+distribution of standalone MLM accuracy (median, top decile, best) over the random draws
+(``random:1`` included: it is a draw of the space too),
 σ over seeds (pooled), headroom = (best − median) / σ_seed, the exact best-of-k-random curve
 (expected best standalone accuracy among k distinct random draws, from the order statistics),
 Kendall τ of the parameter count (a zero-cost control, Ning et al. 2021), and a
@@ -232,6 +233,11 @@ def collect(args, plan: dict) -> list[dict]:
     return rows
 
 
+def is_random_draw(row: dict) -> bool:
+    """A uniform draw of the space: the seeded draws and the reference ``random:1`` (a draw too)."""
+    return row["source"] == "random" or row["name"].startswith("random:")
+
+
 def summarize(rows: list[dict]) -> dict:
     import numpy as np
     from scipy import stats
@@ -239,7 +245,7 @@ def summarize(rows: list[dict]) -> dict:
     from lvsearch.search.rank_check import bootstrap_interval
 
     one = [r for r in rows if r["accuracy_seed0"] is not None]
-    rand = [r["accuracy_seed0"] for r in one if r["source"] == "random"]
+    rand = [r["accuracy_seed0"] for r in one if is_random_draw(r)]
     multi = [[m["accuracy"] for m in r["seeds"].values()] for r in rows if len(r["seeds"]) >= 2]
     dof = sum(len(v) - 1 for v in multi)
     sigma = math.sqrt(sum(((np.asarray(v) - np.mean(v)) ** 2).sum() for v in multi) / dof) if dof else None
