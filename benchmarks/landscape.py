@@ -310,13 +310,15 @@ def rank_check_file(args, rows: list[dict]) -> Path:
     """The seed-0 standalone results in ``rank_check.json`` format (for ``rank-check --reuse``)."""
     from lvsearch.io import atomic_write_json
 
+    from lvsearch.search.rank_check import standalone_digest
+
     path = args.work / "landscape_rank_check.json"
     done = [r for r in rows if r["accuracy_seed0"] is not None]
+    archs = [{"key": r["key"], "standalone_accuracy": r["seeds"]["0"]["accuracy"],
+              "standalone_loss": r["seeds"]["0"]["loss"], "params": r["params"]} for r in done]
     atomic_write_json(path, {
         "what": "standalone results of benchmarks/landscape.py (seed 0), for lvsearch rank-check --reuse",
-        "steps": args.steps, "pool": len(done), "archs": [
-            {"key": r["key"], "standalone_accuracy": r["seeds"]["0"]["accuracy"],
-             "standalone_loss": r["seeds"]["0"]["loss"], "params": r["params"]} for r in done]})
+        "steps": args.steps, "pool": len(done), "archs": archs, "standalone_sha256": standalone_digest(archs)})
     return path
 
 

@@ -221,3 +221,40 @@ def test_bad_switches(supernet_run: Path, tmp_path: Path, capsys):
     bad("--batch-size", "0", match="--batch-size must be ≥ 1")
     bad("--racing", "a,b", match="not a list of sequence counts")
     bad("--tournament", "3", match="--strategy aging")
+
+
+def test_rank_check_reuse_file_is_validated(tmp_path: Path):
+    """--reuse: malformed rows, repeats, NaN or out-of-range accuracies, bad steps/pool,
+    another space and a hand-edited result are refused with the file named."""
+    import copy
+
+    from lvsearch.search.rank_check import check_reuse, standalone_digest
+
+    space = SearchSpace.load("lvbert-elc").with_num_slots(5)
+    rows = [{"key": a.key, "standalone_accuracy": 0.1 + 0.01 * i, "standalone_loss": 6.0 - i}
+            for i, a in enumerate(_pool(space, 4))]
+    good = {"archs": rows, "steps": 10, "pool": 8, "space": space.to_dict(), "standalone_sha256": standalone_digest(rows)}
+    assert check_reuse(good, "rc.json", space)["steps"] == 10
+
+    def refused(edit, match: str) -> None:
+        d = copy.deepcopy(good)
+        edit(d)
+        with pytest.raises(LvsearchError, match=match) as e:
+            check_reuse(d, "rc.json", space)
+        assert "rc.json" in str(e.value)
+
+    refused(lambda d: d.pop("steps"), "'steps' must be an integer")
+    refused(lambda d: d.update(steps="10"), "'steps' must be an integer")
+    refused(lambda d: d.update(steps=0), "'steps' must be an integer")
+    refused(lambda d: d.update(pool=2), "'pool' must be an integer")
+    refused(lambda d: d.update(archs=[1, 2, 3]), "is not an object with a 'key'")
+    refused(lambda d: d.update(archs=None), "at least 3")
+    refused(lambda d: d["archs"][1].update(standalone_accuracy="0.2"), "not a number in")
+    refused(lambda d: d["archs"][1].update(standalone_accuracy=None), "not a number in")
+    refused(lambda d: d["archs"][1].update(standalone_accuracy=float("nan")), "not a number in")
+    refused(lambda d: d["archs"][2].update(key=d["archs"][0]["key"]), "appears 2 times")
+    refused(lambda d: d["archs"][1].update(standalone_accuracy=0.9), "recorded sha256")
+    refused(lambda d: d.update(space=SearchSpace.load("lvbert").with_num_slots(5).to_dict()), "another search space")
+    old = copy.deepcopy(good)  # a file written before the digest and space were recorded still loads
+    del old["standalone_sha256"], old["space"]
+    assert len(check_reuse(old, "rc.json", space)["archs"]) == 4

@@ -57,8 +57,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "evolve",
         help="evolutionary / random / NSGA-II search over a trained supernet",
         description="Search layer order (and ELC connectivity) with weights inherited from a trained supernet: "
-        "LV-BERT's evolutionary algorithm on DEAP (default), random search, or NSGA-II on accuracy vs size. "
-        "Fitness = MLM accuracy on a fixed masked dev subset. Resumable; runs under torchrun.",
+        "LV-BERT's evolutionary algorithm on DEAP (default), aging (regularized) evolution, random search, or "
+        "NSGA-II on fitness vs size. Fitness = minus the MLM loss (default) or MLM accuracy on a fixed masked dev "
+        "set, raced over dev targets. Reports the top-k with accuracy and loss, and the fitness noise among the "
+        "top-k (standard error of one score, paired standard error, exact ties) with a verdict on whether the "
+        "fitness resolves them (noise.json); --landscape adds the space's headroom. Resumable; runs under torchrun.",
         epilog=EVOLVE_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -80,7 +83,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--racing", type=_rungs, default=None, metavar="N[,N...]",
                    help="successive halving over dev targets: score every candidate of a batch on the first N "
                         "(random) dev sequences, keep the best 1/eta, ..., the survivors on all; 'off' scores "
-                        f"everyone on all (default: the recorded one on --resume, else {_fmt_rungs(DEFAULT_RACING)})")
+                        f"everyone on all (default: the recorded one on --resume, else {_fmt_rungs(DEFAULT_RACING)}, "
+                        "without the rungs a smaller dev set cannot hold)")
     p.add_argument("--racing-eta", type=float, default=None, metavar="ETA", help="racing keep factor (default 4)")
     p.add_argument("--crossover-kind", choices=["uniform", "one-point", "two-point"], default=None, help="default: uniform")
     p.add_argument("--nsga2-cost", choices=["params", "flops"], default=None, help="NSGA-II objective to minimise (default params)")
@@ -159,7 +163,7 @@ def _evolve(args: argparse.Namespace) -> int:
     from lvsearch.search.evolution import STATE, SearchConfig
     from lvsearch.search.job import EvolveOptions, evolve
 
-    from lvsearch.search.job import DEFAULT_DEV_SEQUENCES, DEFAULT_FITNESS, DEFAULT_RACING
+    from lvsearch.search.job import DEFAULT_DEV_SEQUENCES, DEFAULT_FITNESS
 
     given = {k: getattr(args, k) for k in _CONFIG_ARGS if getattr(args, k) is not None}
     fitness, racing, eta, dev_sequences = args.fitness, args.racing, args.racing_eta, args.dev_sequences
@@ -195,14 +199,15 @@ def _evolve(args: argparse.Namespace) -> int:
             given["topk"] = min(SearchConfig.topk, given["population"])  # default 10, at most P
         config = SearchConfig(**given)
         fitness = fitness or DEFAULT_FITNESS
-        racing = racing if racing is not None else DEFAULT_RACING
+        racing = racing if racing is not None else "default"
         dev_sequences = dev_sequences if dev_sequences is not None else DEFAULT_DEV_SEQUENCES
         eta = 4.0 if eta is None else eta
     opts = EvolveOptions(
         supernet=args.supernet, out=args.out, data=args.data, dev_sequences=dev_sequences,
         batch_size=args.batch_size, cache_mb=args.cache_mb, max_params=args.max_params, max_flops=args.max_flops,
         min_params=args.min_params, compare_random=args.compare_random, resume=args.resume, overwrite=args.overwrite, device=args.device,
-        space=args.space, fitness=fitness, racing=tuple(racing) or None, racing_eta=eta,
+        space=args.space, fitness=fitness, racing=racing if racing == "default" else (tuple(racing) or None),
+        racing_eta=eta,
     )
     if args.landscape:  # read before the search: a bad file fails fast
         from lvsearch.search.noise import landscape_lines

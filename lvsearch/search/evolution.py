@@ -624,7 +624,8 @@ class Search:
         )
 
 
-def plot_curves(curves: dict[str, list[dict]], path: str | Path, title: str = "") -> None:
+def plot_curves(curves: dict[str, list[dict]], path: str | Path, title: str = "",
+                ylabel: str = "fitness (dev MLM accuracy)") -> None:
     """Top-k best and mean fitness per iteration, one colour per search (LV-BERT Figure 3).
 
     Args:
@@ -648,7 +649,7 @@ def plot_curves(curves: dict[str, list[dict]], path: str | Path, title: str = ""
 
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("iteration")
-    ax.set_ylabel("fitness (dev MLM accuracy)")
+    ax.set_ylabel(ylabel)
     ax.set_title(title or "search progress")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)

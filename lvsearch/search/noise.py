@@ -87,9 +87,10 @@ def verdict_lines(report: dict) -> list[str]:
     if report["resolved"]:
         lines.append("the fitness resolves the top-k: the paired standard error is at most a third of its spread")
     else:
+        hint = ("score on more --dev-sequences (with --racing to bound the cost)" if report["metric"] == "loss"
+                else "use --fitness loss (continuous, no ties) and more --dev-sequences")
         lines.append("the fitness does NOT resolve the top-k (paired standard error above a third of its spread): "
-                     "the order of the top candidates is mostly noise; use --fitness loss, more --dev-sequences "
-                     "or --racing")
+                     f"the order of the top candidates is mostly noise; {hint}")
     return lines
 
 

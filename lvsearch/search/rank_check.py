@@ -141,6 +141,73 @@ def top_precision(scores, truth, k: int = 5) -> float | None:
     return len(top_s & top_t) / k
 
 
+def standalone_digest(rows: list[dict]) -> str:
+    """sha256 over the standalone side of a rank check (key, accuracy, loss per row, in order):
+    recorded in ``rank_check.json`` so that ``--reuse`` notices a hand-edited result."""
+    import hashlib
+    import json
+
+    side = [[r["key"], r["standalone_accuracy"], r.get("standalone_loss")] for r in rows]
+    return hashlib.sha256(json.dumps(side, sort_keys=True).encode("utf-8")).hexdigest()
+
+
+def check_reuse(d, source, space) -> dict:
+    """Validate a ``rank_check.json`` given to ``--reuse`` against the supernet's ``space``.
+
+    Returns ``{"archs": rows, "steps": int, "pool": int}``.
+
+    Raises:
+        LvsearchError: not an object; ``archs`` not a list of ≥ 3 rows with a string ``key``
+            and a finite ``standalone_accuracy`` in [0, 1] (``standalone_loss`` finite or
+            null); repeated architectures; ``steps`` not an integer ≥ 1; ``pool`` not an
+            integer ≥ the rows (null: the rows); a recorded ``space`` other than the
+            supernet's; a recorded ``standalone_sha256`` that the rows no longer match (an
+            edited file). Every message names ``source``.
+    """
+    import math
+
+    def bad(what: str) -> LvsearchError:
+        return LvsearchError(f"{source}: {what}", fix="pass a rank_check.json as 'lvsearch rank-check' wrote it "
+                                                       "(or benchmarks/landscape.py's landscape_rank_check.json)")
+
+    def finite(v) -> bool:
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+    if not isinstance(d, dict):
+        raise bad("not a JSON object")
+    rows = d.get("archs")
+    if not isinstance(rows, list) or len(rows) < 3:
+        raise bad("'archs' must be a list of at least 3 architectures")
+    for i, r in enumerate(rows):
+        if not isinstance(r, dict) or not isinstance(r.get("key"), str):
+            raise bad(f"archs[{i}] is not an object with a 'key' string")
+        acc = r.get("standalone_accuracy")
+        if not finite(acc) or not 0.0 <= acc <= 1.0:
+            raise bad(f"archs[{i}] ({r['key']!r}): standalone_accuracy {acc!r} is not a number in [0, 1]")
+        if r.get("standalone_loss") is not None and not finite(r["standalone_loss"]):
+            raise bad(f"archs[{i}] ({r['key']!r}): standalone_loss {r['standalone_loss']!r} is not a finite number")
+    keys = [r["key"] for r in rows]
+    if len(set(keys)) != len(keys):
+        dup = next(k for k in keys if keys.count(k) > 1)
+        raise bad(f"architecture {dup!r} appears {keys.count(dup)} times (each must be one distinct architecture)")
+    steps, pool = d.get("steps"), d.get("pool", len(rows))
+    if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
+        raise bad(f"'steps' must be an integer ≥ 1, got {steps!r}")
+    pool = len(rows) if pool is None else pool
+    if not isinstance(pool, int) or isinstance(pool, bool) or pool < len(rows):
+        raise bad(f"'pool' must be an integer ≥ the {len(rows)} architectures, got {pool!r}")
+    recorded = d.get("space")
+    if recorded is not None and recorded != space.to_dict():
+        name = recorded.get("name") if isinstance(recorded, dict) else recorded
+        raise LvsearchError(f"{source} was made on another search space ({name!r}) than this supernet's "
+                            f"({space.name!r})", fix="pass a supernet of that space, or a rank check made on this one")
+    digest = d.get("standalone_sha256")
+    if digest is not None and digest != standalone_digest(rows):
+        raise LvsearchError(f"{source}: the standalone results do not match their recorded sha256 (the file was "
+                            "edited after it was written)", fix="restore the file, or re-run the rank check")
+    return {"archs": rows, "steps": steps, "pool": pool}
+
+
 def density(arch: Arch) -> float:
     """Connectivity density of an architecture: mean number of inputs per slot (1.0 =
     sequential; an ELC slot reading all earlier outputs raises it)."""
@@ -256,11 +323,8 @@ def rank_check(supernet: str | Path, *, num_archs: int = 8, steps: int = 200, po
     if reuse is not None:
         from lvsearch.io import read_json
 
-        reused = read_json(reuse, what="rank check")
-        if not isinstance(reused, dict) or not isinstance(reused.get("archs"), list) or len(reused["archs"]) < 3:
-            raise LvsearchError(f"{reuse} is not a rank_check.json with ≥ 3 architectures",
-                                fix="pass the rank_check.json an earlier 'lvsearch rank-check' wrote")
-        num_archs, steps, pool = len(reused["archs"]), int(reused["steps"]), int(reused["pool"])
+        reused = check_reuse(read_json(reuse, what="rank check"), reuse, loaded.space)
+        num_archs, steps, pool = len(reused["archs"]), reused["steps"], reused["pool"]
     if (out / "rank_check.json").exists() and not overwrite:
         raise LvsearchError(f"{out} already holds a rank check", fix="pass --overwrite or another --out")
     if out.is_dir() and overwrite:
@@ -373,6 +437,7 @@ def rank_check(supernet: str | Path, *, num_archs: int = 8, steps: int = 200, po
         "pool": m, "supernet": str(Path(supernet).resolve()), "supernet_step": loaded.step,
         "standalone_from": str(Path(reuse).resolve()) if reuse is not None else None,
         "dev_sequences": int(dev.input_ids.shape[0]), "seconds": time.perf_counter() - t0, "out": str(out),
+        "space": loaded.space.to_dict(), "standalone_sha256": standalone_digest(rows),
     }
     atomic_write_json(out / "rank_check.json", report)
     _scatter(xs, ys, report, out / "rank_check.png")
