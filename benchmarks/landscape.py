@@ -29,7 +29,10 @@ Kendall τ of the parameter count (a zero-cost control, Ning et al. 2021), and a
 those fitness variants (``--fitness-variants``).
 
 Every step is a CLI call, resumable: re-running the same command trains only what is missing
-(retrains resume from their checkpoints). Runs go ``--jobs`` at a time with
+(retrains resume from their checkpoints). The committed ``landscape.json`` carries the plan and
+every finished result, so on another machine (no ``WORK`` folder) the same command continues
+the same plan and trains only what it lacks; ``--picks`` and ``--supernet`` must then be a
+supernet trained with the same command (the picks' keys are in the plan). Runs go ``--jobs`` at a time with
 ``OMP_NUM_THREADS=--threads`` each, seed-0 runs first.
 
 Usage::
@@ -79,6 +82,8 @@ def make_plan(args) -> dict:
     lo, hi = int(ref * (1 - BAND)), int(ref * (1 + BAND))
     if path.exists():
         plan = json.loads(path.read_text())
+    elif committed().get("plan"):  # another machine: continue the committed plan
+        plan = committed()["plan"]
     else:
         rows = [{"name": n, "source": "reference", "arch": resolve_arch(n, space)} for n in REFERENCES]
         seed = 1000
@@ -119,6 +124,25 @@ def make_plan(args) -> dict:
 # ----------------------------------------------------------------------------------------
 
 
+def committed() -> dict:
+    """``benchmarks/results/landscape.json`` as committed (empty when absent): its plan and the
+    per-seed results let the benchmark continue on a machine without the earlier run folders."""
+    try:
+        return json.loads((RESULTS / "landscape.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def committed_seed(row: dict, seed: int) -> dict | None:
+    """A result of ``row`` (same key) at ``seed`` measured by this benchmark and committed."""
+    for r in committed().get("archs", []):
+        if r.get("key") == row["key"] and r.get("id") == row["id"]:
+            m = (r.get("seeds") or {}).get(str(seed))
+            if m and m.get("source") == "this benchmark":
+                return m
+    return None
+
+
 def arch_args(args, row: dict) -> list[str]:
     """The ``--arch`` of a run: references by name (the arms benchmark's exact command), the
     rest by file."""
@@ -133,6 +157,8 @@ def run_one(args, row: dict, seed: int) -> str:
     log = args.work / "logs" / f"{row['id']}-s{seed}.log"
     if (run / "mlm.json").exists():
         return f"{row['id']} {row['ops']} s{seed}: done"
+    if committed_seed(row, seed) is not None:
+        return f"{row['id']} {row['ops']} s{seed}: in the committed landscape.json"
     t0 = time.time()
     if not (run / "summary.json").exists():
         if (run / "checkpoints" / "latest.json").exists():
@@ -173,7 +199,8 @@ def arms_seed(row: dict, seed: int) -> dict | None:
 
 def reproduces_arms(args, row: dict) -> bool:
     """True when this benchmark's seed-0 run of ``row`` has the arms' seed-0 accuracy and loss."""
-    mine, theirs = _mlm(args.work / "runs" / f"{row['id']}-s0"), arms_seed(row, 0)
+    mine = _mlm(args.work / "runs" / f"{row['id']}-s0") or committed_seed(row, 0)
+    theirs = arms_seed(row, 0)
     return bool(mine and theirs and mine["accuracy"] == theirs["accuracy"]
                 and abs(mine["loss"] - theirs["loss"]) < 1e-9)
 
@@ -218,7 +245,7 @@ def collect(args, plan: dict) -> list[dict]:
     for r in plan["archs"]:
         seeds = {}
         for s in range(args.seeds):
-            m = _mlm(args.work / "runs" / f"{r['id']}-s{s}")
+            m = _mlm(args.work / "runs" / f"{r['id']}-s{s}") or committed_seed(r, s)
             if m is None and s > 0 and reproduces_arms(args, r):
                 m = arms_seed(r, s)
             if m is not None:
@@ -330,7 +357,7 @@ def report(args, plan: dict) -> Path:
                      "steps": args.steps, "tokens_per_run": args.steps * 32 * 64, "seeds": args.seeds,
                      "seeded": args.seeded, "dev_sequences": args.dev_sequences, "recipe": "retrain-quickstart",
                      "threads_per_run": args.threads, "jobs": args.jobs, "supernet": str(args.supernet)},
-        "machine": machine(), "summary": summarize(rows), "archs": rows,
+        "machine": machine(), "summary": summarize(rows), "archs": rows, "plan": plan,
     }
     reuse = rank_check_file(args, rows)
     result["rank_check_file"] = str(reuse)
