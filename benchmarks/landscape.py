@@ -363,7 +363,78 @@ def report(args, plan: dict) -> Path:
     result["rank_check_file"] = str(reuse)
     if args.fitness_variants and len(rows) >= 8:
         result["fitness_variants"] = fitness_variants(args, reuse)
+    if args.docs is not None:
+        write_docs(args.docs, result)
     return write_result("landscape", result)
+
+
+BEGIN, END = "<!-- landscape:begin (benchmarks/landscape.py --docs) -->", "<!-- landscape:end -->"
+
+
+def markdown(result: dict) -> str:
+    """The landscape's table and reading, as docs/results.md shows them (between BEGIN/END)."""
+    s, rows = result["summary"], result["archs"]
+    out = ["| id | architecture | ops | params | MLM acc per seed (s0[, s1, s2]) | floor | past floor |",
+           "|---|---|---|---:|---|---:|---|"]
+    for r in rows:
+        seeds = ", ".join(f"{v['accuracy']:.4f}" for _, v in sorted(r["seeds"].items()))
+        name = r["name"] if r["source"] != "pick" else "pick: " + "/".join(Path(r["name"]).parts[-3:])
+        out.append(f"| {r['id']} | {name} | `{r['ops']}` | {r['params']:,} | {seeds} | {r['seeds']['0']['floor']:.4f} | "
+                   + ("**yes**" if r["beats_floor_all"] else "no") + " |")
+    out += ["", "Seeds 1–2 of `bert`, `sandwich` and `random:1`: from `benchmarks/results/search_arms.json` (their "
+                "seed 0 reproduced exactly here).", ""]
+    sg, dr = s["sigma_seed"], s.get("distribution_random")
+    out.append(f"What the {s['archs_trained']} of {len(result['plan']['archs'])} architectures trained so far say:")
+    out.append("")
+    if sg.get("pooled_std"):
+        out.append(f"* **Seed noise.** σ over pretraining seeds, pooled over {sg['archs']} architectures "
+                   f"({sg['dof']} degrees of freedom): {sg['pooled_std'] * 100:.2f} pp (per architecture "
+                   + ", ".join(f"{x * 100:.2f}" for x in sg["per_arch_std"]) + " pp).")
+    if dr and s.get("headroom"):
+        out.append(f"* **Headroom.** Among the {dr['n']} random draws (`random:1` included): median {dr['median']:.4f}, "
+                   f"top decile from {dr['top_decile_threshold']:.4f}, best {dr['best']:.4f}; (best − median) / σ_seed = "
+                   f"{s['headroom']['best_minus_median_over_sigma_seed']:.2f}. A search can gain at most that over a "
+                   "median architecture, and random search with 200 evaluations does not pick a median one.")
+    out.append(f"* **Floor.** {s['past_floor']} of the {s['archs_trained']} beat the neighbour-count floor on every "
+               "seed; `bert` and `sandwich` do not. \"All standalone runs past the floor\" does not hold for this "
+               "space at 4.1M tokens: some random draws sit just below it.")
+    if s.get("power"):
+        m = s["power"]["minimum_detectable_difference"]
+        sd = s["power"]["sd_of_one_seed_difference"]
+        arms = (f", and {m['arms_ea_minus_random_search']['6'] * 100:.1f} pp with the arms benchmark's observed SD of "
+                f"one seed's EA − random-search difference ({sd['arms_ea_minus_random_search'] * 100:.2f} pp; search "
+                "and pretraining seed both vary)") if "arms_ea_minus_random_search" in m else ""
+        out.append(f"* **Power.** The smallest EA − random-search difference a paired t test over 6 seeds detects "
+                   f"(α 0.05, power 0.8): {m['training_noise_only']['6'] * 100:.1f} pp if only training noise differs "
+                   f"(σ_d = √2 σ_seed){arms}. Written before the EA-vs-random runs (item 5).")
+    if s.get("picks"):
+        out.append("* **Searched picks** (today's searches, accuracy on 128 sequences): "
+                   + "; ".join(f"`{p['ops']}` {p['accuracy_seed0']:.4f} (above {p['percentile_among_random'] * 100:.0f}% "
+                               f"of the random draws{', top decile' if p['in_top_decile'] else ''})" for p in s["picks"])
+                   + ".")
+    if s.get("params_control"):
+        pc = s["params_control"]
+        lo, hi = pc["kendall_tau_ci95"]
+        ci = f" (95% [{lo:.2f}, {hi:.2f}])" if lo is not None else ""
+        out.append(f"* **Parameter count** as a zero-cost predictor: τ {pc['kendall_tau']:.2f}{ci} over the "
+                   f"{s['archs_trained']} (the band is narrow: ±5%).")
+    for n, v in (result.get("fitness_variants") or {}).items():
+        for metric, b in v["by_fitness"].items():
+            lo, hi = b["kendall_tau_ci95"]
+            ci = f" [{lo:.2f}, {hi:.2f}]" if lo is not None else ""
+            out.append(f"* **Supernet fitness** {metric} on {n} dev sequences: τ {b['kendall_tau']:.2f}{ci}, "
+                       f"top-5 precision {b['top5_precision']}.")
+    return "\n".join(out)
+
+
+def write_docs(path: Path, result: dict) -> None:
+    """Replace the text between :data:`BEGIN` and :data:`END` in ``path`` by :func:`markdown`."""
+    text = path.read_text(encoding="utf-8")
+    if BEGIN not in text or END not in text:
+        raise SystemExit(f"{path} has no landscape markers ({BEGIN} ... {END})")
+    head, rest = text.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    path.write_text(head + BEGIN + "\n" + markdown(result) + "\n" + END + tail, encoding="utf-8")
 
 
 def fitness_variants(args, reuse: Path) -> dict:
@@ -397,6 +468,7 @@ def main() -> None:
     p.add_argument("--fitness-variants", nargs="*", default=[],
                    help="dev sizes (or 'all') to rank-check in --report")
     p.add_argument("--report", action="store_true", help="only aggregate what exists")
+    p.add_argument("--docs", type=Path, default=None, help="rewrite the landscape block of this file (docs/results.md)")
     args = p.parse_args()
     plan = make_plan(args)
     print(f"{len(plan['archs'])} architectures; band {plan['band']}", flush=True)
