@@ -50,6 +50,20 @@ def run_lvsearch(args: list[str], log: Path, threads: int) -> None:
         raise RuntimeError(f"lvsearch {args[0]} failed (exit {rc}); see {log}")
 
 
+#: Half-width of the equal-size band the search benchmarks hold architectures to (± 5%).
+BAND = 0.05
+
+
+def bert_band(loaded, band: float = BAND) -> tuple[int, int, int]:
+    """``(bert's parameter count, low, high)``: ``bert``'s count on a loaded supernet's dims
+    (``load_supernet``) and the ± ``band`` interval around it, as ``evolve --min/--max-params``
+    take it."""
+    from lvsearch.arch import Arch
+
+    ref = loaded.supernet.num_params(Arch.sequential("sf" * (loaded.space.num_slots // 2)))
+    return ref, int(ref * (1 - band)), int(ref * (1 + band))
+
+
 def write_result(name: str, result: dict) -> Path:
     """Write ``benchmarks/results/<name>.json`` atomically and return its path."""
     from lvsearch.io import atomic_write_json

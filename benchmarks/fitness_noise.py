@@ -11,7 +11,7 @@ and for the first ``n`` dev sequences in racing order (a seeded random subset) a
 * the paired standard error of the difference between two candidates on the same targets,
   for neighbouring members of the pool's top decile (ranked on the whole dev split);
 * the spread of the top decile (its best minus its worst, on the whole split) and the ratio
-  paired SE / spread (the issue's target: ≤ 1/3);
+  paired SE / spread (a fitness resolves the top when it is ≤ 1/3);
 * exact ties among the top-10 at each ``n``; Kendall τ of the n-sequence fitness with the
   whole-split fitness over the pool, and the top-10 overlap;
 * the spread from re-drawing the dev masks (``fixed_dev_set`` seeds), for the top decile;
@@ -34,18 +34,15 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import machine, write_result
+from _common import bert_band, machine, write_result
 
-BAND = 0.05
 SIZES = (128, 256, 512, 1024, None)
 
 
 def pool_archs(loaded, n: int, seed: int = 0):
-    from lvsearch.arch import Arch
-
+    """``n`` distinct seeded draws of the supernet's space inside ``bert``'s band."""
     count = loaded.supernet.num_params
-    ref = count(Arch.sequential("sf" * (loaded.space.num_slots // 2)))
-    lo, hi = ref * (1 - BAND), ref * (1 + BAND)
+    _, lo, hi = bert_band(loaded)
     rng, out = random.Random(seed), {}
     while len(out) < n:
         a = loaded.space.sample(rng)

@@ -53,9 +53,8 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import RESULTS, machine, run_lvsearch, write_result
+from _common import RESULTS, bert_band, machine, run_lvsearch, write_result
 
-BAND = 0.05
 SPACE = "lvbert-elc"
 REFERENCES = ["bert", "sandwich", "random:1"]
 #: The arms benchmark's names of the reference architectures (benchmarks/search_arms.py).
@@ -78,8 +77,7 @@ def make_plan(args) -> dict:
     loaded = load_supernet(args.supernet)
     space = SearchSpace.load(SPACE).with_num_slots(loaded.space.num_slots)
     count = loaded.supernet.num_params
-    ref = count(Arch.sequential("sf" * (space.num_slots // 2)))
-    lo, hi = int(ref * (1 - BAND)), int(ref * (1 + BAND))
+    ref, lo, hi = bert_band(loaded)
     if path.exists():
         plan = json.loads(path.read_text())
     elif committed().get("plan"):  # another machine: continue the committed plan
@@ -112,9 +110,7 @@ def make_plan(args) -> dict:
     for r in plan["archs"]:
         arch_file = args.work / "archs" / f"{r['id']}.json"
         if not arch_file.exists():
-            from lvsearch.search.evolution import arch_from_key
-
-            arch_from_key(r["key"]).to_json(arch_file, space=SPACE)
+            Arch.from_key(r["key"]).to_json(arch_file, space=SPACE)
     atomic_write_json(path, plan)
     return plan
 
@@ -352,7 +348,7 @@ def rank_check_file(args, rows: list[dict]) -> Path:
 def report(args, plan: dict) -> Path:
     rows = collect(args, plan)
     result = {
-        "what": "issue 22 item 3: the landscape of the quickstart space (benchmarks/landscape.py)",
+        "what": "the landscape of the quickstart space: standalone accuracy of band architectures (benchmarks/landscape.py)",
         "settings": {"space": plan["space"], "band": plan["band"], "bert_params": plan["bert_params"],
                      "steps": args.steps, "tokens_per_run": args.steps * 32 * 64, "seeds": args.seeds,
                      "seeded": args.seeded, "dev_sequences": args.dev_sequences, "recipe": "retrain-quickstart",

@@ -36,23 +36,19 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from _common import machine, run_lvsearch as lvsearch, shared_data_dir, write_result
+from _common import BAND, bert_band, machine, run_lvsearch as lvsearch, shared_data_dir, write_result
 
 ARMS = ["ea", "random-search", "bert", "sandwich", "random-arch"]
 PAIRS = [("ea", "bert"), ("ea", "random-search"), ("random-search", "bert"), ("ea", "sandwich"),
          ("ea", "random-arch"), ("sandwich", "bert"), ("random-arch", "bert")]
-BAND = 0.05
 
 
 
 def band(supernet: Path) -> tuple[int, int, int]:
     """bert's parameter count on the supernet's dims and the ± BAND band around it."""
-    from lvsearch.arch import Arch
     from lvsearch.train.supernet import load_supernet
 
-    loaded = load_supernet(supernet)
-    ref = loaded.supernet.num_params(Arch.sequential("sf" * (loaded.space.num_slots // 2)))
-    return ref, int(ref * (1 - BAND)), int(ref * (1 + BAND))
+    return bert_band(load_supernet(supernet))
 
 
 def search(args, seed: int, lo: int, hi: int) -> Path:

@@ -344,7 +344,6 @@ class SupernetEvaluator(BaseEvaluator):
                 mask = self.net.padding_mask(ids)
                 self.chunks.append((ids, None if bool(mask.all()) else mask, labels_all[s:e].to(self.device)))
             self.rung_chunks.append(len(self.chunks))  # chunks that cover the first `hi` sequences
-        self.dev_sequences = n
         hidden = self.net.dims.hidden
         bs = max(int(c[0].shape[0]) for c in self.chunks)
         self.state_bytes = bs * dev.input_ids.shape[1] * hidden * 4
@@ -455,8 +454,16 @@ class SupernetEvaluator(BaseEvaluator):
     def per_target(self, archs: Sequence[Arch]) -> dict[str, dict]:
         """Per-target outcomes on the whole dev set, for noise measurements (no memo, no racing).
 
+        Args:
+            archs: architectures of the supernet's space.
+
         Returns ``{key: {"correct": (T,) bool ndarray, "loss": (T,) float64 ndarray (nats)}}``,
-        targets in dev-set order (row-major over the chunks), the same ``T`` for every key.
+        targets in chunk order (row-major; the racing permutation when racing is set), the same
+        ``T`` for every key; their means are the evaluator's accuracy and loss. Used by
+        :mod:`lvsearch.search.noise` (bootstrap and paired standard errors).
+
+        Raises:
+            LvsearchError: an architecture outside the supernet's space.
         """
         import numpy as np
         import torch.nn.functional as F
