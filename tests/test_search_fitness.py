@@ -258,3 +258,14 @@ def test_rank_check_reuse_file_is_validated(tmp_path: Path):
     old = copy.deepcopy(good)  # a file written before the digest and space were recorded still loads
     del old["standalone_sha256"], old["space"]
     assert len(check_reuse(old, "rc.json", space)["archs"]) == 4
+
+
+def test_evolution_with_one_complete_parent_does_not_crash(supernet_run: Path, tmp_path: Path, capsys):
+    """Racing that keeps one candidate of a small first population leaves a single top-k
+    parent: crossover children become mutants of it instead of failing."""
+    args = ["--population", "6", "--iterations", "2", "--topk", "3", "--dev-sequences", "24", "--racing", "8",
+            "--racing-eta", "6"]
+    assert main(["evolve", "--supernet", str(supernet_run), "--out", str(tmp_path / "s"), *args]) == 0
+    capsys.readouterr()
+    hist = [json.loads(x) for x in (tmp_path / "s" / "history.jsonl").read_text().splitlines()]
+    assert len(hist) == 12 and sum(not h["partial"] for h in hist) == 2

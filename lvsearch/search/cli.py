@@ -124,7 +124,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="rank correlation between supernet fitness and standalone training",
         description="Sample architectures spread over the supernet-fitness range, train each from scratch for "
         "--steps steps on the supernet's data and recipe, and report how well the supernet ranks them: Kendall τ "
-        "and Spearman ρ with paired-bootstrap 95%% intervals, τ within strata of DC count and connectivity "
+        "and Spearman ρ with paired-bootstrap 95% intervals, τ within strata of DC count and connectivity "
         "density, the top-k overlap against its chance level, and τ and top-5 precision of both fitness "
         "metrics (accuracy, loss). --reuse scores another supernet (or a landscape file's standalone results) "
         "without retraining; --landscape adds the space's headroom and best-of-k-random curve.",
@@ -142,8 +142,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--data", default=None, metavar="DIR", help="prepared data (default: the folder recorded in the supernet run)")
     r.add_argument("--dev-sequences", type=int, default=None, metavar="N", help="dev sequences scored (default: the supernet recipe's)")
     r.add_argument("--seed", type=int, default=0, help="seed of the architecture pool (default 0)")
-    r.add_argument("--fitness", choices=["accuracy", "loss"], default="accuracy",
-                   help="supernet score of the headline τ (default accuracy; both are reported)")
+    r.add_argument("--fitness", choices=["accuracy", "loss"], default=DEFAULT_FITNESS,
+                   help=f"supernet score of the headline τ (default {DEFAULT_FITNESS}, as evolve; both are reported)")
     r.add_argument("--landscape", default=None, metavar="LANDSCAPE.json",
                    help="also print the space's headroom and best-of-k-random curve from benchmarks/landscape.py")
     r.add_argument("--overwrite", action="store_true", help="replace an earlier rank check in --out")

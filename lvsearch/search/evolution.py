@@ -3,7 +3,8 @@
 **Evolution** (default; LV-BERT, Yu et al. 2021, §3.3 Algorithm 1): a random initial population
 of ``P`` architectures; at every iteration the population is evaluated, the top-k set (best
 ``k`` over everything evaluated so far) is updated, and the next population is made of
-``N_cro`` children of crossover between two distinct random top-k parents (uniform per slot,
+``N_cro`` children of crossover between two distinct random top-k parents (a mutant of the only
+one while racing has left a single complete candidate; uniform per slot,
 one-point or two-point; ``deap.tools.cxUniform/cxOnePoint/cxTwoPoint`` on the slot list) and
 ``N_mut`` children of mutation of a random top-k parent (each slot's op re-drawn with
 probability ``p``; in elc spaces also each optional input flipped with probability ``p``,
@@ -348,6 +349,8 @@ class Search:
         out: list[str] = []
 
         def mate():
+            if len(pool) < 2:  # racing can leave one complete parent after a small first population
+                return mutate()
             p1, p2 = random.sample(pool, 2)
             c1, c2 = self.toolbox.clone(p1), self.toolbox.clone(p2)
             return list(self.toolbox.mate(c1, c2))
@@ -425,7 +428,8 @@ class Search:
                         f"continuing would mix scores from two supernets",
                         fix="start a new search on this supernet (--overwrite or another --out), or restore the supernet run")
                 raise LvsearchError(f"--resume: {source} was made with different inputs ({', '.join(diff)})",
-                                    fix="resume with the original --supernet/--dev-sequences/constraints")
+                                    fix="resume with the original --supernet/--dev-sequences/--fitness/--racing/"
+                                        "constraints (omit --fitness and --racing to take the recorded ones)")
             history = [dict(h) for h in s["history"]]
             results = [EvalResult.from_dict(h) for h in history]
             self.iteration = int(s["iteration"])

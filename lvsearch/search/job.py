@@ -133,7 +133,8 @@ def load_dev(loaded, data_dir: str | Path | None, dev_sequences: int | None):
     if n == "all":
         n = None
     elif not isinstance(n, int) or n < 1:
-        raise LvsearchError(f"--dev-sequences must be ≥ 1 or 'all', got {n}")
+        raise LvsearchError(f"--dev-sequences must be ≥ 1 or 'all', got {n}",
+                            fix="e.g. --dev-sequences 1024, or omit it for the default")
     dev = fixed_dev_set(data, num_sequences=n, seq_len=cfg.train.seq_len, seed=cfg.eval.seed)
     return dev, data
 
