@@ -118,5 +118,7 @@ def test_per_op_alpha_supernet_resumes_exactly_and_searches(prepared_corpus: Pat
     code = main(["rank-check", "--supernet", str(ref), "--archs", "3", "--steps", "2", "--pool", "6",
                  "--dev-sequences", "16", "--out", str(tmp_path / "rc")])
     assert code == 0, capsys.readouterr().err[-2000:]
+    assert "95% [" in capsys.readouterr().err  # the intervals print (rich markup once ate '[undefined, …]')
     rep = json.loads((tmp_path / "rc" / "rank_check.json").read_text())
-    assert rep["num_archs"] == 3 and all(0 <= a["supernet_fitness"] <= 1 for a in rep["archs"])
+    assert rep["num_archs"] == 3 and rep["fitness"] == "loss"  # rank-check defaults to evolve's fitness
+    assert all(a["supernet_fitness"] == -a["supernet_loss"] and 0 <= a["supernet_accuracy"] <= 1 for a in rep["archs"])

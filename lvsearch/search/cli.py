@@ -316,13 +316,13 @@ def _rank_check(args: argparse.Namespace) -> int:
     ui.console.print(f"Kendall τ {fmt(res['kendall_tau'])} 95% {ci(res['kendall_tau_ci95'])} (p {fmt(res['kendall_p'])}), "
                      f"Spearman ρ {fmt(res['spearman_rho'])} 95% {ci(res['spearman_rho_ci95'])}, top-{res['topk']} overlap "
                      f"{res['topk_overlap']}/{res['topk']} (chance {ch['expected']:.2f}, p {ch['p']:.2f}) over "
-                     f"{res['num_archs']} architectures × {res['steps']} steps → {res['out']}", highlight=False)
+                     f"{res['num_archs']} architectures × {res['steps']} steps → {res['out']}", highlight=False, markup=False)
     for name, st in res["strata"].items():
         parts = ", ".join(f"{lab} (n={v['n']}): {fmt(v['tau'])}" for lab, v in st["strata"].items())
-        ui.console.print(f"τ within {name} strata: {parts}; pair-weighted {fmt(st['weighted_tau'])}", highlight=False)
+        ui.console.print(f"τ within {name} strata: {parts}; pair-weighted {fmt(st['weighted_tau'])}", highlight=False, markup=False)
     for name, b in res["by_fitness"].items():
         ui.console.print(f"fitness {name}: τ {fmt(b['kendall_tau'])} 95% {ci(b['kendall_tau_ci95'])}, "
-                         f"top-5 precision {fmt(b['top5_precision'])}", highlight=False)
+                         f"top-5 precision {fmt(b['top5_precision'])}", highlight=False, markup=False)
     if args.landscape:
         from lvsearch.search.noise import landscape_lines
 
