@@ -126,3 +126,49 @@ def fixed_dev_set(
     masker = MLMMasker(masking or DEV_MASKING, data.vocab_size, data.special_ids)
     corrupted, labels = masker(ids, torch.Generator().manual_seed(seed))
     return DevSet(corrupted, labels, ids)
+
+
+def held_out_dev_set(
+    data: PreparedData,
+    *,
+    exclude_sequences: int | None,
+    num_sequences: int | None = None,
+    seq_len: int | None = None,
+    seed: int = 1234,
+    masking: MaskingConfig | None = None,
+) -> DevSet:
+    """Dev sequences disjoint from ``fixed_dev_set(data, num_sequences=exclude_sequences,
+    seq_len=seq_len, seed=seed)``: fresh targets for re-scoring architectures that were selected
+    on that set (a score on the targets that selected a candidate is biased upwards — the
+    winner's curse; a second look on fresh targets is not). Its masks are drawn with ``seed + 1``.
+
+    Args:
+        data: the prepared dataset (its ``dev`` split).
+        exclude_sequences: size of the fixed dev set to leave out (None: all — nothing is left).
+        num_sequences: how many of the remaining sequences (a seeded sample; all when None or
+            larger).
+        seq_len, seed, masking: as :func:`fixed_dev_set` (the excluded set's values).
+
+    Returns:
+        :class:`DevSet` of ``min(num_sequences, remaining)`` rows.
+
+    Raises:
+        LvsearchError: no dev sequence is left outside the excluded set.
+    """
+    seqs = data.sequences("dev", seq_len)
+    total = len(seqs)
+    n_ex = total if exclude_sequences is None else min(exclude_sequences, total)
+    used = np.random.default_rng(seed).choice(total, size=n_ex, replace=False)
+    rest = np.setdiff1d(np.arange(total), used)
+    if rest.size == 0:
+        raise LvsearchError(
+            f"{data.folder}: the dev split has {total} sequences{f' of length {seq_len}' if seq_len else ''} and the search's "
+            f"fitness uses {n_ex} of them: none is left for a second look on fresh targets",
+            fix="score the search on fewer --dev-sequences, or prepare the data with a larger dev split",
+        )
+    n = rest.size if num_sequences is None else min(num_sequences, rest.size)
+    rows = np.sort(np.random.default_rng(seed + 1).choice(rest, size=n, replace=False))
+    ids = torch.from_numpy(seqs[rows])
+    masker = MLMMasker(masking or DEV_MASKING, data.vocab_size, data.special_ids)
+    corrupted, labels = masker(ids, torch.Generator().manual_seed(seed + 1))
+    return DevSet(corrupted, labels, ids)

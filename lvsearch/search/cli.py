@@ -100,6 +100,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--data", default=None, metavar="DIR", help="prepared data (default: the folder recorded in the run)")
     p.add_argument("--space", default=None, metavar="NAME", help="expected search space, checked against the supernet's (a bare family name such as lvbert matches the supernet's lvbert@N)")
     p.add_argument("--compare-random", action="store_true", help="also run random search with the same number of evaluations")
+    p.add_argument("--second-stage", choices=["none", "rescore", "finetune"], default="none",
+                   help="re-rank each search's top-k on dev sequences the search never saw before the pick "
+                        "(best.json): 'rescore' with the inherited weights, 'finetune' after a short run from them; "
+                        "the EA and --compare-random get the same compute (default: none)")
+    p.add_argument("--second-stage-k", type=int, default=None, metavar="K", help="candidates re-ranked (default: --topk)")
+    p.add_argument("--second-stage-steps", type=int, default=100, metavar="S",
+                   help="finetune: optimizer steps per candidate, the supernet's recipe shortened (default 100)")
+    p.add_argument("--second-stage-dev", type=int, default=None, metavar="N",
+                   help="fresh dev sequences of the second stage (default: every one the fitness does not use)")
     p.add_argument("--landscape", default=None, metavar="LANDSCAPE.json",
                    help="after the search, print the space's headroom and best-of-k-random curve "
                         "(benchmarks/landscape.py): can search pay off in this space?")
@@ -162,6 +171,7 @@ def _evolve(args: argparse.Namespace) -> int:
     from lvsearch.io import read_json
     from lvsearch.search.evolution import STATE, SearchConfig
     from lvsearch.search.job import EvolveOptions, evolve
+    from lvsearch.search.second_stage import SecondStage
 
     from lvsearch.search.job import DEFAULT_DEV_SEQUENCES, DEFAULT_FITNESS
 
@@ -207,7 +217,8 @@ def _evolve(args: argparse.Namespace) -> int:
         batch_size=args.batch_size, cache_mb=args.cache_mb, max_params=args.max_params, max_flops=args.max_flops,
         min_params=args.min_params, compare_random=args.compare_random, resume=args.resume, overwrite=args.overwrite, device=args.device,
         space=args.space, fitness=fitness, racing=racing if racing == "default" else (tuple(racing) or None),
-        racing_eta=eta,
+        racing_eta=eta, second_stage=SecondStage(args.second_stage, args.second_stage_k, args.second_stage_steps,
+                                                 args.second_stage_dev),
     )
     if args.landscape:  # read before the search: a bad file fails fast
         from lvsearch.search.noise import landscape_lines

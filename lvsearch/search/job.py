@@ -10,6 +10,9 @@ Search folder::
                        params, flops, supernet run dir and step, search config
     pareto.json        NSGA-II only: non-dominated (accuracy, params|flops) set
     search_curve.png   top-k best/mean per iteration (EA and, with --compare-random, random)
+    noise.json         the fitness noise of the final top-k (standard errors, ties, verdict)
+    second_stage.json  --second-stage: the top-k re-ranked on fresh dev targets; best.json is its pick
+    second_stage/      --second-stage finetune: one short run per candidate
     random/            --compare-random: the random search with the same number of evaluations
 """
 
@@ -19,9 +22,11 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from lvsearch.arch import Arch
 from lvsearch.errors import LvsearchError
 from lvsearch.io import check_writable_folder
 from lvsearch.search.evaluator import Constraints, EvalResult, Racing
+from lvsearch.search.second_stage import SECOND_STAGE_DIR, SECOND_STAGE_FILE, SecondStage
 from lvsearch.search.evolution import STATE, Search, SearchConfig, SearchResult, arch_from_key, plot_curves
 
 #: Defaults of ``lvsearch evolve`` for a new search, chosen by measurement
@@ -34,7 +39,8 @@ DEFAULT_FITNESS = "loss"
 DEFAULT_RACING: tuple[int, ...] = (128, 512)
 DEFAULT_DEV_SEQUENCES: int | str | None = 1024
 
-OUTPUTS = (STATE, "history.jsonl", "topk.json", "best.json", "pareto.json", "search_curve.png", "noise.json")
+OUTPUTS = (STATE, "history.jsonl", "topk.json", "best.json", "pareto.json", "search_curve.png", "noise.json",
+           SECOND_STAGE_FILE)
 RANDOM_DIR = "random"
 
 
@@ -61,6 +67,9 @@ class EvolveOptions:
             targets), or None: every candidate scored on all ``dev_sequences``; ``"default"``:
             :data:`DEFAULT_RACING` without the rungs that do not fit the dev set.
         racing_eta: keep ``1/eta`` of a batch per rung.
+        second_stage: re-rank each finished search's top-k on fresh dev targets before the pick
+            (:mod:`lvsearch.search.second_stage`); the same settings for the EA and its
+            random-search control, so both get the same compute.
     """
 
     supernet: str | Path
@@ -80,6 +89,7 @@ class EvolveOptions:
     fitness: str = DEFAULT_FITNESS
     racing: tuple[int, ...] | str | None = "default"
     racing_eta: float = 4.0
+    second_stage: SecondStage = SecondStage()
 
 
 def _check_out(out: Path, resume: bool, overwrite: bool) -> None:
@@ -100,8 +110,9 @@ def _check_out(out: Path, resume: bool, overwrite: bool) -> None:
 def _clear(out: Path) -> None:
     for name in OUTPUTS:
         (out / name).unlink(missing_ok=True)
-    if (out / RANDOM_DIR).is_dir():
-        shutil.rmtree(out / RANDOM_DIR)
+    for name in (RANDOM_DIR, SECOND_STAGE_DIR):
+        if (out / name).is_dir():
+            shutil.rmtree(out / name)
 
 
 def load_dev(loaded, data_dir: str | Path | None, dev_sequences: int | None):
@@ -177,6 +188,44 @@ def _write_noise(evaluator, res: SearchResult, folder: Path, metric: str, show: 
             ui.console.print(line, highlight=False, markup=False, soft_wrap=True)
 
 
+def _second_stage(opts: EvolveOptions, loaded, prepared, res: SearchResult, folder: Path, cfg: SearchConfig,
+                  label: str, dev_sequences: int, info, show: bool) -> dict:
+    """Re-rank ``res``'s top-k by ``opts.second_stage``; write ``second_stage.json`` and point
+    ``best.json`` at the pick. A finished stage with the same settings and candidates is kept."""
+    from lvsearch import ui
+    from lvsearch.io import atomic_write_json, read_json
+    from lvsearch.search.second_stage import rerank
+
+    stage = opts.second_stage
+    k = stage.k if stage.k is not None else cfg.topk
+    cands = [r for r in res.topk if r.complete][:k]
+    settings = {**stage.to_dict(), "k": k}
+    path = folder / SECOND_STAGE_FILE
+    rec = read_json(path, what="second stage") if path.is_file() else None
+    if not (isinstance(rec, dict) and rec.get("settings") == settings and rec.get("candidates") == [r.key for r in cands]):
+        out = rerank(loaded, [Arch.from_key(r.key) for r in cands], stage, search_dev_sequences=dev_sequences,
+                     prepared=prepared, fitness=opts.fitness, out=folder / SECOND_STAGE_DIR, info=info,
+                     show_progress=show)
+        rec = {"settings": settings, "candidates": [r.key for r in cands], "search_best": res.best.key, **out}
+        if info.is_main:
+            atomic_write_json(path, rec)
+    if info.is_main and rec["pick"] is not None:
+        row = next(r for r in rec["rows"] if r["key"] == rec["pick"])
+        meta = _best_meta(next(r for r in cands if r.key == rec["pick"]), loaded, cfg, label, opts.fitness)
+        meta["second_stage"] = {k2: rec[k2] for k2 in ("method", "steps", "dev_sequences", "targets")} | {
+            "accuracy": row["accuracy"], "loss": row["loss"], "score": row["score"],
+            "search_rank": rec["candidates"].index(rec["pick"]) + 1}
+        Arch.from_key(rec["pick"]).to_json(folder / "best.json", space=loaded.space.name, meta=meta)
+    if show:
+        rank = rec["candidates"].index(rec["pick"]) + 1 if rec["pick"] is not None else None
+        cost = (f"{rec['k']} candidates × {rec['steps']} steps" if rec["method"] == "finetune"
+                else f"{rec['k']} candidates")
+        ui.console.print(f"{label}: second stage ({rec['method']}, {cost}, {rec['targets']:,} fresh dev targets, "
+                         f"{rec['seconds']:.0f}s): pick {rec['pick']} (#{rank} of the search's top-{rec['k']})",
+                         highlight=False, markup=False, soft_wrap=True)
+    return rec
+
+
 def evolve(opts: EvolveOptions, config: SearchConfig, *, show_progress: bool = True,
            max_iterations: int | None = None) -> dict[str, SearchResult]:
     """Run (or resume) a search over a trained supernet; returns ``{"evolution"|strategy: result,
@@ -226,10 +275,13 @@ def evolve(opts: EvolveOptions, config: SearchConfig, *, show_progress: bool = T
         if opts.batch_size is not None and opts.batch_size < 1:
             raise LvsearchError(f"--batch-size must be ≥ 1 dev sequence, got {opts.batch_size}",
                                 fix="omit it to score all dev sequences in one chunk")
+        if opts.second_stage.k is not None and opts.second_stage.k > config.topk:
+            raise LvsearchError(f"--second-stage-k {opts.second_stage.k} is above --topk {config.topk}: the second stage "
+                                "re-ranks the search's top-k", fix=f"pass --second-stage-k ≤ {config.topk}, or raise --topk")
         if opts.racing and config.strategy == "nsga2":
             raise LvsearchError("--racing ranks a batch by one fitness; NSGA-II ranks by two objectives",
                                 fix="drop --racing, or use --strategy evolution/aging/random")
-        dev, _ = load_dev(loaded, opts.data, opts.dev_sequences)
+        dev, prepared = load_dev(loaded, opts.data, opts.dev_sequences)
         constraints = Constraints(opts.max_params, opts.max_flops, opts.min_params)
         rungs = opts.racing
         if rungs == "default":
@@ -311,6 +363,8 @@ def evolve(opts: EvolveOptions, config: SearchConfig, *, show_progress: bool = T
                     folder / "best.json", space=loaded.space.name, meta=_best_meta(best, loaded, cfg, label, opts.fitness))
                 if res.done:
                     _write_noise(evaluator, res, folder, opts.fitness, show)
+            if res.done and res.topk and opts.second_stage.enabled:
+                _second_stage(opts, loaded, prepared, res, folder, cfg, label, int(dev.input_ids.shape[0]), info, show)
             if not res.done:
                 break
         if info.is_main:

@@ -35,16 +35,23 @@ from lvsearch.errors import LvsearchError
 class FixedArchObjective:
     """The training-loop objective of one architecture trained from scratch under MLM with the
     supernet run's data stream and masking (the same masked batches the supernet saw at each
-    step), scored on the search's fixed dev set."""
+    step), scored on the search's fixed dev set.
 
-    def __init__(self, arch: Arch, dims, data, config, dev, info):
+    ``init``: start from these weights (an :class:`~lvsearch.model.Encoder` of ``arch``, e.g.
+    ``supernet.extract(arch)``: the second stage's fine-tune of inherited weights) instead of a
+    fresh initialisation.
+    """
+
+    def __init__(self, arch: Arch, dims, data, config, dev, info, init=None):
         from lvsearch.model import Encoder
         from lvsearch.train.objectives import MaskedBatches
         from lvsearch.train.retrain import EncoderMLM
 
         self.config, self.info, self.dev = config, info, dev
         torch.manual_seed(config.train.seed)
-        self.module = EncoderMLM(Encoder(arch, dims))
+        if init is not None and init.arch.key != arch.key:
+            raise ValueError(f"init weights are of {init.arch.key}, not {arch.key}")
+        self.module = EncoderMLM(init if init is not None else Encoder(arch, dims))
         self.batches = MaskedBatches(data, config.train, config.masking, info)
 
     def micro_batches(self, step: int):
