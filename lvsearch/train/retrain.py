@@ -273,8 +273,14 @@ class RetrainObjective:
 # ---------------------------------------------------------------------------------------
 
 
-def _check_provenance(arch_spec: str, data: PreparedData) -> None:
-    """An architecture JSON that records the tokenizer it was searched with must match the data."""
+def check_arch_file_provenance(arch_spec: str, data: PreparedData) -> None:
+    """When ``arch_spec`` is an architecture JSON file, its ``meta`` (the tokenizer it was
+    searched with) must match ``data``: :func:`check_provenance`. Other specs (names,
+    ``random:N``, compact strings) pass.
+
+    Raises:
+        LvsearchError: the file records another tokenizer, or is not valid JSON.
+    """
     path = Path(arch_spec)
     if not (path.is_file() and path.suffix == ".json"):
         return
@@ -361,8 +367,8 @@ def retrain(
             overrides = _recorded_space(out, list(overrides))
 
         def check_new(config: RetrainConfig) -> None:
-            _check_provenance(arch_spec, data)
-            resolved.append(resolve_arch(arch_spec, _space(config, None, arch_spec)))
+            check_arch_file_provenance(arch_spec, data)
+            resolved.append(resolve_arch(arch_spec, recipe_space(config, None, arch_spec)))
 
         config, recorded = select_config(
             out, RetrainConfig, RUN_FORMAT, recipe, list(overrides), resume=resume, overwrite=overwrite, data=data,
@@ -370,7 +376,7 @@ def retrain(
         )
         if resume:
             arch = Arch.from_dict(recorded["arch"], source=out / "config.json")
-            if arch_spec is not None and resolve_arch(arch_spec, _space(config, arch.num_slots)) != arch:
+            if arch_spec is not None and resolve_arch(arch_spec, recipe_space(config, arch.num_slots)) != arch:
                 raise LvsearchError(f"--resume with another --arch than the run in {out}", fix="omit --arch on resume")
             finished = finished_summary(out, config.train.steps if stop_at is None else int(stop_at))
             if finished is not None:
@@ -587,8 +593,14 @@ def _recorded_space(out: Path, overrides: list[str]) -> list[str]:
     return [*overrides, f"space={space}"] if isinstance(space, str) and space else overrides
 
 
-def _space(config: RetrainConfig, num_slots: int | None, arch_spec: str | None = None) -> SearchSpace:
-    """The recipe's space; with an architecture JSON and no ``num_slots``, sized to the arch."""
+def recipe_space(config: RetrainConfig, num_slots: int | None, arch_spec: str | None = None) -> SearchSpace:
+    """The search space of a retrain recipe (``space``, sized to ``num_slots``: the recipe's,
+    else the argument's, else that of the architecture JSON ``arch_spec``), against which
+    architectures are resolved and validated.
+
+    Raises:
+        LvsearchError: an unknown space, or an unreadable architecture file.
+    """
     space = SearchSpace.load(config.space)
     n = config.num_slots or num_slots
     if n is None and arch_spec is not None and Path(arch_spec).is_file():
