@@ -64,13 +64,6 @@ MODEL_DIR = "model"
 # ---------------------------------------------------------------------------------------
 
 
-def retrain_dims(config: RetrainConfig, vocab_size: int, pad_id: int, seq_len: int) -> ModelDims:
-    """Discriminator / MLM-model dims: the named size, then the recipe's explicit ``model`` keys."""
-    size = {k: v for k, v in MODEL_SIZES[config.size].items() if k != "generator"}
-    d = {"max_len": max(512, seq_len), **size, **config.model, "vocab_size": vocab_size, "pad_id": pad_id}
-    return ModelDims.from_dict(d, source=f"retrain recipe (size {config.size})")
-
-
 def generator_dims(dims: ModelDims, fraction: float) -> ModelDims:
     """ELECTRA generator dims: hidden, FF inner size and heads scaled by ``fraction`` (head
     width kept), embeddings unchanged (they are shared with the discriminator).
@@ -384,7 +377,7 @@ def retrain(
                 return finished
         else:
             arch = resolved[0]
-        dims = retrain_dims(config, data.vocab_size, data.special_ids.pad, config.train.seq_len)
+        dims = config.model_settings().dims(data.vocab_size, data.special_ids.pad, config.train.seq_len)
         module = build_module(config, arch, dims)
         objective = RetrainObjective(module, data, config, info)
         begin_run(out, {
@@ -512,7 +505,7 @@ def cooldown_probe(run_dir: str | Path, at_step: int, decay_steps: int, *, data_
         (tmp / "checkpoints").mkdir()
         shutil.copytree(ckpt, tmp / "checkpoints" / ckpt.name)
         shutil.copy2(ckpt.parent / LATEST, tmp / "checkpoints" / LATEST)
-        dims = retrain_dims(branch_cfg, data.vocab_size, data.special_ids.pad, branch_cfg.train.seq_len)
+        dims = branch_cfg.model_settings().dims(data.vocab_size, data.special_ids.pad, branch_cfg.train.seq_len)
         module = build_module(branch_cfg, arch, dims)
         objective = RetrainObjective(module, data, branch_cfg, info)
         summary = train(objective, branch_cfg.train, tmp, info, tokens_per_step=t.batch_size * t.seq_len, resume=True,
