@@ -252,7 +252,7 @@ def main() -> None:
                          "sms": props.multi_processor_count, "torch_cuda": torch.version.cuda,
                          "arch_list": os.environ.get("TORCH_CUDA_ARCH_LIST", "(visible GPU)")}
         try:
-            from lvsearch.kernels._extension import load_extension
+            from lvsearch.kernels import load_extension
 
             t0 = time.perf_counter()
             load_extension()

@@ -163,7 +163,7 @@ def run_one(data, dev, recipe: str, arm: str, overrides: list[str], tokens: floa
     from lvsearch.train.distributed import DistInfo
     from lvsearch.train.loop import train
     from lvsearch.train.objectives import MaskedBatches
-    from lvsearch.train.retrain import build_module, retrain_dims
+    from lvsearch.train.retrain import build_module
 
     base, _ = load_config(RetrainConfig, recipe, ["objective=mlm", *OLD, *overrides])
     bs = base.train.batch_size  # a configuration may change the batch: keep tokens and warm-up tokens
@@ -179,7 +179,7 @@ def run_one(data, dev, recipe: str, arm: str, overrides: list[str], tokens: floa
     space = SearchSpace.load(cfg.space).with_num_slots(cfg.num_slots or 12)
     if peer_lr is None:
         arch = resolve_arch(arm, space)
-        dims = retrain_dims(cfg, data.vocab_size, data.special_ids.pad, cfg.train.seq_len)
+        dims = cfg.model_settings().dims(data.vocab_size, data.special_ids.pad, cfg.train.seq_len)
         module = build_module(cfg, arch, dims)
         enc = module.encoder
         params = enc.num_params()
@@ -212,9 +212,8 @@ def _hf_peer(cfg, data, space):
     from transformers import BertConfig, BertForMaskedLM
 
     from lvsearch.data.masking import IGNORE_INDEX
-    from lvsearch.train.retrain import retrain_dims
 
-    dims = retrain_dims(cfg, data.vocab_size, data.special_ids.pad, cfg.train.seq_len)
+    dims = cfg.model_settings().dims(data.vocab_size, data.special_ids.pad, cfg.train.seq_len)
     layers = space.num_slots // 2
     hf_cfg = BertConfig(vocab_size=data.vocab_size, hidden_size=dims.hidden, num_hidden_layers=layers,
                         num_attention_heads=dims.heads, intermediate_size=dims.ff_inner,
@@ -257,7 +256,7 @@ def speed(data, recipe: str, jobs: list[tuple[str, list[str], str]], arms: list[
     from lvsearch.train.distributed import DistInfo
     from lvsearch.train.loop import autocast_context, make_optimizer
     from lvsearch.train.objectives import MaskedBatches
-    from lvsearch.train.retrain import build_module, retrain_dims
+    from lvsearch.train.retrain import build_module
 
     info = DistInfo(0, 1, 0, torch.device("cpu"))
     setups = {}
@@ -265,7 +264,7 @@ def speed(data, recipe: str, jobs: list[tuple[str, list[str], str]], arms: list[
         for arm in arms:
             cfg, _ = load_config(RetrainConfig, recipe, ["objective=mlm", *OLD, *sets])
             space = SearchSpace.load(cfg.space).with_num_slots(cfg.num_slots or 12)
-            dims = retrain_dims(cfg, data.vocab_size, data.special_ids.pad, cfg.train.seq_len)
+            dims = cfg.model_settings().dims(data.vocab_size, data.special_ids.pad, cfg.train.seq_len)
             if arm == "hf-bert":
                 if name != "base":
                     continue  # the peer has one configuration (HF defaults)

@@ -45,8 +45,9 @@ def main() -> None:
 
     import torch
 
+    from lvsearch.arch import Arch
     from lvsearch.search.evaluator import SupernetEvaluator
-    from lvsearch.search.evolution import Search, SearchConfig, arch_from_key
+    from lvsearch.search.evolution import Search, SearchConfig
     from lvsearch.search.job import load_dev
     from lvsearch.train.supernet import load_supernet
 
@@ -69,7 +70,7 @@ def main() -> None:
     res = Search(space, gen_eval, cfg).run()
     gen_seconds = time.perf_counter() - t0
     last = [h["key"] for h in res.history if h["iteration"] == args.generations - 1]
-    pops["ea"] = [arch_from_key(k) for k in last]
+    pops["ea"] = [Arch.from_key(k) for k in last]
 
     out: dict = {"machine": machine(), "load_average_start": os.getloadavg(), "supernet": str(Path(args.supernet).resolve()),
                  "supernet_step": loaded.step, "space": space.name, "dims": loaded.dims.to_dict(),

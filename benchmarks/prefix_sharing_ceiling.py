@@ -31,8 +31,9 @@ from _common import machine, write_result  # noqa: E402
 
 
 def run(space_name: str, crossover_kind: str, seed: int) -> dict:
+    from lvsearch.arch import Arch
     from lvsearch.search.evaluator import FunctionEvaluator
-    from lvsearch.search.evolution import Search, SearchConfig, arch_from_key
+    from lvsearch.search.evolution import Search, SearchConfig
     from lvsearch.space import SearchSpace
 
     space = SearchSpace.load(space_name)
@@ -56,7 +57,7 @@ def run(space_name: str, crossover_kind: str, seed: int) -> dict:
             out = super()._compute(archs)
             known = {k: r for k, r in self.memo.items() if r.fitness is not None} | out
             top = sorted(known, key=lambda k: (-known[k].fitness, k))[:10]
-            self.kept = {arch_from_key(k).prefix(d).key for k in top for d in range(1, n)}
+            self.kept = {Arch.from_key(k).prefix(d).key for k in top for d in range(1, n)}
             return out
 
     ev = Counting()

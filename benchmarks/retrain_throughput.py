@@ -36,7 +36,7 @@ def main() -> None:
     from lvsearch.space import SearchSpace
     from lvsearch.train.distributed import DistInfo
     from lvsearch.train.objectives import MaskedBatches
-    from lvsearch.train.retrain import build_module, retrain_dims
+    from lvsearch.train.retrain import build_module
 
     with tempfile.TemporaryDirectory() as tmp:
         data_dir = prepared_data(args.data, tmp)
@@ -47,7 +47,7 @@ def main() -> None:
         info = DistInfo(0, 1, 0, torch.device("cpu"))
         for objective in ("electra", "mlm"):
             cfg, _ = load_config(RetrainConfig, "retrain-small", [f"objective={objective}", f"train.batch_size={args.batch}"])
-            dims = retrain_dims(cfg, data.vocab_size, data.special_ids.pad, 128)
+            dims = cfg.model_settings().dims(data.vocab_size, data.special_ids.pad, 128)
             batches = MaskedBatches(data, cfg.train, cfg.masking, info)
             modules = {n: build_module(cfg, a, dims).train() for n, a in archs.items()}
             opts = {n: torch.optim.AdamW(m.parameters(), lr=1e-4) for n, m in modules.items()}

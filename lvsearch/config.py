@@ -22,6 +22,9 @@ import yaml
 from lvsearch.data.masking import MaskingConfig
 from lvsearch.errors import LvsearchError
 
+if typing.TYPE_CHECKING:
+    from lvsearch.model.dims import ModelSettings
+
 REPO = Path(__file__).resolve().parents[1]
 RECIPES = REPO / "recipes"
 
@@ -159,7 +162,8 @@ class SupernetConfig:
         num_slots: override of the space's slot count (None keeps it).
         model: :class:`lvsearch.model.ModelDims` fields except ``vocab_size`` and ``pad_id``,
             which come from the prepared data, plus the supernet-only keys of
-            :data:`SUPERNET_MODEL_KEYS`:
+            :data:`lvsearch.model.dims.SUPERNET_MODEL_KEYS`; checked (names and values) by
+            :meth:`model_settings`, the one step that also builds the run's dims:
 
             ``mixing_per_op`` (bool, default false): with searchable connectivity, every
             candidate op of a slot has its own ELC-BERT α̂ logits (Charpentier & Samuel
@@ -179,24 +183,26 @@ class SupernetConfig:
     eval: EvalConfig = field(default_factory=EvalConfig)
 
     def check(self, source: str) -> None:
-        _check_model_keys(self.model, source, supernet=True)
-        per_op = self.model.get("mixing_per_op", False)
-        if not isinstance(per_op, bool):
-            raise LvsearchError(f"{source}: model.mixing_per_op must be true or false, got {per_op!r}",
-                                fix="--set model.mixing_per_op=true (with space=lvbert-elc: it needs ELC connectivity)")
+        self.model_settings(source)
         self.train.check(source)
         self.masking.check()
         self.sampling.check(source)
+
+    def model_settings(self, source: str = "recipe") -> ModelSettings:
+        """The checked ``model`` section; ``.dims(vocab_size, pad_id, seq_len)`` builds the
+        supernet's :class:`~lvsearch.model.ModelDims` (``max_len`` at least ``train.seq_len``).
+
+        Raises:
+            LvsearchError: a bad key or value (:meth:`lvsearch.model.dims.ModelSettings.from_section`).
+        """
+        from lvsearch.model.dims import ModelSettings
+
+        return ModelSettings.from_section(self.model, source, supernet=True, seq_len=self.train.seq_len)
 
     @property
     def mixing_per_op(self) -> bool:
         """``model.mixing_per_op`` (default False: one α̂ matrix shared by every op)."""
         return bool(self.model.get("mixing_per_op", False))
-
-
-#: Keys of a supernet recipe's ``model`` section that are not :class:`~lvsearch.model.ModelDims`
-#: fields: they shape the supernet only (see :class:`SupernetConfig`), never a standalone model.
-SUPERNET_MODEL_KEYS = ("mixing_per_op",)
 
 
 #: Model sizes of LV-BERT (Yu et al. 2021, Table 5); a searched slot sequence is scaled up by
@@ -232,7 +238,8 @@ class RetrainConfig:
         space: search space used to resolve named architectures and validate JSON ones.
         num_slots: override of the space's slot count (must equal the architecture's).
         size: ``small`` | ``medium`` | ``base`` (LV-BERT Table 5; see :data:`MODEL_SIZES`).
-        model: explicit :class:`lvsearch.model.ModelDims` fields; they override ``size``.
+        model: explicit :class:`lvsearch.model.ModelDims` fields; they override ``size``
+            (checked, names and values, by :meth:`model_settings`, which also builds the dims).
         objective: ``electra`` (replaced-token detection, Clark et al. 2020) or ``mlm``.
         generator_size: ELECTRA generator width as a fraction of the discriminator's
             (None: the size's default, 1/4 small, 1/3 medium/base).
@@ -257,31 +264,30 @@ class RetrainConfig:
             raise LvsearchError(f"{source}: objective {self.objective!r} unknown", fix="use electra or mlm")
         if self.generator_size is not None and not 0 < self.generator_size <= 1:
             raise LvsearchError(f"{source}: generator_size must be in (0, 1]", fix="e.g. 0.25")
-        _check_model_keys(self.model, source)
+        self.model_settings(source)
         self.train.check(source)
         self.masking.check()
+
+    def model_settings(self, source: str = "retrain recipe") -> ModelSettings:
+        """The checked ``model`` section over the named ``size``; ``.dims(vocab_size, pad_id,
+        seq_len)`` builds the discriminator's / MLM model's :class:`~lvsearch.model.ModelDims`.
+
+        Raises:
+            LvsearchError: an unknown ``size``, a bad key or value
+                (:meth:`lvsearch.model.dims.ModelSettings.from_section`).
+        """
+        from lvsearch.model.dims import ModelSettings
+
+        if self.size not in MODEL_SIZES:
+            raise LvsearchError(f"{source}: size {self.size!r} unknown", fix=f"use one of {', '.join(MODEL_SIZES)}")
+        base = {k: v for k, v in MODEL_SIZES[self.size].items() if k != "generator"}
+        return ModelSettings.from_section(self.model, source, base=base, seq_len=self.train.seq_len,
+                                          dims_source=f"retrain recipe (size {self.size})")
 
 
 # ---------------------------------------------------------------------------------------
 # Loading
 # ---------------------------------------------------------------------------------------
-
-
-def _check_model_keys(model: dict, source: str, supernet: bool = False) -> None:
-    """A recipe's ``model`` section may only hold ModelDims fields (vocab/pad come from the data),
-    and in a supernet recipe the keys of :data:`SUPERNET_MODEL_KEYS`."""
-    from lvsearch.model import ModelDims
-
-    allowed = [f.name for f in dataclasses.fields(ModelDims) if f.name not in ("vocab_size", "pad_id")]
-    if supernet:
-        allowed += SUPERNET_MODEL_KEYS
-    for key in model:
-        if key in SUPERNET_MODEL_KEYS and not supernet:
-            raise LvsearchError(f"{source}: model.{key} is a supernet-only key",
-                                fix="set it in the train-supernet recipe; a standalone model has one op per slot "
-                                    "and one (N, N) α̂ matrix already")
-        if key not in allowed:
-            raise _unknown_key(source, f"model.{key}", key, allowed)
 
 
 def _unknown_key(source: str, dotted: str, key: str, valid: list[str]) -> LvsearchError:

@@ -734,7 +734,7 @@ def test_evaluate_defaults_to_the_models_training_dev_set():
     """Item 7: `evaluate --mlm-data` scores on the dev set the model was trained and searched with."""
     import argparse
 
-    from lvsearch.eval.cli import mlm_dev_settings
+    from lvsearch.eval.job import mlm_dev_settings
 
     class Data:
         seq_len = 128

@@ -16,7 +16,7 @@ from lvsearch.config import RetrainConfig, load_config
 from lvsearch.data.shards import PreparedData
 from lvsearch.model import ModelDims
 from lvsearch.modeldir import load_model
-from lvsearch.train.retrain import Electra, build_module, generator_dims, retrain, retrain_dims
+from lvsearch.train.retrain import Electra, build_module, generator_dims, retrain
 
 TINY = [
     "num_slots=4",
@@ -44,16 +44,16 @@ def sets(*extra: str) -> list[str]:
 
 
 def test_generator_sizes_follow_electra():
-    small = retrain_dims(load_config(RetrainConfig, "retrain-small")[0], 16384, 0, 128)
+    small = load_config(RetrainConfig, "retrain-small")[0].model_settings().dims(16384, 0, 128)
     assert (small.hidden, small.embedding, small.ff_inner, small.heads) == (256, 128, 1024, 4)
     g = generator_dims(small, 0.25)
     assert (g.hidden, g.heads, g.ff_inner, g.embedding) == (64, 1, 256, 128)
     base_cfg, _ = load_config(RetrainConfig, "retrain-small", ["size=base"])
-    base = retrain_dims(base_cfg, 16384, 0, 128)
+    base = base_cfg.model_settings().dims(16384, 0, 128)
     assert (base.hidden, base.embedding, base.heads) == (768, 768, 12)
     assert generator_dims(base, 1 / 3).hidden == 256
     over, _ = load_config(RetrainConfig, "retrain-small", ["size=medium", "model.hidden=192", "model.heads=3"])
-    assert retrain_dims(over, 100, 0, 128).hidden == 192  # explicit dims override the named size
+    assert over.model_settings().dims(100, 0, 128).hidden == 192  # explicit dims override the named size
 
 
 def test_electra_shares_embeddings():

@@ -20,7 +20,7 @@ from lvsearch.data.loader import fixed_dev_set
 from lvsearch.data.shards import PreparedData
 from lvsearch.model import ModelDims, Supernet
 from lvsearch.search.evaluator import Constraints, FunctionEvaluator, SupernetEvaluator, shard_subtrees
-from lvsearch.search.evolution import Search, SearchConfig, arch_from_key
+from lvsearch.search.evolution import Search, SearchConfig
 from lvsearch.search.job import EvolveOptions, evolve
 from lvsearch.space import SearchSpace
 from lvsearch.train.supernet import load_supernet, train_supernet
@@ -107,7 +107,7 @@ def test_prefix_cache_is_exact_with_per_op_alpha(prepared_corpus: Path):
     # the same architecture on the extracted standalone model scores the same
     from lvsearch.train.objectives import mlm_sums
 
-    arch = next(arch_from_key(r.key) for r in res if not arch_from_key(r.key).is_sequential)
+    arch = next(Arch.from_key(r.key) for r in res if not Arch.from_key(r.key).is_sequential)
     fitness = next(r.fitness for r in res if r.key == arch.key)
     enc = net.extract(arch).eval()
     correct = count = 0
@@ -329,4 +329,4 @@ def test_bad_inputs(supernet_run: Path, tmp_path: Path, capsys):
                          "--dev-sequences", "8")
     assert code == 0, text  # iterations may grow on resume
     assert len(history(out)) == 8
-    assert arch_from_key(history(out)[-1]["key"]).num_slots == 5
+    assert Arch.from_key(history(out)[-1]["key"]).num_slots == 5

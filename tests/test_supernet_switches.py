@@ -79,13 +79,12 @@ def test_sandwich_supernet_trains_and_resumes_exactly(prepared_corpus: Path, tmp
 # ----------------------------------------------------------------- per-op ELC α̂ (model.mixing_per_op)
 def test_mixing_per_op_config_round_trips_and_is_supernet_only():
     from lvsearch.config import RetrainConfig, build_dataclass, to_jsonable
-    from lvsearch.train.supernet import build_dims
 
     cfg, _ = load_config(SupernetConfig, "quickstart", ["space=lvbert-elc", "model.mixing_per_op=true"])
     assert cfg.mixing_per_op is True and cfg.model["mixing_per_op"] is True
     back = build_dataclass(SupernetConfig, json.loads(json.dumps(to_jsonable(cfg))), "test")
     assert back == cfg and back.mixing_per_op
-    dims = build_dims(cfg, 100, 0, 64)  # the key shapes the supernet, not ModelDims
+    dims = cfg.model_settings().dims(100, 0, 64)  # the key shapes the supernet, not ModelDims
     assert "mixing_per_op" not in dims.to_dict()
     assert load_config(SupernetConfig, "quickstart", [])[0].mixing_per_op is False  # default: shared
     with pytest.raises(LvsearchError, match="must be true or false"):

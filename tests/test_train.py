@@ -23,7 +23,7 @@ from lvsearch.model import Supernet
 from lvsearch.space import SearchSpace
 from lvsearch.train.loop import lr_at
 from lvsearch.train.objectives import evaluate_mlm
-from lvsearch.train.supernet import ArchSampler, SupernetObjective, build_dims, build_space, load_supernet, train_supernet
+from lvsearch.train.supernet import ArchSampler, SupernetObjective, build_space, load_supernet, train_supernet
 from lvsearch.train.distributed import DistInfo
 
 TINY = [
@@ -84,6 +84,29 @@ def test_lvbert_small_recipe_is_the_paper_setting():
     assert build_space(cfg).num_slots == 24
 
 
+def test_model_settings_are_checked_when_the_recipe_loads():
+    """One step checks a recipe's model section, names and values, before any data is read,
+    and the same step builds the run's dims (supernet and retrain alike)."""
+    from lvsearch.config import RetrainConfig
+
+    with pytest.raises(LvsearchError, match=r"with --set overrides: model dims: hidden 250 is not divisible by heads 4"):
+        load_config(SupernetConfig, "lvbert-small", ["model.hidden=250"])
+    with pytest.raises(LvsearchError, match="not divisible"):  # the named size's heads (6) with an explicit hidden
+        load_config(RetrainConfig, "retrain-small", ["size=medium", "model.hidden=256"])
+    with pytest.raises(LvsearchError, match="conv_kernel must be odd"):
+        load_config(RetrainConfig, "retrain-small", ["model.conv_kernel=4"])
+    with pytest.raises(LvsearchError, match=r"(?s)unknown config key 'model.hiden'.*did you mean 'hidden'"):
+        load_config(SupernetConfig, "quickstart", ["model.hiden=8"])
+    with pytest.raises(LvsearchError, match="model.vocab_size"):  # from the data, never the recipe
+        load_config(SupernetConfig, "quickstart", ["model.vocab_size=8"])
+    cfg, _ = load_config(SupernetConfig, "quickstart", ["model.hidden=96", "model.heads=3", "train.seq_len=1024"])
+    dims = cfg.model_settings().dims(500, 3, cfg.train.seq_len)
+    assert (dims.hidden, dims.heads, dims.vocab_size, dims.pad_id, dims.max_len) == (96, 3, 500, 3, 1024)
+    rc, _ = load_config(RetrainConfig, "retrain-small", ["size=medium", "model.heads=3"])
+    d = rc.model_settings().dims(500, 0, 128)
+    assert (d.hidden, d.heads, d.ff_inner, d.max_len) == (384, 3, 1536, 512)  # size, then explicit keys
+
+
 def test_lr_schedule_warmup_then_linear_decay():
     cfg, _ = load_config(SupernetConfig, "quickstart", ["train.steps=100", "train.warmup_steps=10", "train.lr=1.0"])
     lrs = [lr_at(s, cfg.train) for s in range(100)]
@@ -131,7 +154,7 @@ def test_supernet_learns_and_resumes_exactly(prepared_corpus: Path, tmp_path: Pa
     data = PreparedData.open(prepared_corpus)
     cfg, _ = load_config(SupernetConfig, "quickstart", sets)
     torch.manual_seed(cfg.train.seed)
-    untrained = Supernet(build_space(cfg), build_dims(cfg, data.vocab_size, data.special_ids.pad, cfg.train.seq_len)).eval()
+    untrained = Supernet(build_space(cfg), cfg.model_settings().dims(data.vocab_size, data.special_ids.pad, cfg.train.seq_len)).eval()
     objective = SupernetObjective(untrained, data, cfg, DistInfo(0, 1, 0, torch.device("cpu")))
     before = objective.evaluate(objective.module, 0)["panel"]
     after = summary["final_eval"]["panel"]
@@ -242,7 +265,7 @@ def test_two_process_gloo_equals_single_process(prepared_corpus: Path, tmp_path:
     data = PreparedData.open(prepared_corpus)
     cfg, _ = load_config(SupernetConfig, "quickstart", sets)
     torch.manual_seed(cfg.train.seed)
-    init = Supernet(build_space(cfg), build_dims(cfg, data.vocab_size, data.special_ids.pad, cfg.train.seq_len)).state_dict()
+    init = Supernet(build_space(cfg), cfg.model_settings().dims(data.vocab_size, data.special_ids.pad, cfg.train.seq_len)).state_dict()
     moved = max((a[k] - init[k.removeprefix("net.")]).abs().max().item() for k in a)
     assert moved > 100 * worst
 

@@ -4,7 +4,7 @@ One implementation of the comparison table, :func:`comparison_table`, feeds thre
 the terminal table of ``lvsearch evaluate --compare``, the Markdown file ``lvsearch evaluate``
 writes next to its JSON report (one column), and ``report.md`` of ``lvsearch report`` (one
 column per model). Reports are the JSON files written by ``lvsearch evaluate``
-(format ``lvsearch.eval-report/v1``); see :mod:`lvsearch.eval.cli`. Each table has the
+(format ``lvsearch.eval-report/v1``); see :mod:`lvsearch.eval.job`. Each table has the
 reference floors of :mod:`lvsearch.eval.floors` under the MLM rows, and a model that does not
 beat its neighbour-count floor gets a sentence saying it has not learned past local
 co-occurrence (its BLiMP/task differences are not architecture effects).

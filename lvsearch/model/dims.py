@@ -1,9 +1,12 @@
-"""``ModelDims``: the sizes and switches shared by :class:`Encoder` and :class:`Supernet`."""
+"""``ModelDims``: the sizes and switches shared by :class:`Encoder` and :class:`Supernet`;
+``ModelSettings``: a recipe's ``model:`` section, checked (names and values) in one step, and
+the one builder of a run's ``ModelDims`` from it."""
 
 from __future__ import annotations
 
 import difflib
-from dataclasses import asdict, dataclass, fields
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from lvsearch.errors import LvsearchError
@@ -125,3 +128,88 @@ class ModelDims:
         if "vocab_size" not in d:
             raise LvsearchError(f"{where}: missing vocab_size", fix="set vocab_size to the tokenizer's vocabulary size")
         return cls(**d)
+
+
+#: Keys of a supernet recipe's ``model`` section that are not :class:`ModelDims` fields: they
+#: shape the supernet only (see :class:`lvsearch.config.SupernetConfig`), never a standalone model.
+SUPERNET_MODEL_KEYS = ("mixing_per_op",)
+
+#: ``ModelDims`` fields a recipe may not set: they come from the prepared data.
+DATA_DIMS = ("vocab_size", "pad_id")
+
+_CHECK_VOCAB = 1 << 30  # a stand-in vocabulary for checking a recipe's values before the data is read
+
+
+@dataclass(frozen=True)
+class ModelSettings:
+    """A recipe's ``model:`` section after checking, and the one builder of the run's dims.
+
+    Built by :meth:`from_section` when a recipe loads (``SupernetConfig.check`` /
+    ``RetrainConfig.check``, via their ``model_settings()``), so a bad name or value fails then,
+    naming the recipe, before any data is read or anything is trained.
+
+    Attributes:
+        explicit: the section's :class:`ModelDims` fields (never ``vocab_size`` / ``pad_id``).
+        base: defaults the explicit keys override (a retrain recipe's named ``size``, LV-BERT
+            Table 5; empty for a supernet recipe).
+        mixing_per_op: supernet-only ELC-BERT α̂ per candidate op (False elsewhere).
+        source: how :meth:`dims` names these settings in an error.
+    """
+
+    explicit: Mapping[str, Any] = field(default_factory=dict)
+    base: Mapping[str, Any] = field(default_factory=dict)
+    mixing_per_op: bool = False
+    source: str = "recipe model section"
+
+    @classmethod
+    def from_section(cls, section: Mapping[str, Any], source: str, *, supernet: bool = False,
+                     base: Mapping[str, Any] | None = None, seq_len: int = 512,
+                     dims_source: str = "recipe model section") -> ModelSettings:
+        """Check a recipe's ``model`` section: names (the :class:`ModelDims` fields except
+        :data:`DATA_DIMS`, plus :data:`SUPERNET_MODEL_KEYS` when ``supernet``), the supernet
+        switch's type, and the values together with ``base`` (as :meth:`dims` will build them
+        at ``seq_len``, with a stand-in vocabulary).
+
+        Raises:
+            LvsearchError: an unknown key (with the nearest valid one), a supernet-only key in
+                another recipe, a non-boolean ``mixing_per_op``, or an invalid value; the
+                message names ``source``.
+        """
+        allowed = [f.name for f in fields(ModelDims) if f.name not in DATA_DIMS]
+        if supernet:
+            allowed += SUPERNET_MODEL_KEYS
+        for key in section:
+            if key in SUPERNET_MODEL_KEYS and not supernet:
+                raise LvsearchError(f"{source}: model.{key} is a supernet-only key",
+                                    fix="set it in the train-supernet recipe; a standalone model has one op per slot "
+                                        "and one (N, N) α̂ matrix already")
+            if key not in allowed:
+                close = difflib.get_close_matches(str(key), allowed, n=1)
+                hint = f"did you mean {close[0]!r}? " if close else ""
+                raise LvsearchError(f"{source}: unknown config key {f'model.{key}'!r}",
+                                    fix=f"{hint}valid keys here: {', '.join(allowed)}")
+        per_op = section.get("mixing_per_op", False)
+        if not isinstance(per_op, bool):
+            raise LvsearchError(f"{source}: model.mixing_per_op must be true or false, got {per_op!r}",
+                                fix="--set model.mixing_per_op=true (with space=lvbert-elc: it needs ELC connectivity)")
+        settings = cls(explicit={k: v for k, v in section.items() if k not in SUPERNET_MODEL_KEYS},
+                       base=dict(base or {}), mixing_per_op=per_op, source=dims_source)
+        try:
+            settings.dims(_CHECK_VOCAB, 0, seq_len)
+        except LvsearchError as e:
+            message = str(e).split("\n  fix: ", 1)[0]
+            raise LvsearchError(f"{source}: {message}", fix=e.fix) from None
+        except TypeError as e:  # a value of the wrong type that a comparison trips over
+            raise LvsearchError(f"{source}: model section: {e}",
+                                fix="give each model key a value of its type (see docs/recipes.md)") from None
+        return settings
+
+    def dims(self, vocab_size: int, pad_id: int, seq_len: int) -> ModelDims:
+        """The run's :class:`ModelDims`: ``max_len`` = max(512, ``seq_len``), then ``base``, then
+        the explicit keys, then the data's ``vocab_size`` and ``[PAD]`` id.
+
+        Raises:
+            LvsearchError: invalid values (:class:`ModelDims` checks), naming :attr:`source`.
+        """
+        d = {"max_len": max(512, seq_len), **self.base, **self.explicit, "vocab_size": vocab_size, "pad_id": pad_id}
+        return ModelDims.from_dict(d, source=self.source)

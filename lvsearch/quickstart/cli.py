@@ -48,7 +48,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _quickstart(args: argparse.Namespace) -> int:
     from lvsearch import ui
-    from lvsearch.eval.cli import default_blimp_dir
+    from lvsearch.eval.job import default_blimp_dir
     from lvsearch.quickstart.job import DEFAULT_DATA, QuickstartSettings, run_quickstart
 
     blimp = None

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Callable
 
 from lvsearch.errors import LvsearchError
+from lvsearch.eval.job import EvaluateOptions
 from lvsearch.faults import kill_point
 from lvsearch.io import atomic_write_json, check_writable_folder, differing_keys, read_json
 from lvsearch.quickstart.plan import ARM_TITLES, ARMS, Plan, make_plan, pace_line  # noqa: F401 (re-exported)
@@ -387,26 +388,25 @@ def stage_retrain(ctx: Context) -> dict:
     return out
 
 
-def evaluate_argv(ctx: Context, model: Path, report: Path) -> list[str]:
-    """``lvsearch evaluate`` arguments of one arm (the same for every arm)."""
+def evaluate_options(ctx: Context, model: Path, report: Path) -> EvaluateOptions:
+    """:func:`lvsearch.eval.job.evaluate` settings of one arm (the same for every arm)."""
     p = ctx.plan
-    argv = ["evaluate", "--model", str(model), "--out", str(report), "--mlm-data", str(ctx.data_dir),
-            "--dev-sequences", str(p.mlm_dev_sequences), "--device", ctx.device]
+    opts = EvaluateOptions(model=str(model), out=report, mlm_data=ctx.data_dir, dev_sequences=p.mlm_dev_sequences,
+                           device=ctx.device, tasks=tuple(ctx.settings.tasks))
     if ctx.settings.blimp is None:
-        argv.append("--no-blimp")
+        opts.no_blimp = True
     else:
-        argv += ["--blimp", ctx.settings.blimp, "--blimp-limit", str(p.blimp_limit)]
-    for t in ctx.settings.tasks:
-        argv += ["--task", t]
+        opts.blimp, opts.blimp_limit = ctx.settings.blimp, p.blimp_limit
     if ctx.settings.tasks:
-        argv += ["--train-limit", str(p.finetune_train_limit), "--eval-limit", str(p.finetune_eval_limit),
-                 "--epochs", str(p.finetune_epochs), "--seeds", str(p.finetune_seeds)]
-    return argv
+        opts.train_limit, opts.eval_limit = p.finetune_train_limit, p.finetune_eval_limit
+        opts.epochs, opts.seeds = p.finetune_epochs, p.finetune_seeds
+    return opts
 
 
 def stage_evaluate(ctx: Context) -> dict:
-    """``lvsearch evaluate`` of every retrained run into ``OUT/eval/NAME.json`` (existing reports kept)."""
-    from lvsearch.cli import build_parser
+    """:func:`lvsearch.eval.job.evaluate` of every retrained run into ``OUT/eval/NAME.json``
+    (existing reports kept)."""
+    from lvsearch.eval.job import evaluate
 
     done = {}
     for arm in ARMS:
@@ -416,8 +416,7 @@ def stage_evaluate(ctx: Context) -> dict:
                 done[name] = "skipped (exists)"
                 continue
             report.parent.mkdir(parents=True, exist_ok=True)
-            args = build_parser().parse_args(evaluate_argv(ctx, ctx.out / "retrain" / name / "model", report))
-            args.func(args)
+            evaluate(evaluate_options(ctx, ctx.out / "retrain" / name / "model", report))
             done[name] = "evaluated"
     return done
 

@@ -181,7 +181,6 @@ def _entries(spec: str) -> tuple[list[tuple[Any, str, dict]], str]:
     architecture-JSON path, an architecture object, or ``{"key": …}``), one architecture JSON,
     or comma-separated names/paths (``bert,sandwich,random:1``).
     """
-    from lvsearch.search.evolution import arch_from_key
 
     path = Path(spec)
     if not (path.suffix == ".json" or path.is_file()):
@@ -191,7 +190,7 @@ def _entries(spec: str) -> tuple[list[tuple[Any, str, dict]], str]:
 
     def from_key(item: dict, where: str) -> Arch:
         try:
-            return arch_from_key(str(item["key"]))
+            return Arch.from_key(str(item["key"]))
         except LvsearchError as e:
             raise LvsearchError(f"{where}: {e}", fix="regenerate the file with lvsearch evolve") from None
         except (TypeError, ValueError):
@@ -247,7 +246,7 @@ def resolve_finalists(spec: str, k: int, config: RetrainConfig, data) -> list[Fi
         LvsearchError: unreadable input, fewer than ``k`` entries, an invalid or duplicate
             architecture, or one searched with another tokenizer.
     """
-    from lvsearch.train.retrain import _check_provenance, _space, check_provenance
+    from lvsearch.train.retrain import check_arch_file_provenance, check_provenance, recipe_space
 
     entries, where = _entries(spec)
     if k > len(entries):
@@ -257,11 +256,11 @@ def resolve_finalists(spec: str, k: int, config: RetrainConfig, data) -> list[Fi
     seen: dict[str, str] = {}
     for i, (item, label, meta) in enumerate(entries[:k]):
         if isinstance(item, Arch):
-            arch = _space(config, item.num_slots).validate(item, source=f"{where} ({label})")
+            arch = recipe_space(config, item.num_slots).validate(item, source=f"{where} ({label})")
             check_provenance(meta, f"{where} ({label})", data)
         else:
-            _check_provenance(item, data)
-            arch = resolve_arch(item, _space(config, None, item))
+            check_arch_file_provenance(item, data)
+            arch = resolve_arch(item, recipe_space(config, None, item))
             if Path(item).is_file():
                 meta = (read_json(item, what="architecture file") or {}).get("meta") or {}
         if arch.key in seen:

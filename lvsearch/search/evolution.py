@@ -155,11 +155,6 @@ class SearchConfig:
 
 
 # --------------------------------------------------------------------------- helpers
-def arch_from_key(key: str) -> Arch:
-    """Inverse of :attr:`Arch.key`: :meth:`Arch.from_key`."""
-    return Arch.from_key(key)
-
-
 def _deap():
     from deap import base, creator
 
@@ -344,7 +339,7 @@ class Search:
         from deap import tools
 
         c = self.config
-        pool = [self._individual(arch_from_key(k)) for k in parents]
+        pool = [self._individual(Arch.from_key(k)) for k in parents]
         taken: set[str] = set()
         out: list[str] = []
 
@@ -439,7 +434,7 @@ class Search:
             self.curve = list(s["curve"])
             self.queue = [str(k) for k in s.get("queue", [])]
             for k in self.population + self.parents + self.topk:
-                self.space.validate(arch_from_key(k))
+                self.space.validate(Arch.from_key(k))
             known = {r.key for r in results}
             if any(k not in known for k in self.parents + self.topk + self.queue) or len(history) != len(known):
                 raise bad
@@ -530,7 +525,7 @@ class Search:
         drawn = random.sample(self.queue, self.config.tournament)
         # complete scores rank above partial ones (racing already judged those worse in their batch)
         best = max(drawn, key=lambda k: (self.evaluator.memo[k].complete, self.evaluator.memo[k].fitness))
-        return list(self.toolbox.mutate(self.toolbox.clone(self._individual(arch_from_key(best)))))
+        return list(self.toolbox.mutate(self.toolbox.clone(self._individual(Arch.from_key(best)))))
 
     def _aging_iteration(self) -> list[str]:
         """``P`` children, ``cycle`` at a time: each batch is drawn from the current queue,
@@ -544,7 +539,7 @@ class Search:
                 a = self._draw(self._aging_child, taken)[0]
                 taken.add(a.key)
                 batch.append(a.key)
-            self.evaluator.evaluate_many([arch_from_key(k) for k in batch])
+            self.evaluator.evaluate_many([Arch.from_key(k) for k in batch])
             for k in batch:
                 self.queue.append(k)
                 if len(self.queue) > c.population:
@@ -560,7 +555,7 @@ class Search:
         if self.config.strategy == "aging" and t > 0:
             self.population = self._aging_iteration()
         else:
-            pop = [self._individual(arch_from_key(k)) for k in self.population]
+            pop = [self._individual(Arch.from_key(k)) for k in self.population]
             fits = self.toolbox.map(self.toolbox.evaluate, pop)
             for ind, fit in zip(pop, fits):
                 ind.fitness.values = fit
@@ -572,7 +567,7 @@ class Search:
                 self.history.append(dict(self.evaluator.memo[k].to_dict(), iteration=t))
         self._update_topk(self.population)
         if self.multi:
-            union = [self._individual(arch_from_key(k)) for k in dict.fromkeys(self.parents + self.population)]
+            union = [self._individual(Arch.from_key(k)) for k in dict.fromkeys(self.parents + self.population)]
             chosen = tools.selNSGA2(union, self.config.population)
             self.parents = [self._arch(i).key for i in chosen]
         top = [self.evaluator.memo[k].fitness for k in self.topk]
@@ -609,7 +604,7 @@ class Search:
         """Non-dominated set of everything evaluated (accuracy ↑, cost ↓), by increasing cost."""
         from deap import tools
 
-        inds = [self._individual(arch_from_key(h["key"])) for h in self.history]
+        inds = [self._individual(Arch.from_key(h["key"])) for h in self.history]
         inds = [i for i in inds if i.fitness.valid]
         if not inds:
             return []

@@ -26,8 +26,8 @@ from lvsearch.arch import Arch
 from lvsearch.errors import LvsearchError
 from lvsearch.io import check_writable_folder
 from lvsearch.search.evaluator import Constraints, EvalResult, Racing
+from lvsearch.search.evolution import STATE, Search, SearchConfig, SearchResult, plot_curves
 from lvsearch.search.second_stage import SECOND_STAGE_DIR, SECOND_STAGE_FILE, SecondStage
-from lvsearch.search.evolution import STATE, Search, SearchConfig, SearchResult, arch_from_key, plot_curves
 
 #: Defaults of ``lvsearch evolve`` for a new search, chosen by measurement
 #: (``benchmarks/fitness_noise.py``; docs/results.md, "Fitness noise"): on the quickstart
@@ -333,7 +333,7 @@ def evolve(opts: EvolveOptions, config: SearchConfig, *, show_progress: bool = T
             def on_iteration(search: Search, t: int, label=label) -> None:
                 best = search.evaluator.memo[search.topk[0]]
                 if info.is_main:
-                    arch_from_key(best.key).to_json(search.out / "best.json", space=loaded.space.name,
+                    Arch.from_key(best.key).to_json(search.out / "best.json", space=loaded.space.name,
                                                     meta=_best_meta(best, loaded, search.config, label, opts.fitness))
                 title = (f"{label}: iteration {t + 1}/{search.config.iterations} — "
                          f"{len(search.history)} evaluated, {evaluator.stats.seconds:.0f}s computing")
@@ -359,7 +359,7 @@ def evolve(opts: EvolveOptions, config: SearchConfig, *, show_progress: bool = T
             results[label] = res
             if res.iteration and info.is_main:
                 best = res.best
-                arch_from_key(best.key).to_json(
+                Arch.from_key(best.key).to_json(
                     folder / "best.json", space=loaded.space.name, meta=_best_meta(best, loaded, cfg, label, opts.fitness))
                 if res.done:
                     _write_noise(evaluator, res, folder, opts.fitness, show)

@@ -345,10 +345,9 @@ def rank_check(supernet: str | Path, *, num_archs: int = 8, steps: int = 200, po
     evaluator = SupernetEvaluator(loaded.supernet, dev, seq_len=loaded.config.train.seq_len, device=info.device,
                                   fitness=fitness)
     if reused is not None:
-        from lvsearch.search.evolution import arch_from_key
 
         for row in reused["archs"]:
-            a = arch_from_key(row["key"])
+            a = Arch.from_key(row["key"])
             loaded.space.validate(a, source=str(reuse))
             archs[a.key] = a
         by_key = {r.key: r for r in evaluator.evaluate_many(list(archs.values()))}

@@ -64,13 +64,6 @@ MODEL_DIR = "model"
 # ---------------------------------------------------------------------------------------
 
 
-def retrain_dims(config: RetrainConfig, vocab_size: int, pad_id: int, seq_len: int) -> ModelDims:
-    """Discriminator / MLM-model dims: the named size, then the recipe's explicit ``model`` keys."""
-    size = {k: v for k, v in MODEL_SIZES[config.size].items() if k != "generator"}
-    d = {"max_len": max(512, seq_len), **size, **config.model, "vocab_size": vocab_size, "pad_id": pad_id}
-    return ModelDims.from_dict(d, source=f"retrain recipe (size {config.size})")
-
-
 def generator_dims(dims: ModelDims, fraction: float) -> ModelDims:
     """ELECTRA generator dims: hidden, FF inner size and heads scaled by ``fraction`` (head
     width kept), embeddings unchanged (they are shared with the discriminator).
@@ -273,8 +266,14 @@ class RetrainObjective:
 # ---------------------------------------------------------------------------------------
 
 
-def _check_provenance(arch_spec: str, data: PreparedData) -> None:
-    """An architecture JSON that records the tokenizer it was searched with must match the data."""
+def check_arch_file_provenance(arch_spec: str, data: PreparedData) -> None:
+    """When ``arch_spec`` is an architecture JSON file, its ``meta`` (the tokenizer it was
+    searched with) must match ``data``: :func:`check_provenance`. Other specs (names,
+    ``random:N``, compact strings) pass.
+
+    Raises:
+        LvsearchError: the file records another tokenizer, or is not valid JSON.
+    """
     path = Path(arch_spec)
     if not (path.is_file() and path.suffix == ".json"):
         return
@@ -361,8 +360,8 @@ def retrain(
             overrides = _recorded_space(out, list(overrides))
 
         def check_new(config: RetrainConfig) -> None:
-            _check_provenance(arch_spec, data)
-            resolved.append(resolve_arch(arch_spec, _space(config, None, arch_spec)))
+            check_arch_file_provenance(arch_spec, data)
+            resolved.append(resolve_arch(arch_spec, recipe_space(config, None, arch_spec)))
 
         config, recorded = select_config(
             out, RetrainConfig, RUN_FORMAT, recipe, list(overrides), resume=resume, overwrite=overwrite, data=data,
@@ -370,7 +369,7 @@ def retrain(
         )
         if resume:
             arch = Arch.from_dict(recorded["arch"], source=out / "config.json")
-            if arch_spec is not None and resolve_arch(arch_spec, _space(config, arch.num_slots)) != arch:
+            if arch_spec is not None and resolve_arch(arch_spec, recipe_space(config, arch.num_slots)) != arch:
                 raise LvsearchError(f"--resume with another --arch than the run in {out}", fix="omit --arch on resume")
             finished = finished_summary(out, config.train.steps if stop_at is None else int(stop_at))
             if finished is not None:
@@ -378,7 +377,7 @@ def retrain(
                 return finished
         else:
             arch = resolved[0]
-        dims = retrain_dims(config, data.vocab_size, data.special_ids.pad, config.train.seq_len)
+        dims = config.model_settings().dims(data.vocab_size, data.special_ids.pad, config.train.seq_len)
         module = build_module(config, arch, dims)
         objective = RetrainObjective(module, data, config, info)
         begin_run(out, {
@@ -506,7 +505,7 @@ def cooldown_probe(run_dir: str | Path, at_step: int, decay_steps: int, *, data_
         (tmp / "checkpoints").mkdir()
         shutil.copytree(ckpt, tmp / "checkpoints" / ckpt.name)
         shutil.copy2(ckpt.parent / LATEST, tmp / "checkpoints" / LATEST)
-        dims = retrain_dims(branch_cfg, data.vocab_size, data.special_ids.pad, branch_cfg.train.seq_len)
+        dims = branch_cfg.model_settings().dims(data.vocab_size, data.special_ids.pad, branch_cfg.train.seq_len)
         module = build_module(branch_cfg, arch, dims)
         objective = RetrainObjective(module, data, branch_cfg, info)
         summary = train(objective, branch_cfg.train, tmp, info, tokens_per_step=t.batch_size * t.seq_len, resume=True,
@@ -587,8 +586,14 @@ def _recorded_space(out: Path, overrides: list[str]) -> list[str]:
     return [*overrides, f"space={space}"] if isinstance(space, str) and space else overrides
 
 
-def _space(config: RetrainConfig, num_slots: int | None, arch_spec: str | None = None) -> SearchSpace:
-    """The recipe's space; with an architecture JSON and no ``num_slots``, sized to the arch."""
+def recipe_space(config: RetrainConfig, num_slots: int | None, arch_spec: str | None = None) -> SearchSpace:
+    """The search space of a retrain recipe (``space``, sized to ``num_slots``: the recipe's,
+    else the argument's, else that of the architecture JSON ``arch_spec``), against which
+    architectures are resolved and validated.
+
+    Raises:
+        LvsearchError: an unknown space, or an unreadable architecture file.
+    """
     space = SearchSpace.load(config.space)
     n = config.num_slots or num_slots
     if n is None and arch_spec is not None and Path(arch_spec).is_file():

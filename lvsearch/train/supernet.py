@@ -34,7 +34,7 @@ import torch
 
 from lvsearch import __version__
 from lvsearch.arch import Arch, resolve_arch
-from lvsearch.config import SUPERNET_MODEL_KEYS, SamplingConfig, SupernetConfig, to_jsonable
+from lvsearch.config import SamplingConfig, SupernetConfig, to_jsonable
 from lvsearch.data.loader import DevSet, fixed_dev_set
 from lvsearch.data.masking import IGNORE_INDEX
 from lvsearch.data.shards import PreparedData
@@ -110,14 +110,6 @@ def build_space(config: SupernetConfig, source: str = "recipe") -> SearchSpace:
             raise LvsearchError(f"{source}: num_slots must be ≥ 1")
         space = space.with_num_slots(config.num_slots)
     return space
-
-
-def build_dims(config: SupernetConfig, data_vocab: int, pad_id: int, seq_len: int) -> ModelDims:
-    """Model dims from a recipe's ``model`` section (without the supernet-only keys,
-    :data:`lvsearch.config.SUPERNET_MODEL_KEYS`) plus the data's vocabulary and [PAD] id."""
-    model = {k: v for k, v in config.model.items() if k not in SUPERNET_MODEL_KEYS}
-    d = {"max_len": max(512, seq_len), **model, "vocab_size": data_vocab, "pad_id": pad_id}
-    return ModelDims.from_dict(d, source="recipe model section")
 
 
 def resolve_panel(names: list[str], space: SearchSpace) -> tuple[dict[str, Arch], list[str]]:
@@ -221,7 +213,7 @@ def train_supernet(
             report_finished(out, finished, info)
             return finished
         space = build_space(config)
-        dims = build_dims(config, data.vocab_size, data.special_ids.pad, config.train.seq_len)
+        dims = config.model_settings().dims(data.vocab_size, data.special_ids.pad, config.train.seq_len)
         torch.manual_seed(config.train.seed)
         supernet = Supernet(space, dims, mixing_per_op=config.mixing_per_op)
         objective = SupernetObjective(supernet, data, config, info)

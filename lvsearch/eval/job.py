@@ -1,0 +1,429 @@
+"""The ``lvsearch evaluate`` job: BLiMP (zero-shot), fine-tuning tasks and MLM dev metrics of
+one model, written as a JSON report and a Markdown table beside it.
+
+Every input is checked before any long computation starts (model directory, BLiMP files, task
+files, prepared data and its tokenizer, the report path), so a bad argument fails in seconds
+with one message and nothing is written. The JSON report (format
+:data:`lvsearch.eval.report.REPORT_FORMAT`, atomic write) holds everything needed to compare
+models: per-paradigm / per-phenomenon BLiMP accuracy with tie counts, fine-tuning results per
+seed and aggregated, MLM dev metrics with the reference floors, the model config and timings;
+the Markdown table of the headline numbers is written beside it (same path, ``.md``).
+:func:`compare_reports` prints reports side by side (``lvsearch evaluate --compare``).
+The command line (:mod:`lvsearch.eval.cli`) only parses arguments into :class:`EvaluateOptions`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from lvsearch.errors import LvsearchError
+from lvsearch.eval.finetune import FinetuneConfig
+from lvsearch.eval.report import DEFAULT_REPORT_NAME, REPORT_FORMAT, summary_rows
+from lvsearch.io import check_writable_folder
+
+#: Which BLiMP pairs ``blimp_limit`` keeps (recorded in the report as ``blimp.limit_rule``).
+BLIMP_LIMIT_RULE = "first N pairs of each paradigm, in file order"
+
+_FT = FinetuneConfig()
+
+
+@dataclass
+class EvaluateOptions:
+    """Inputs of :func:`evaluate`; the defaults are those of ``lvsearch evaluate``.
+
+    Attributes:
+        model: model directory (``config.json``, ``model.safetensors``, ``tokenizer.json``), or
+            ``hf:PATH_OR_NAME`` for a Hugging Face masked LM (:mod:`lvsearch.eval.hf`).
+        out: JSON report path (default: ``MODEL_DIR/results.json``); the Markdown table goes to
+            the same path with suffix ``.md``.
+        overwrite: replace an existing report (otherwise refused).
+        device: torch device: ``auto`` (cuda when available, else cpu), ``cpu``, ``cuda``, ``cuda:N``.
+        threads: torch CPU threads (None: torch's choice).
+        trust_remote_code, allow_pickle: consent for ``hf:`` models only (SECURITY.md).
+        blimp: folder of BLiMP ``*.jsonl`` files (None: :func:`default_blimp_dir` if present).
+        no_blimp: skip BLiMP.
+        blimp_limit: pairs per paradigm (:data:`BLIMP_LIMIT_RULE`; None: all).
+        blimp_token_budget: max rows × padded length per PLL forward pass.
+        tasks: fine-tuning task folders or HF dataset specs ``[hf:]NAME:CONFIG``.
+        epochs, lr, layer_decay, batch_size, max_len, train_limit, eval_limit: fine-tuning
+            settings (:class:`lvsearch.eval.finetune.FinetuneConfig`; ``lr=None``: the width rule).
+        seeds: number of fine-tuning seeds ``0..seeds-1``.
+        mlm_data: prepared data folder (``lvsearch data prepare``) for the MLM dev metrics and
+            floors (None: no MLM metrics).
+        dev_sequences, dev_seq_len, dev_seed: the MLM dev set (None: :func:`mlm_dev_settings`).
+    """
+
+    model: str
+    out: str | Path | None = None
+    overwrite: bool = False
+    device: str = "auto"
+    threads: int | None = None
+    trust_remote_code: bool = False
+    allow_pickle: bool = False
+    blimp: str | Path | None = None
+    no_blimp: bool = False
+    blimp_limit: int | None = None
+    blimp_token_budget: int = 8192
+    tasks: Sequence[str] = ()
+    epochs: int = _FT.epochs
+    lr: float | None = None
+    layer_decay: float = _FT.layer_decay
+    batch_size: int = 32
+    max_len: int = 128
+    seeds: int = 3
+    train_limit: int | None = None
+    eval_limit: int | None = None
+    mlm_data: str | Path | None = None
+    dev_sequences: int | None = None
+    dev_seq_len: int | None = None
+    dev_seed: int | None = None
+
+
+@dataclass
+class EvaluateResult:
+    """What :func:`evaluate` wrote: the report (``lvsearch.eval-report/v1`` dict) and its two paths."""
+
+    report: dict
+    json_path: Path
+    markdown_path: Path
+
+
+def default_blimp_dir() -> Path:
+    """``<repo>/../shared/data/blimp`` (may not exist)."""
+    import lvsearch
+
+    return (Path(lvsearch.__file__).resolve().parents[1] / ".." / "shared" / "data" / "blimp").resolve()
+
+
+def mlm_dev_settings(opts: EvaluateOptions, training_args: dict | None, data) -> dict:
+    """The MLM dev set ``evaluate`` scores on: each of ``opts.dev_seq_len``, ``opts.dev_sequences``
+    and ``opts.dev_seed`` when given, else the model's own training dev set as recorded in its
+    ``training_args.json`` (``train.seq_len``, ``eval.dev_sequences``, ``eval.seed``: the dev set
+    its learning curve and, for a searched architecture, the search scored), else the dataset's
+    packing length, 256 sequences and seed 1234. Returns ``{"seq_len", "num_sequences", "seed",
+    "source"}`` with ``source`` saying where each value came from."""
+    ta = training_args if isinstance(training_args, dict) else {}
+    train = ta.get("train") if isinstance(ta.get("train"), dict) else {}
+    ev = ta.get("eval") if isinstance(ta.get("eval"), dict) else {}
+    picks = []
+    out = {}
+    for key, flag, given, recorded, fallback, fallback_name in (
+            ("seq_len", "--dev-seq-len", opts.dev_seq_len, train.get("seq_len"), data.seq_len, "the dataset's"),
+            ("num_sequences", "--dev-sequences", opts.dev_sequences, ev.get("dev_sequences"), 256, "default"),
+            ("seed", "--dev-seed", opts.dev_seed, ev.get("seed"), 1234, "default")):
+        if given is not None:
+            out[key], src = given, flag
+        elif isinstance(recorded, int) and not isinstance(recorded, bool) and recorded > (0 if key != "seed" else -1):
+            out[key], src = recorded, "model's training dev set"
+        else:
+            out[key], src = fallback, fallback_name
+        picks.append(f"{key} from {src}")
+    out["source"] = "; ".join(picks)
+    return out
+
+
+def evaluate(opts: EvaluateOptions, *, show: bool = True) -> EvaluateResult:
+    """Evaluate one model and write its report (JSON + Markdown, atomic writes).
+
+    Progress bars and the MLM dev set line are always shown; with ``show`` the summary table,
+    the floor notes and the "report written" line are printed at the end.
+
+    Raises:
+        LvsearchError: any bad input, before long work starts: a missing or invalid model
+            directory / hf: folder (or one that needs consent), a report path that exists
+            (without ``overwrite``), ends in ``.md`` or cannot be written, bad BLiMP or task
+            files, a prepared data folder with another tokenizer, a dev sequence length beyond
+            the model's ``max_len``, nothing to evaluate; or a report that appeared meanwhile.
+    """
+    model_arg = str(opts.model)
+    t_start = time.perf_counter()
+    from lvsearch.eval.hf import HF_PREFIX, is_hf_spec
+
+    hf = is_hf_spec(model_arg)
+    model_dir = Path(model_arg[len(HF_PREFIX):] if hf else model_arg).expanduser()
+    if hf:
+        from lvsearch.eval.hf import inspect_hf_source
+
+        # what would run or be unpickled, from the folder's JSON alone: refused before anything else
+        inspect_hf_source(model_arg, trust_remote_code=opts.trust_remote_code, allow_pickle=opts.allow_pickle)
+    else:
+        for flag, given in (("--trust-remote-code", opts.trust_remote_code), ("--allow-pickle", opts.allow_pickle)):
+            if given:
+                raise LvsearchError(f"{flag} applies to --model hf:... only; {model_arg} is an lvsearch model directory "
+                                    "(safetensors weights, no code is loaded from it)", fix=f"drop {flag}")
+    if hf and not opts.out and not model_dir.is_dir():
+        raise LvsearchError(f"--model {model_arg} is not a local folder, so there is no default report path",
+                            fix="pass --out REPORT.json")
+    if hf and opts.layer_decay != 1.0:
+        raise LvsearchError(f"--layer-decay {opts.layer_decay:g} needs an lvsearch model directory (slot names); "
+                            f"{model_arg} is a Hugging Face model", fix="drop --layer-decay for hf: models")
+    out = Path(opts.out) if opts.out else model_dir / DEFAULT_REPORT_NAME
+    md_out = out.with_suffix(".md")
+    if md_out == out:
+        raise LvsearchError(f"--out {out} ends in .md; the Markdown table goes beside the JSON report",
+                            fix="pass a JSON file name such as report.json")
+    check_writable_folder(out.parent, "--out", shown=str(out))
+    for path, what in ((out, "report"), (md_out, "Markdown report")):
+        if path.exists() and not opts.overwrite:
+            raise LvsearchError(f"{what} {path} already exists", fix="pass --overwrite to replace it, or another --out")
+        if path.is_dir():
+            raise LvsearchError(f"--out {out}: {path} is a folder", fix="pass a file name such as report.json")
+
+    # ---- check every input before long work
+    if opts.threads:
+        import torch
+
+        torch.set_num_threads(opts.threads)
+    from lvsearch.modeldir import load_model
+
+    device = opts.device
+    if device == "auto":
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if hf:
+        from lvsearch.eval.hf import load_hf_model
+
+        hf_model = load_hf_model(model_arg, device=device, trust_remote_code=opts.trust_remote_code,
+                                 allow_pickle=opts.allow_pickle)
+        loaded = None
+        objective, tokenizer, encoder = "hf", hf_model.tokenizer, hf_model.encoder
+    else:
+        loaded = load_model(model_dir, device=device)
+        objective, tokenizer, encoder = loaded.objective, loaded.tokenizer, loaded.encoder
+    t_loaded = time.perf_counter()
+
+    blimp_dir = None
+    blimp_note = None
+    if opts.no_blimp:
+        blimp_note = {"status": "skipped", "reason": "--no-blimp"}
+    elif opts.blimp:
+        blimp_dir = Path(opts.blimp)
+    elif default_blimp_dir().is_dir():
+        blimp_dir = default_blimp_dir()
+    elif opts.blimp_limit is not None:
+        raise LvsearchError(
+            f"--blimp-limit given, but no --blimp folder and the default {default_blimp_dir()} is absent",
+            fix="pass --blimp DIR (a folder of BLiMP *.jsonl files), or drop --blimp-limit / use --no-blimp",
+        )
+    else:
+        from lvsearch import ui
+
+        ui.warn(f"BLiMP skipped: no --blimp given and {default_blimp_dir()} is absent")
+        blimp_note = {"status": "skipped", "reason": f"no --blimp given and {default_blimp_dir()} is absent"}
+    paradigms = None
+    scorer_model, head = (hf_model.scorer, "MLM head of the Hugging Face model") if hf else \
+        (loaded.encoder, "MLM head of the model")
+    if blimp_dir is not None:
+        from lvsearch.eval.blimp import read_blimp
+
+        paradigms = read_blimp(blimp_dir, limit=opts.blimp_limit)
+        if objective == "electra":
+            if loaded.generator is not None:
+                scorer_model, head = loaded.generator, "MLM head of the ELECTRA generator (generator.safetensors)"
+            else:
+                paradigms = None
+                blimp_note = {"status": "not applicable",
+                              "reason": "RTD discriminator has no MLM head (no generator.safetensors in the model directory)"}
+
+    from lvsearch.eval.finetune import load_task
+
+    tasks = [load_task(spec) for spec in opts.tasks]
+    names = [t.name for t in tasks]
+    if len(set(names)) != len(names):
+        raise LvsearchError(f"two --task arguments have the same name ({', '.join(names)})",
+                            fix="give each task once (task folders are named by their last path component)")
+    ft_cfg = FinetuneConfig(epochs=opts.epochs, lr=opts.lr, batch_size=opts.batch_size, max_len=opts.max_len,
+                            seeds=tuple(range(opts.seeds)), train_limit=opts.train_limit, layer_decay=opts.layer_decay,
+                            eval_limit=opts.eval_limit)
+    ft_cfg.check()
+
+    data = None
+    mlm_model = hf_model.scorer if hf else loaded.encoder
+    mlm_note = None
+    tokenizer_match = None
+    if opts.mlm_data:
+        from lvsearch.data.shards import PreparedData
+        from lvsearch.eval.mlm import check_tokenizer
+
+        data = PreparedData.open(opts.mlm_data)
+        if hf:
+            from lvsearch.eval.hf import check_hf_tokenizer
+
+            tokenizer_match = check_hf_tokenizer(hf_model, data)
+        else:
+            check_tokenizer(loaded.tokenizer_sha256, data, loaded.folder)
+        if objective == "electra":
+            if loaded.generator is not None:
+                mlm_model = loaded.generator
+            else:
+                data = None
+                mlm_note = {"status": "not applicable",
+                            "reason": "RTD discriminator has no MLM head (no generator.safetensors in the model directory)"}
+    dev_settings = None
+    if data is not None:
+        dev_settings = mlm_dev_settings(opts, hf_model.training_args if hf else loaded.training_args, data)
+        if dev_settings["seq_len"] > mlm_model.dims.max_len:
+            raise LvsearchError(f"dev sequence length {dev_settings['seq_len']} exceeds the model's max_len "
+                                f"{mlm_model.dims.max_len}", fix=f"pass --dev-seq-len ≤ {mlm_model.dims.max_len}")
+    if paradigms is None and not tasks and data is None and not (blimp_note and blimp_note["status"] == "not applicable") \
+            and mlm_note is None:
+        raise LvsearchError("nothing to evaluate (BLiMP skipped, no --task, no --mlm-data)",
+                            fix="pass --blimp DIR, --task DIR or --mlm-data DIR")
+
+    # ---- run
+    import torch
+
+    from lvsearch import __version__, ui
+
+    if hf:
+        model_info = {
+            "folder": str(hf_model.folder.resolve()) if hf_model.folder is not None else model_arg,
+            "name": hf_model.name,
+            "config": hf_model.config,
+            "num_params": hf_model.num_params,
+            "generator_num_params": None,
+            "training_args": hf_model.training_args,
+        }
+    else:
+        model_info = {
+            "folder": str(loaded.folder.resolve()),
+            "name": loaded.folder.resolve().name,
+            "config": loaded.config,
+            "num_params": loaded.encoder.num_params(),
+            "generator_num_params": loaded.generator.num_params() if loaded.generator is not None else None,
+            "training_args": loaded.training_args,
+        }
+    report: dict = {
+        "format": REPORT_FORMAT,
+        "lvsearch_version": __version__,
+        "model": model_info,
+        "environment": {"torch": torch.__version__, "threads": torch.get_num_threads(), "device": device},
+        "timings": {"load_s": t_loaded - t_start},
+    }
+
+    if paradigms is not None:
+        from lvsearch.eval.blimp import PLLScorer, evaluate_blimp
+
+        scorer = PLLScorer(scorer_model, tokenizer, token_budget=opts.blimp_token_budget, device=device)
+        with ui.progress() as bar:
+            task_id = bar.add_task("BLiMP", total=None, info="sentences")
+
+            def on_progress(done: int, total: int) -> None:
+                bar.update(task_id, completed=done, total=total)
+
+            res = evaluate_blimp(scorer, paradigms, progress=on_progress)
+        report["blimp"] = {"status": "done", "head": head, "folder": str(blimp_dir.resolve()),
+                           "limit": opts.blimp_limit, "limit_rule": BLIMP_LIMIT_RULE if opts.blimp_limit else None,
+                           "tie_rule": "ties count as wrong", "token_budget": opts.blimp_token_budget, **res}
+        report["timings"]["blimp_s"] = res["seconds"]
+    else:
+        report["blimp"] = blimp_note
+
+    if tasks:
+        from lvsearch.eval.finetune import finetune_task
+
+        report["finetune"] = {}
+        report["timings"]["finetune_s"] = {}
+        with ui.progress() as bar:
+            task_id = bar.add_task("fine-tuning", total=None, info="")
+            for task in tasks:
+                def on_step(what: str, done: int, total: int) -> None:
+                    bar.update(task_id, completed=done, total=total, info=what)
+
+                t0 = time.perf_counter()
+                report["finetune"][task.name] = finetune_task(encoder, tokenizer, task, ft_cfg,
+                                                              device=device, progress=on_step)
+                report["timings"]["finetune_s"][task.name] = time.perf_counter() - t0
+
+    if data is not None:
+        from lvsearch.data.loader import fixed_dev_set
+        from lvsearch.eval.floors import beats_floor, floors_for_model
+        from lvsearch.eval.mlm import mlm_dev_metrics
+
+        t0 = time.perf_counter()
+        L, n_dev, dev_seed = dev_settings["seq_len"], dev_settings["num_sequences"], dev_settings["seed"]
+        ui.console.print(f"MLM dev set: {n_dev} sequences × {L} tokens, seed {dev_seed} ({dev_settings['source']})",
+                         highlight=False)
+        dev = fixed_dev_set(data, num_sequences=n_dev, seq_len=L, seed=dev_seed)
+        res = mlm_dev_metrics(mlm_model, data, num_sequences=n_dev, seq_len=L,
+                              seed=dev_seed, device=device, dev=dev)
+        report["mlm"] = {"status": "done", "data": str(Path(opts.mlm_data).resolve()),
+                         "head": "generator" if loaded is not None and mlm_model is loaded.generator else "model",
+                         "dev_settings": dev_settings,
+                         **({"tokenizer_match": tokenizer_match} if tokenizer_match else {}), **res}
+        report["timings"]["mlm_s"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        if hf:
+            floors = floors_for_model(hf_model.training_args, hf_model.extra, data, dev)
+        else:
+            floors = floors_for_model(loaded.training_args, loaded.config.get("extra") or {}, data, dev)
+        if floors["status"] == "done":
+            floors["beats_floor"] = beats_floor(res["accuracy"], floors)
+        report["mlm"]["floors"] = floors
+        report["timings"]["floors_s"] = time.perf_counter() - t0
+    elif mlm_note is not None:
+        report["mlm"] = mlm_note
+
+    report["timings"]["total_s"] = time.perf_counter() - t_start
+    from lvsearch.eval.report import single_report_markdown
+    from lvsearch.io import atomic_write_bytes, atomic_write_json
+
+    for path in (out, md_out):
+        if path.exists() and not opts.overwrite:  # appeared while we were computing
+            raise LvsearchError(f"{path} appeared during the evaluation", fix="pass --overwrite or another --out")
+    atomic_write_json(out, report)
+    atomic_write_bytes(md_out, single_report_markdown(report).encode("utf-8"))
+    if show:
+        print_summary(report)
+        ui.console.print(f"report written to {out} and {md_out}", highlight=False)
+    return EvaluateResult(report=report, json_path=out, markdown_path=md_out)
+
+
+def print_summary(report: dict) -> None:
+    """Print one report's headline table (:func:`lvsearch.eval.report.summary_rows`) and its floor notes."""
+    from rich.table import Table
+
+    from lvsearch import ui
+
+    model = report["model"]
+    table = Table(title=f"evaluation of {model['name']} ({model['config']['objective']}, {model['num_params']:,} parameters)")
+    table.add_column("metric", no_wrap=True)
+    table.add_column("value", justify="right")
+    for k, v in summary_rows(report):
+        table.add_row(k, v)
+    ui.console.print(table)
+    from lvsearch.eval.report import floor_notes
+
+    for note in floor_notes([report], [model["name"]]):
+        ui.console.print(note, highlight=False)
+
+
+def compare_reports(paths: Sequence[str | Path]) -> None:
+    """Print reports side by side (stdout) with :func:`lvsearch.eval.report.comparison_table`
+    (the table ``lvsearch report`` writes as Markdown); metrics missing from a report show as —.
+
+    Raises:
+        LvsearchError: a file is missing, not JSON, or not an evaluation report.
+    """
+    from rich.console import Console
+    from rich.table import Table
+
+    from lvsearch.eval.report import comparison_table, read_report
+
+    reports = [read_report(p) for p in paths]
+    table = Table(title="evaluation reports")
+    table.add_column("metric", no_wrap=True)
+    for p, r in zip(paths, reports):
+        table.add_column(f"{r['model']['name']}\n{Path(p).name}", justify="right")
+    for metric, values in comparison_table(reports):
+        table.add_row(metric, *values)
+    console = Console()
+    console.print(table)
+    from lvsearch.eval.report import floor_notes
+
+    for note in floor_notes(reports, [r["model"]["name"] for r in reports]):
+        console.print(note, highlight=False)
