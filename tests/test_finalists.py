@@ -21,7 +21,8 @@ from lvsearch.cli import main
 from lvsearch.errors import LvsearchError
 from lvsearch.modeldir import load_model
 from lvsearch.train.checkpoint import latest_step
-from lvsearch.scaling.finalists import STATE, FinalistOptions, halving_rounds, halving_rungs, run_finalists
+from lvsearch.scaling.finalists import STATE, FinalistOptions, run_finalists
+from lvsearch.scaling.halving import halving_rounds, halving_rungs
 from lvsearch.train.retrain import retrain
 
 TINY = [

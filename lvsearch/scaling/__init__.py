@@ -2,8 +2,9 @@
 
 * :mod:`lvsearch.scaling.estimators` — M1–M4 of Alabdulmohsin, Neyshabur & Zhai 2022
   (Eq. 1–4), :func:`extrapolation_rmse`, :func:`prediction_interval` (bootstrap);
-* :mod:`lvsearch.scaling.halving` — :func:`halving_step` / :func:`successive_halving`, the
-  pure pruning rules on in-memory curves;
+* :mod:`lvsearch.scaling.halving` — :func:`halving_rounds` / :func:`halving_rungs` (the
+  rung budgets), :func:`halving_step` / :func:`successive_halving`, the pure pruning rules on
+  in-memory curves;
 * :mod:`lvsearch.scaling.finalists` — ``lvsearch retrain --finalists K``: successive halving
   over real retrain runs (imports the training code; not re-exported here);
 * :mod:`lvsearch.scaling.cli` — ``lvsearch scaling fit``.
@@ -24,9 +25,16 @@ from lvsearch.scaling.estimators import (
     smooth_curve,
     validate_curve,
 )
-from lvsearch.scaling.halving import DEGENERATE_WIDTH, halving_step, successive_halving
+from lvsearch.scaling.halving import (
+    DEGENERATE_WIDTH,
+    halving_rounds,
+    halving_rungs,
+    halving_step,
+    successive_halving,
+)
 
 __all__ = [
     "ESTIMATORS", "Estimator", "M1", "M2", "M3", "M4", "make_estimator", "validate_curve", "smooth_curve",
-    "extrapolation_rmse", "prediction_interval", "DEGENERATE_WIDTH", "halving_step", "successive_halving",
+    "extrapolation_rmse", "prediction_interval", "DEGENERATE_WIDTH", "halving_rounds", "halving_rungs", "halving_step",
+    "successive_halving",
 ]

@@ -1,4 +1,6 @@
-"""``lvsearch scaling ...``: fit scaling-law estimators M1-M4 to a learning curve.
+"""``lvsearch scaling ...``: fit scaling-law estimators M1-M4 to a learning curve; and the
+arguments of ``lvsearch retrain --finalists K`` (:func:`add_finalist_arguments`,
+:func:`run_finalists_args`), whose job is :func:`lvsearch.scaling.finalists.run_finalists`.
 
 ``lvsearch scaling fit CURVE.(csv|jsonl)`` reads ``x`` and ``y`` columns (CSV with a header
 row) or keys (JSON lines, e.g. the ``curve.jsonl`` of ``lvsearch retrain``: ``--x tokens
@@ -41,6 +43,37 @@ def register(sub: argparse._SubParsersAction) -> None:
     f.add_argument("--smooth", choices=["none", "running-min", "moving-average"], default="none",
                    help="fit on a smoothed copy of y (a single noisy low point pins eps_inf)")
     f.set_defaults(func=run_fit)
+
+
+def add_finalist_arguments(p: argparse.ArgumentParser) -> None:
+    """The finalist-pruning options of ``lvsearch retrain`` (``--finalists K`` selects the mode)."""
+    g = p.add_argument_group("finalist pruning (successive halving; see below)")
+    g.add_argument("--finalists", type=int, metavar="K", help="prune the first K architectures of --arch (topk.json, "
+                   "a JSON list of specs, or comma-separated names) by successive halving; --out is the job folder")
+    g.add_argument("--budget", type=int, metavar="STEPS", help="full training budget per finalist (default: the recipe's train.steps)")
+    g.add_argument("--eta", type=int, default=2, help="halving rate: keep the best 1/eta, multiply the budget by eta (default 2)")
+    g.add_argument("--pruning", choices=["current-loss", "extrapolate"], default="current-loss",
+                   help="rank by the current dev loss (default: measured to pick as well or better, docs/results.md) "
+                        "or by the M4-extrapolated dev loss at the full budget")
+    g.add_argument("--compare-full", action="store_true",
+                   help="also train the cut finalists to the budget: does each rule's pick agree with training all?")
+    g.add_argument("--n-boot", type=int, default=50, help="bootstrap refits per prediction interval (default 50)")
+
+
+def run_finalists_args(args: argparse.Namespace, overrides: list[str]) -> int:
+    """``lvsearch retrain --finalists K``: the parsed ``retrain`` arguments as
+    :class:`~lvsearch.scaling.finalists.FinalistOptions`, then
+    :func:`~lvsearch.scaling.finalists.run_finalists`."""
+    from lvsearch.scaling.finalists import FinalistOptions, run_finalists
+
+    if not args.arch:
+        raise LvsearchError("--finalists needs --arch (topk.json, a JSON list, or comma-separated names)",
+                            fix="e.g. --arch runs/search/topk.json; re-run the same command to continue a job")
+    opts = FinalistOptions(finalists=args.finalists, budget=args.budget, eta=args.eta, pruning=args.pruning,
+                           compare_full=args.compare_full, n_boot=args.n_boot)
+    run_finalists(args.arch, args.config, args.data, args.out, opts, overrides=overrides, overwrite=args.overwrite,
+                  device=args.device)
+    return 0
 
 
 def read_curve(path: str | Path, xkey: str, ykey: str) -> tuple[list[float], list[float], int]:

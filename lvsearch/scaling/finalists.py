@@ -1,5 +1,6 @@
-"""``lvsearch retrain --finalists K``: retrain the K best architectures of a search with
-successive halving, pruned by the current dev loss or by learning-curve extrapolation.
+"""The ``lvsearch retrain --finalists K`` job (:func:`run_finalists`; its arguments are parsed by
+:mod:`lvsearch.scaling.cli`): retrain the K best architectures of a search with successive
+halving, pruned by the current dev loss or by learning-curve extrapolation.
 
 Successive halving (Jamieson & Talwalkar 2016; Li et al. 2018, Hyperband's inner loop): train
 every finalist for a short budget, keep the best ``ceil(n / eta)``, multiply the budget by
@@ -9,13 +10,8 @@ eta**(R-1)``, …, ``budget / eta`` steps.
 
 Ranking (``--pruning``):
 
-* ``current-loss`` (default): plain successive halving, ranked by the current dev loss. The
-  default since issue 16: on the quickstart recipe (6 jobs, linear and wsd) both rules picked
-  what training every finalist picks in 5 of 6, but current loss's worst regret was 0.03
-  nats against extrapolation's 0.55, at 50% of the compute against 50–81%; and all 39 M4
-  predictions were too high (median +0.37 / +0.57 nats), none inside its 90% interval: curves
-  still leaving the unigram plateau bend down after the rungs, which no learning-curve law
-  fitted on the plateau foresees (docs/results.md, "Finalist pruning that predicts").
+* ``current-loss`` (default): plain successive halving, ranked by the current dev loss (why it
+  is the default, measured: docs/results.md, "Finalist pruning that predicts").
 * ``extrapolate``: fit M4 (Alabdulmohsin, Neyshabur & Zhai 2022, Eq. 4; see
   :mod:`lvsearch.scaling`) to each finalist's dev-loss curve — x = tokens seen, warm-up
   evaluations (step <= ``train.warmup_steps``) dropped, ``eps_0 = ln(vocabulary size)``
@@ -81,6 +77,7 @@ from lvsearch.config import RetrainConfig, load_config, to_jsonable
 from lvsearch.errors import LvsearchError
 from lvsearch.faults import kill_point
 from lvsearch.io import atomic_write_json, check_writable_folder, differing_keys, read_json
+from lvsearch.scaling.halving import halving_rounds, halving_rungs
 from lvsearch.train.loop import read_curve
 
 FORMAT = "lvsearch.finalists/v1"
@@ -128,49 +125,8 @@ class Finalist:
 
 
 # ---------------------------------------------------------------------------------------
-# Settings: rungs, finalists
+# Settings: finalists (rungs: lvsearch.scaling.halving)
 # ---------------------------------------------------------------------------------------
-
-
-def halving_rounds(n: int, eta: int) -> int:
-    """Pruning rounds of successive halving over ``n`` finalists: how often ``ceil(n / eta)``
-    must be applied to reach 1 (``ceil(log_eta n)``).
-
-    Raises:
-        LvsearchError: ``n < 2`` or ``eta < 2``.
-    """
-    if n < 2:
-        raise LvsearchError(f"--finalists {n}: successive halving needs at least 2 finalists",
-                            fix="pass --finalists 2 or more (or retrain one architecture without --finalists)")
-    if eta < 2:
-        raise LvsearchError(f"--eta {eta} must be an integer >= 2", fix="use --eta 2 (halve) or 3")
-    rounds, alive = 0, n
-    while alive > 1:
-        alive = math.ceil(alive / eta)
-        rounds += 1
-    return rounds
-
-
-def halving_rungs(budget: int, n: int, eta: int) -> list[int]:
-    """Rung budgets (optimizer steps) of successive halving over ``n`` finalists.
-
-    With ``R = halving_rounds(n, eta)``, rung ``i`` is ``budget / eta**(R - i)``,
-    ``i = 0 .. R-1`` (``[budget/4, budget/2]`` for n = 4, eta = 2); the survivor then trains
-    to ``budget``.
-
-    Raises:
-        LvsearchError: ``n < 2``, ``eta < 2``, or ``budget`` not divisible by ``eta**R``.
-    """
-    rounds = halving_rounds(n, eta)
-    unit = eta**rounds
-    if budget < unit or budget % unit:
-        good = max(unit, budget // unit * unit)
-        raise LvsearchError(
-            f"--budget {budget} is not divisible by eta^rounds = {eta}^{rounds} = {unit} "
-            f"({n} finalists, eta {eta}: {rounds} pruning rounds at budget/{unit} … budget/{eta})",
-            fix=f"use a multiple of {unit}, e.g. --budget {good} or {good + unit}",
-        )
-    return [budget // eta ** (rounds - i) for i in range(rounds)]
 
 
 def _entries(spec: str) -> tuple[list[tuple[Any, str, dict]], str]:

@@ -29,6 +29,47 @@ def _default_factory() -> Estimator:
 DEGENERATE_WIDTH = 1e-6
 
 
+def halving_rounds(n: int, eta: int) -> int:
+    """Pruning rounds of successive halving over ``n`` finalists: how often ``ceil(n / eta)``
+    must be applied to reach 1 (``ceil(log_eta n)``).
+
+    Raises:
+        LvsearchError: ``n < 2`` or ``eta < 2``.
+    """
+    if n < 2:
+        raise LvsearchError(f"--finalists {n}: successive halving needs at least 2 finalists",
+                            fix="pass --finalists 2 or more (or retrain one architecture without --finalists)")
+    if eta < 2:
+        raise LvsearchError(f"--eta {eta} must be an integer >= 2", fix="use --eta 2 (halve) or 3")
+    rounds, alive = 0, n
+    while alive > 1:
+        alive = math.ceil(alive / eta)
+        rounds += 1
+    return rounds
+
+
+def halving_rungs(budget: int, n: int, eta: int) -> list[int]:
+    """Rung budgets (optimizer steps) of successive halving over ``n`` finalists.
+
+    With ``R = halving_rounds(n, eta)``, rung ``i`` is ``budget / eta**(R - i)``,
+    ``i = 0 .. R-1`` (``[budget/4, budget/2]`` for n = 4, eta = 2); the survivor then trains
+    to ``budget``.
+
+    Raises:
+        LvsearchError: ``n < 2``, ``eta < 2``, or ``budget`` not divisible by ``eta**R``.
+    """
+    rounds = halving_rounds(n, eta)
+    unit = eta**rounds
+    if budget < unit or budget % unit:
+        good = max(unit, budget // unit * unit)
+        raise LvsearchError(
+            f"--budget {budget} is not divisible by eta^rounds = {eta}^{rounds} = {unit} "
+            f"({n} finalists, eta {eta}: {rounds} pruning rounds at budget/{unit} … budget/{eta})",
+            fix=f"use a multiple of {unit}, e.g. --budget {good} or {good + unit}",
+        )
+    return [budget // eta ** (rounds - i) for i in range(rounds)]
+
+
 def halving_step(
     curves: Mapping[str, tuple[Any, Any]],
     *,

@@ -117,17 +117,9 @@ def register_retrain(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its latest checkpoint")
     p.add_argument("--overwrite", action="store_true", help="replace the run already in --out")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="default: cuda when available")
-    g = p.add_argument_group("finalist pruning (successive halving; see below)")
-    g.add_argument("--finalists", type=int, metavar="K", help="prune the first K architectures of --arch (topk.json, "
-                   "a JSON list of specs, or comma-separated names) by successive halving; --out is the job folder")
-    g.add_argument("--budget", type=int, metavar="STEPS", help="full training budget per finalist (default: the recipe's train.steps)")
-    g.add_argument("--eta", type=int, default=2, help="halving rate: keep the best 1/eta, multiply the budget by eta (default 2)")
-    g.add_argument("--pruning", choices=["current-loss", "extrapolate"], default="current-loss",
-                   help="rank by the current dev loss (default: measured to pick as well or better, docs/results.md) "
-                        "or by the M4-extrapolated dev loss at the full budget")
-    g.add_argument("--compare-full", action="store_true",
-                   help="also train the cut finalists to the budget: does each rule's pick agree with training all?")
-    g.add_argument("--n-boot", type=int, default=50, help="bootstrap refits per prediction interval (default 50)")
+    from lvsearch.scaling.cli import add_finalist_arguments
+
+    add_finalist_arguments(p)
     p.set_defaults(func=_retrain)
 
 
@@ -141,7 +133,9 @@ def _retrain(args: argparse.Namespace) -> int:
     if args.size:
         overrides.append(f"size={args.size}")
     if args.finalists is not None:
-        return _finalists(args, overrides)
+        from lvsearch.scaling.cli import run_finalists_args
+
+        return run_finalists_args(args, overrides)
     given = [f"--{k.replace('_', '-')}" for k in ("budget", "compare_full") if getattr(args, k)]
     given += [f"--{k.replace('_', '-')}" for k, d in (("eta", 2), ("pruning", "current-loss"), ("n_boot", 50)) if getattr(args, k) != d]
     if given:
@@ -156,18 +150,4 @@ def _retrain(args: argparse.Namespace) -> int:
     for key, r in final.items():
         if key != "curve" and isinstance(r, dict):
             ui.console.print(f"  {key}: " + ", ".join(f"{k} {v:.4f}" for k, v in r.items() if isinstance(v, float)))
-    return 0
-
-
-def _finalists(args: argparse.Namespace, overrides: list[str]) -> int:
-    from lvsearch.errors import LvsearchError
-    from lvsearch.scaling.finalists import FinalistOptions, run_finalists
-
-    if not args.arch:
-        raise LvsearchError("--finalists needs --arch (topk.json, a JSON list, or comma-separated names)",
-                            fix="e.g. --arch runs/search/topk.json; re-run the same command to continue a job")
-    opts = FinalistOptions(finalists=args.finalists, budget=args.budget, eta=args.eta, pruning=args.pruning,
-                           compare_full=args.compare_full, n_boot=args.n_boot)
-    run_finalists(args.arch, args.config, args.data, args.out, opts, overrides=overrides, overwrite=args.overwrite,
-                  device=args.device)
     return 0
