@@ -116,12 +116,19 @@ class SamplingConfig:
     largest (the op with the most parameters at every slot, dense connectivity), the smallest
     (fewest parameters, sequential) and ``paths − 2`` uniform ones, so the extremes of the
     space are trained at every step. A step costs ``paths`` forward/backward passes.
+
+    ``fix_slot``, ``fix_op`` — a few-shot sub-supernet (Zhao et al. 2021, "Few-shot Neural
+    Architecture Search"): every sampled architecture runs op ``fix_op`` (a name of the space's
+    ops, e.g. ``SA``) at slot ``fix_slot`` (1-based); the rest is sampled as the strategy says.
+    Both or neither; not with ``sandwich``.
     """
 
     strategy: str = "uniform"
     keep_input_prob: float = 0.5
     dense_prob: float = 0.1
     paths: int = 3
+    fix_slot: int | None = None
+    fix_op: str | None = None
 
     def check(self, source: str) -> None:
         if self.strategy not in ("uniform", "fair", "sandwich"):
@@ -133,6 +140,16 @@ class SamplingConfig:
         for name in ("keep_input_prob", "dense_prob"):
             if not 0 <= getattr(self, name) <= 1:
                 raise LvsearchError(f"{source}: sampling.{name} must be in [0, 1]")
+        if (self.fix_slot is None) != (self.fix_op is None):
+            raise LvsearchError(f"{source}: sampling.fix_slot and sampling.fix_op go together (a few-shot sub-supernet)",
+                                fix="set both, e.g. --set sampling.fix_slot=1 --set sampling.fix_op=SA, or neither")
+        if self.fix_slot is not None:
+            if not isinstance(self.fix_slot, int) or isinstance(self.fix_slot, bool) or self.fix_slot < 1:
+                raise LvsearchError(f"{source}: sampling.fix_slot must be a slot number ≥ 1, got {self.fix_slot!r}",
+                                    fix="e.g. --set sampling.fix_slot=1 (the first slot)")
+            if self.strategy == "sandwich":
+                raise LvsearchError(f"{source}: sampling.fix_slot/fix_op (a sub-supernet) cannot be combined with the sandwich rule",
+                                    fix="use sampling.strategy=uniform or fair for a sub-supernet")
 
 
 @dataclass
@@ -172,6 +189,10 @@ class SupernetConfig:
             ``Supernet.extract`` copies those rows into the standalone model's ordinary
             ``(N, N)`` α̂ (standalone models, export and evaluation are unchanged). Refused on
             a space without searchable connectivity and by ``retrain``.
+        init_from: warm start — a ``train-supernet`` run folder whose newest checkpoint's
+            weights initialise this supernet (same space and model dims required; the optimizer
+            and schedule start afresh). Few-shot sub-supernets start from the one-shot weights
+            this way (:mod:`lvsearch.search.few_shot`).
     """
 
     space: str = "lvbert"
@@ -181,6 +202,7 @@ class SupernetConfig:
     masking: MaskingConfig = field(default_factory=MaskingConfig)
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
+    init_from: str | None = None
 
     def check(self, source: str) -> None:
         self.model_settings(source)

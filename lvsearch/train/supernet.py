@@ -80,7 +80,7 @@ class ArchSampler:
         rng = random.Random(step_seed(self.seed, step, 0, "arch"))
         arch = self.space.sample(rng, keep_input_prob=self.cfg.keep_input_prob, dense_prob=self.cfg.dense_prob)
         if self.cfg.strategy in ("uniform", "sandwich"):
-            return arch
+            return self._fixed(arch)
         k = len(self.space.ops)
         block, pos = divmod(step, k)
         ops = []
@@ -88,6 +88,14 @@ class ArchSampler:
             perm = list(self.space.ops)
             random.Random(step_seed(self.seed, block, n, "fair")).shuffle(perm)
             ops.append(perm[pos])
+        return self._fixed(Arch(tuple(ops), arch.inputs))
+
+    def _fixed(self, arch: Arch) -> Arch:
+        """A sub-supernet's architecture: ``fix_op`` at ``fix_slot`` (unchanged without them)."""
+        if self.cfg.fix_slot is None:
+            return arch
+        ops = list(arch.ops)
+        ops[self.cfg.fix_slot - 1] = self.cfg.fix_op
         return Arch(tuple(ops), arch.inputs)
 
 
@@ -100,6 +108,37 @@ def unigram_accuracy(data: PreparedData, dev: DevSet) -> float:
     top = int(counts.argmax())
     gold = dev.labels[dev.labels != IGNORE_INDEX]
     return float((gold == top).float().mean())
+
+
+def check_fixed_op(cfg: SamplingConfig, space: SearchSpace) -> None:
+    """``sampling.fix_slot`` / ``fix_op`` name a slot and an op of ``space``.
+
+    Raises:
+        LvsearchError: a slot beyond ``space.num_slots`` or an op outside ``space.ops``.
+    """
+    if cfg.fix_slot > space.num_slots:
+        raise LvsearchError(f"sampling.fix_slot {cfg.fix_slot} is beyond the space's {space.num_slots} slots",
+                            fix=f"pass a slot in 1..{space.num_slots}")
+    if cfg.fix_op not in space.ops:
+        raise LvsearchError(f"sampling.fix_op {cfg.fix_op!r} is not an op of space {space.name} ({', '.join(space.ops)})",
+                            fix=f"pass one of {', '.join(space.ops)}")
+
+
+def warm_start(supernet: Supernet, run: str | Path, space: SearchSpace, dims) -> None:
+    """Load the weights of supernet run ``run``'s newest checkpoint into ``supernet``.
+
+    Raises:
+        LvsearchError: ``run`` is not a supernet run with a checkpoint, or its space, dims or
+            α̂ layout differ from this run's.
+    """
+    src = load_supernet(run, device="cpu")
+    if src.space.to_dict() != space.to_dict() or src.dims.to_dict() != dims.to_dict() \
+            or src.supernet.mixing_per_op != supernet.mixing_per_op:
+        raise LvsearchError(f"init_from {run}: its supernet ({src.space.name}, {src.space.num_slots} slots, dims "
+                            f"{src.dims.to_dict()}) differs from this run's ({space.name}, {space.num_slots} slots, "
+                            f"dims {dims.to_dict()})",
+                            fix="warm-start from a supernet trained with the same space and model settings")
+    supernet.load_state_dict(src.supernet.state_dict(), strict=True)
 
 
 def build_space(config: SupernetConfig, source: str = "recipe") -> SearchSpace:
@@ -216,6 +255,10 @@ def train_supernet(
         dims = config.model_settings().dims(data.vocab_size, data.special_ids.pad, config.train.seq_len)
         torch.manual_seed(config.train.seed)
         supernet = Supernet(space, dims, mixing_per_op=config.mixing_per_op)
+        if config.init_from is not None and not resume:  # on resume the checkpoint holds the weights
+            warm_start(supernet, config.init_from, space, dims)
+        if config.sampling.fix_op is not None:
+            check_fixed_op(config.sampling, space)
         objective = SupernetObjective(supernet, data, config, info)
         if info.is_main:
             for note in objective.notes:
