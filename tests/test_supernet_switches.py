@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 import signal
 from pathlib import Path
 
@@ -27,23 +28,74 @@ def test_sandwich_extremes_are_the_largest_and_smallest_paths():
     sn = _supernet()
     big, small = sandwich_extremes(sn)
     space = sn.space
-    sizes = [sn.num_params(space.sample(__import__("random").Random(i))) for i in range(50)]
+    sizes = [sn.num_params(space.sample(random.Random(i))) for i in range(50)]
     assert sn.num_params(big) >= max(sizes) and sn.num_params(small) <= min(sizes)
+    # every other uniform-op stack, dense or sequential, lies between the two
+    n = space.num_slots
+    for op in space.ops:
+        for inputs in (tuple((i,) for i in range(n)), tuple(tuple(range(i + 1)) for i in range(n))):
+            assert sn.num_params(small) <= sn.num_params(Arch((op,) * n, inputs)) <= sn.num_params(big)
     assert big.inputs[-1] == tuple(range(space.num_slots)) and small.is_sequential
+    assert sn.num_params(big) > sn.num_params(small)
     seq_big, _ = sandwich_extremes(_supernet("lvbert@4"))
     assert seq_big.is_sequential
 
 
-def test_sandwich_sampler_trains_the_extremes_every_step():
+def test_sandwich_sampler_trains_the_extremes_then_uniform_paths_that_vary():
+    """Each step's paths are (largest, smallest, then ``paths − 2`` uniform draws); the uniform
+    draws differ across steps (and within a step), and are the uniform sampler's draw of that
+    step first; without the sandwich rule a step trains one path, the sampler's."""
     sn = _supernet()
     cfg = SamplingConfig(strategy="sandwich", paths=4)
     ext = sandwich_extremes(sn)
     sampler = ArchSampler(sn.space, cfg, seed=0, extremes=ext)
-    for step in (0, 7):
+    uniform = ArchSampler(sn.space, SamplingConfig(), seed=0)
+    rests = []
+    for step in range(8):
         paths = sampler.paths(step)
         assert len(paths) == 4 and tuple(paths[:2]) == ext
-        assert sampler.paths(step) == paths  # a pure function of (seed, step)
-    assert ArchSampler(sn.space, SamplingConfig(), seed=0).paths(3) == [ArchSampler(sn.space, SamplingConfig(), 0)(3)]
+        assert paths[2] == uniform(step)  # the same seeded draw as the uniform rule's
+        for a in paths[2:]:
+            sn.space.validate(a)
+        rests.append(tuple(a.key for a in paths[2:]))
+    assert len(set(rests)) == 8  # no two steps train the same uniform paths
+    assert any(r[0] != r[1] for r in rests)
+    assert ArchSampler(sn.space, cfg, seed=1, extremes=ext).paths(0)[2:] != sampler.paths(0)[2:]
+    assert [uniform.paths(s) for s in range(5)] == [[uniform(s)] for s in range(5)]
+    assert len({uniform(s).key for s in range(8)}) > 1
+    with pytest.raises(ValueError, match="extremes"):
+        ArchSampler(sn.space, cfg, seed=0).paths(0)
+
+
+def test_sandwich_step_loss_is_the_mean_over_its_paths(prepared_corpus: Path):
+    """The training step's loss, as the loop forms it (summed micro-batch ``loss_sum`` over
+    the normaliser of ``micro_batches``), equals the mean over the step's paths of each path's
+    mean MLM loss on the step's batch: every path sees the whole batch once."""
+    from lvsearch.data.shards import PreparedData
+    from lvsearch.train.distributed import DistInfo
+    from lvsearch.train.supernet import SupernetObjective, build_space
+
+    data = PreparedData.open(prepared_corpus)
+    cfg, _ = load_config(SupernetConfig, "quickstart", [*SN_SETS, "sampling.strategy=sandwich", "sampling.paths=3",
+                                                        "train.grad_accum=2"])
+    torch.manual_seed(0)
+    net = Supernet(build_space(cfg), cfg.model_settings().dims(data.vocab_size, data.special_ids.pad, cfg.train.seq_len))
+    objective = SupernetObjective(net.eval(), data, cfg, DistInfo(0, 1, 0, torch.device("cpu")))
+    step = 3
+    micro, norm = objective.micro_batches(step)
+    paths = objective.sampler.paths(step)
+    assert len(micro) == 3 * 2 and [m["arch"] for m in micro] == [a for a in paths for _ in range(2)]
+    with torch.no_grad():
+        outs = [objective.module(**m) for m in micro]
+        step_loss = float(sum(o["loss_sum"] for o in outs)) / norm
+        batch, labels = objective.batches(step)
+        per_path = []
+        for a in paths:
+            sums = [objective.module(m["input_ids"], m["labels"], a) for m in batch]
+            per_path.append(float(sum(x["loss_sum"] for x in sums)) / float(sum(x["count"] for x in sums)))
+    assert float((labels != -100).sum()) * 3 == norm
+    assert len(set(per_path)) == 3  # the paths differ, so a sum or a single path would not match
+    assert step_loss == pytest.approx(sum(per_path) / 3, rel=1e-5)
 
 
 def test_sandwich_config_is_checked_and_round_trips():
