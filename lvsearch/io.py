@@ -206,6 +206,33 @@ def differing_keys(old: dict, new: dict) -> list[str]:
     return sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
 
 
+def check_same_settings(out: str | os.PathLike, what: str, recorded: dict, wanted: dict, *, fix: str,
+                        max_value_chars: int = 40) -> None:
+    """Refuse to resume the job in folder ``out`` with other settings than it recorded.
+
+    The one refusal of every folder job that resumes by re-running its command (quickstart,
+    the finalist job): the message names ``out`` and each differing key, as
+    ``key: recorded → wanted`` when both values print in ``max_value_chars`` characters, else
+    the bare key (a whole recipe section or finalist list would drown the message).
+
+    Args:
+        out: the job folder (as given to ``--out``).
+        what: the job, with its article ("a quickstart", "a finalist job").
+        recorded, wanted: the settings in the folder's state file and the ones asked for now.
+        fix: how to go on (re-run with the recorded settings, overwrite, another folder).
+
+    Raises:
+        LvsearchError: the settings differ (missing keys count as None).
+    """
+    if recorded == wanted:
+        return
+    parts = []
+    for k in differing_keys(recorded, wanted):
+        a, b = repr(recorded.get(k)), repr(wanted.get(k))
+        parts.append(f"{k}: {a} → {b}" if max(len(a), len(b)) <= max_value_chars else k)
+    raise LvsearchError(f"--out {out} holds {what} with other settings ({', '.join(parts)})", fix=fix)
+
+
 def sha256_file(path: str | os.PathLike, chunk_bytes: int = 1 << 20) -> str:
     """Hex SHA-256 of a file's bytes, read in ``chunk_bytes`` chunks."""
     h = hashlib.sha256()

@@ -14,9 +14,10 @@ output ``n-1`` and may mix any earlier output ``0..n-2`` (ELC-BERT, Charpentier 
 2023, restricted to a searchable subset of predecessors).
 
 :class:`SearchSpace` also holds the random primitives the searches build on: uniform
-sampling (single-path sampling of the supernet, LV-BERT eq. 6-7), mutation and crossover
-(LV-BERT section 3.3 evolution). All randomness comes from a ``random.Random`` passed in, so
-a seeded run is reproducible.
+sampling (single-path sampling of the supernet, LV-BERT eq. 6-7) and mutation (LV-BERT
+section 3.3 evolution). All randomness comes from a ``random.Random`` passed in, so a seeded
+run is reproducible. Crossover is DEAP's (``cxUniform`` / ``cxOnePoint`` / ``cxTwoPoint`` on
+the slot list, registered by :class:`lvsearch.search.evolution.Search`).
 """
 
 from __future__ import annotations
@@ -273,45 +274,3 @@ class SearchSpace:
             s.add(n - 1)
             inputs.append(tuple(sorted(s)))
         return Arch(tuple(ops), tuple(inputs))
-
-    def crossover_uniform(self, a: Arch, b: Arch, rng: random.Random, swap_prob: float = 0.5) -> tuple[Arch, Arch]:
-        """Uniform crossover: each slot (op and inputs together) is swapped between the two
-        parents with probability ``swap_prob``. Returns two children. Inputs stay valid
-        because slot ``n``'s inputs only refer to ``0..n-1`` in either parent.
-        """
-        self._check_pair(a, b)
-        ca, cb = [], []
-        for sa, sb in zip(zip(a.ops, a.inputs), zip(b.ops, b.inputs)):
-            if rng.random() < swap_prob:
-                sa, sb = sb, sa
-            ca.append(sa)
-            cb.append(sb)
-        return _from_slots(ca), _from_slots(cb)
-
-    def crossover_points(self, a: Arch, b: Arch, rng: random.Random, k: int = 1) -> tuple[Arch, Arch]:
-        """k-point crossover (``k`` = 1 or 2): cut points are drawn without replacement from
-        ``1..num_slots-1`` and the slots between alternate cut points are exchanged.
-        Returns two children.
-        """
-        self._check_pair(a, b)
-        n = a.num_slots
-        if k not in (1, 2):
-            raise ValueError(f"k must be 1 or 2, got {k}")
-        if n < k + 1:
-            return a, b
-        cuts = sorted(rng.sample(range(1, n), k)) + [n]
-        ca, cb = list(zip(a.ops, a.inputs)), list(zip(b.ops, b.inputs))
-        swap, start = False, 0
-        for cut in cuts:
-            if swap:
-                ca[start:cut], cb[start:cut] = cb[start:cut], ca[start:cut]
-            swap, start = not swap, cut
-        return _from_slots(ca), _from_slots(cb)
-
-    def _check_pair(self, a: Arch, b: Arch) -> None:
-        if a.num_slots != b.num_slots:
-            raise ValueError(f"crossover of archs with {a.num_slots} and {b.num_slots} slots")
-
-
-def _from_slots(slots: list[tuple[str, tuple[int, ...]]]) -> Arch:
-    return Arch(tuple(s[0] for s in slots), tuple(s[1] for s in slots))

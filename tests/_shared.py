@@ -52,3 +52,13 @@ def load_scaling_curve(domain: str, task: str, model: str):
         xs = sorted(pts[flag])
         out += [xs, [sum(pts[flag][x]) / len(pts[flag][x]) for x in xs]]
     return tuple(out)
+
+
+def run_cli(capsys, *argv: str) -> tuple[int, str]:
+    """Run ``lvsearch <argv>`` in-process; returns the exit code and stdout + stderr together
+    (``capsys`` is pytest's fixture, drained by the call)."""
+    from lvsearch.cli import main
+
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err

@@ -195,24 +195,6 @@ def test_mutation(lvbert, elc):
         assert set(i0) ^ set(i1) == set(range(n - 1))
 
 
-def test_crossover(elc):
-    a, b = elc.sample(random.Random(0)), elc.sample(random.Random(1))
-    slots_a = list(zip(a.ops, a.inputs))
-    slots_b = list(zip(b.ops, b.inputs))
-    c1, c2 = elc.crossover_uniform(a, b, random.Random(2))
-    for x, y, sa, sb in zip(zip(c1.ops, c1.inputs), zip(c2.ops, c2.inputs), slots_a, slots_b):
-        assert {x, y} == {sa, sb} or (x, y) == (sa, sb)
-    elc.validate(c1), elc.validate(c2)
-    for k in (1, 2):
-        c1, c2 = elc.crossover_points(a, b, random.Random(3), k=k)
-        elc.validate(c1), elc.validate(c2)
-        s1 = list(zip(c1.ops, c1.inputs))
-        src = ["a" if s == sa else "b" for s, sa in zip(s1, slots_a)]
-        switches = sum(1 for x, y in zip(src, src[1:]) if x != y)
-        assert switches <= k
-        assert list(zip(c2.ops, c2.inputs)) == [sb if s == sa else sa for s, sa, sb in zip(s1, slots_a, slots_b)]
-
-
 # ------------------------------------------------------------------ references
 def test_reference_archs(lvbert):
     assert reference_arch("bert", lvbert).compact == "sf" * 12

@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from _shared import run_cli
 
-from lvsearch.cli import main
 from lvsearch.data.loader import BatchStream, fixed_dev_set
 from lvsearch.data.masking import IGNORE_INDEX, MaskingConfig, MLMMasker
 from lvsearch.data.prepare import PrepareSettings, prepare
@@ -22,12 +22,6 @@ from lvsearch.errors import LvsearchError
 from lvsearch.io import sha256_file
 
 SMALL = ["--vocab-size", "1000", "--min-frequency", "1"]
-
-
-def run_cli(capsys, *argv: str) -> tuple[int, str]:
-    code = main(list(argv))
-    captured = capsys.readouterr()
-    return code, captured.out + captured.err
 
 
 def write_docs(path: Path, lines: list[str], doc_lines: int = 20) -> Path:

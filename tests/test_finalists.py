@@ -12,17 +12,18 @@ from pathlib import Path
 
 import pytest
 import torch
+from _shared import run_cli
 from safetensors.torch import load_file
 
 import lvsearch.scaling
 import lvsearch.train.loop
 from lvsearch.arch import Arch
-from lvsearch.cli import main
 from lvsearch.errors import LvsearchError
+from lvsearch.io import check_same_settings
 from lvsearch.modeldir import load_model
-from lvsearch.train.checkpoint import latest_step
 from lvsearch.scaling.finalists import STATE, FinalistOptions, run_finalists
 from lvsearch.scaling.halving import halving_rounds, halving_rungs
+from lvsearch.train.checkpoint import latest_step
 from lvsearch.train.retrain import retrain
 
 TINY = [
@@ -31,12 +32,6 @@ TINY = [
     "train.eval_every=2", "train.checkpoint_every=0", "objective=mlm", "eval.dev_sequences=64", "eval.batch_size=64",
 ]
 TOPK = ["sfsf", "ssff", "scsf", "cfcf", "ffss"]
-
-
-def run_cli(capsys, *argv: str) -> tuple[int, str]:
-    code = main(list(argv))
-    captured = capsys.readouterr()
-    return code, captured.out + captured.err
 
 
 def sets(*extra: str) -> list[str]:
@@ -126,7 +121,7 @@ def test_finalist_job_prunes_continues_and_compares(prepared_corpus: Path, tmp_p
 
     # other settings are refused; --compare-full continues the cut finalists and compares
     code, text = run_cli(capsys, *[("64" if a == "32" else a) for a in cmd])
-    assert code == 2 and "other settings" in text and "budget_steps" in text
+    assert code == 2 and "other settings" in text and "budget_steps: 32 → 64" in text
     code, text = run_cli(capsys, *cmd, "--compare-full")
     assert code == 0, text
     state = json.loads((out / STATE).read_text())
@@ -281,3 +276,16 @@ def test_wsd_finalist_job_probes_every_rung_and_scores_its_predictions(prepared_
         run_finalists(spec, "retrain-quickstart", prepared_corpus, tmp_path / "bad", opts,
                       overrides=[*TINY, "train.schedule=wsd", "train.decay_fraction=0.6"], show_progress=False)
     assert not (tmp_path / "bad" / "finalists").exists()
+
+
+def test_resume_refusal_names_each_differing_setting():
+    """The one "resumed with other settings" refusal (quickstart, the finalist job): short values
+    are shown recorded → wanted, long ones (a recipe section) by key only; equal settings pass."""
+    old = {"budget_steps": 32, "config": {"train": {"lr": 1e-3, "steps": 100, "warmup_steps": 10, "x": 1}}, "seed": 0}
+    check_same_settings("out", "a finalist job", old, dict(old), fix="f")
+    new = {**old, "budget_steps": 64, "config": {"train": {**old["config"]["train"], "lr": 2e-3}}, "eta": 2}
+    with pytest.raises(LvsearchError) as e:
+        check_same_settings("job", "a finalist job", old, new, fix="pass --overwrite")
+    assert str(e.value).startswith("--out job holds a finalist job with other settings "
+                                   "(budget_steps: 32 → 64, config, eta: None → 2)")
+    assert e.value.fix == "pass --overwrite"

@@ -8,10 +8,10 @@ import shutil
 from pathlib import Path
 
 import torch
+from _shared import run_cli
 from safetensors.torch import load_file
 
 from lvsearch.arch import Arch
-from lvsearch.cli import main
 from lvsearch.config import RetrainConfig, load_config
 from lvsearch.data.shards import PreparedData
 from lvsearch.model import ModelDims
@@ -31,12 +31,6 @@ TINY = [
     "eval.dev_sequences=64",
     "eval.batch_size=64",
 ]
-
-
-def run_cli(capsys, *argv: str) -> tuple[int, str]:
-    code = main(list(argv))
-    captured = capsys.readouterr()
-    return code, captured.out + captured.err
 
 
 def sets(*extra: str) -> list[str]:

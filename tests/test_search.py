@@ -13,13 +13,19 @@ from pathlib import Path
 
 import pytest
 import torch
+from _shared import run_cli
 
 from lvsearch.arch import Arch
 from lvsearch.cli import main
 from lvsearch.data.loader import fixed_dev_set
 from lvsearch.data.shards import PreparedData
 from lvsearch.model import ModelDims, Supernet
-from lvsearch.search.evaluator import Constraints, FunctionEvaluator, SupernetEvaluator, shard_subtrees
+from lvsearch.search.evaluator import (
+    Constraints,
+    FunctionEvaluator,
+    SupernetEvaluator,
+    shard_subtrees,
+)
 from lvsearch.search.evolution import Search, SearchConfig
 from lvsearch.search.job import EvolveOptions, evolve
 from lvsearch.space import SearchSpace
@@ -40,12 +46,6 @@ def supernet_run(prepared_corpus: Path, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("search") / "sn"
     train_supernet("quickstart", prepared_corpus, out, overrides=TINY, show_progress=False)
     return out
-
-
-def run_cli(capsys, *argv: str) -> tuple[int, str]:
-    code = main(list(argv))
-    captured = capsys.readouterr()
-    return code, captured.out + captured.err
 
 
 def history(folder: Path) -> list[dict]:
@@ -146,6 +146,36 @@ def test_constraints_reject_before_evaluation_and_sharding_keeps_subtrees(supern
 def _toy(space, target):
     return FunctionEvaluator(lambda a: sum(x == y for x, y in zip(a.ops, target.ops)) / space.num_slots,
                              cost=lambda a: (a.ops.count("SA") + 2 * a.ops.count("FF"), 0.0))
+
+
+@pytest.mark.parametrize("kind,k", [("uniform", None), ("one-point", 1), ("two-point", 2)])
+def test_engine_crossover_exchanges_whole_slots_and_children_stay_valid(kind: str, k: int | None):
+    """The engine's ``mate`` (DEAP's cx operator for ``crossover_kind``) on the slot list: each
+    child slot is one parent's (op, inputs) at that position and the other child holds the other
+    parent's, both children are valid elc archs, the parents are untouched (mate works on
+    clones), and a k-point cut switches parent at most k times (exactly k in some draw), while
+    uniform switches more often than two-point can."""
+    space = SearchSpace.load("lvbert-elc").with_num_slots(12)
+    search = Search(space, _toy(space, space.sample(random.Random(0))), SearchConfig(crossover_kind=kind))
+    tb = search.toolbox
+    random.seed(5)  # DEAP's operators draw from the global generator
+    most = 0
+    for seed in range(20):
+        a, b = space.sample(random.Random(2 * seed)), space.sample(random.Random(2 * seed + 1))
+        pa, pb = search.Individual(zip(a.ops, a.inputs)), search.Individual(zip(b.ops, b.inputs))
+        c1, c2 = tb.mate(tb.clone(pa), tb.clone(pb))
+        assert Search._arch(pa) == a and Search._arch(pb) == b
+        space.validate(Search._arch(c1)), space.validate(Search._arch(c2))
+        assert len(c1) == len(c2) == space.num_slots
+        for x, y, sa, sb in zip(c1, c2, pa, pb):
+            assert (x, y) in ((sa, sb), (sb, sa))
+        # which parent child 1 took each slot from, where the parents differ there
+        src = [x == sa for x, sa, sb in zip(c1, pa, pb) if sa != sb]
+        switches = sum(1 for u, v in zip(src, src[1:]) if u != v)
+        if k is not None:
+            assert switches <= k
+        most = max(most, switches)
+    assert most == k if k is not None else most > 2
 
 
 def test_evolution_beats_random_on_a_toy_fitness_and_topk_never_drops():

@@ -12,19 +12,25 @@ from pathlib import Path
 
 import pytest
 import torch
+from _shared import run_cli
 from safetensors.torch import load_file
 
-from lvsearch.cli import main
 from lvsearch.config import SamplingConfig, SupernetConfig, load_config, parse_overrides
 from lvsearch.data.prepare import PrepareSettings, prepare
 from lvsearch.data.shards import PreparedData
 from lvsearch.errors import LvsearchError
 from lvsearch.model import Supernet
 from lvsearch.space import SearchSpace
+from lvsearch.train.distributed import DistInfo
 from lvsearch.train.loop import lr_at
 from lvsearch.train.objectives import evaluate_mlm
-from lvsearch.train.supernet import ArchSampler, SupernetObjective, build_space, load_supernet, train_supernet
-from lvsearch.train.distributed import DistInfo
+from lvsearch.train.supernet import (
+    ArchSampler,
+    SupernetObjective,
+    build_space,
+    load_supernet,
+    train_supernet,
+)
 
 TINY = [
     "num_slots=6",
@@ -42,12 +48,6 @@ TINY = [
 
 def tiny(*extra: str) -> list[str]:
     return TINY + list(extra)
-
-
-def run_cli(capsys, *argv: str) -> tuple[int, str]:
-    code = main(list(argv))
-    captured = capsys.readouterr()
-    return code, captured.out + captured.err
 
 
 def weights(run: Path, step: int) -> dict[str, torch.Tensor]:

@@ -38,7 +38,7 @@ from typing import Callable
 from lvsearch.errors import LvsearchError
 from lvsearch.eval.job import EvaluateOptions
 from lvsearch.faults import kill_point
-from lvsearch.io import atomic_write_json, check_writable_folder, differing_keys, read_json
+from lvsearch.io import atomic_write_json, check_same_settings, check_writable_folder, read_json
 from lvsearch.quickstart.plan import ARM_TITLES, ARMS, Plan, make_plan, pace_line  # noqa: F401 (re-exported)
 
 #: Warn once when the run is this many times slower than its plan.
@@ -174,13 +174,8 @@ def open_context(out: str | Path, settings: QuickstartSettings, *, device: str =
             # nothing was produced (e.g. the first try failed on bad --data): start afresh
             state = {"format": FORMAT, "settings": wanted, "plan": plan.to_dict(), "stages": {}}
             atomic_write_json(path, state)
-        if state.get("settings") != wanted:
-            old = state.get("settings") or {}
-            diff = differing_keys(old, wanted)
-            raise LvsearchError(
-                f"{out} holds a quickstart with other settings ({', '.join(f'{k}: {old.get(k)!r} → {wanted.get(k)!r}' for k in diff)})",
-                fix="re-run with the same arguments to resume it, or choose another --out",
-            )
+        check_same_settings(out, "a quickstart", state.get("settings") or {}, wanted,
+                            fix="re-run with the same arguments to resume it, or choose another --out")
     else:
         if out.is_dir() and any(out.iterdir()):
             raise LvsearchError(f"--out {out} is not empty and holds no quickstart", fix="choose a new or empty folder")

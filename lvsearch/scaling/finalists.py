@@ -76,7 +76,7 @@ from lvsearch.arch import ARCH_FORMAT, Arch, resolve_arch
 from lvsearch.config import RetrainConfig, load_config, to_jsonable
 from lvsearch.errors import LvsearchError
 from lvsearch.faults import kill_point
-from lvsearch.io import atomic_write_json, check_writable_folder, differing_keys, read_json
+from lvsearch.io import atomic_write_json, check_same_settings, check_writable_folder, read_json
 from lvsearch.scaling.halving import halving_rounds, halving_rungs
 from lvsearch.train.loop import read_curve
 
@@ -357,14 +357,10 @@ def _open_state(out: Path, job: _Job, overwrite: bool) -> dict:
             raise LvsearchError(f"{out / STATE} is not a finalist job state ({FORMAT})", fix="choose another --out")
         if overwrite:
             shutil.rmtree(out)
-        elif state.get("settings") != settings:
-            old = state.get("settings") or {}
-            diff = differing_keys(old, settings)
-            raise LvsearchError(
-                f"--out {out} holds a finalist job with other settings (differ: {', '.join(diff)})",
-                fix="re-run it with its own settings to continue, pass --overwrite to restart, or choose another --out",
-            )
         else:
+            check_same_settings(out, "a finalist job", state.get("settings") or {}, settings,
+                                fix="re-run it with its own settings to continue, pass --overwrite to restart, "
+                                    "or choose another --out")
             return state
     elif out.is_dir() and any(out.iterdir()):
         raise LvsearchError(f"--out {out} is not empty and holds no finalist job", fix="choose a new or empty folder")
