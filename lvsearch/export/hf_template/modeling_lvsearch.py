@@ -3,7 +3,10 @@
 Written by ``lvsearch export``; self-contained (imports only torch and transformers), so the
 exported folder loads with ``trust_remote_code=True`` on a machine without lvsearch. It is a
 standalone re-implementation of ``lvsearch.model.Encoder``; lvsearch's parity tests check that
-both give the same hidden states and MLM logits (float32, eval mode, to 1e-5).
+both give the same hidden states and MLM logits (float32, eval mode, to 1e-5). A block marked
+``# Copied from lvsearch.X`` equals its source up to the listed renames, one marked
+``# Adapted from lvsearch.X [sha:...]`` differs on purpose; lvsearch's tests check both
+against the sources (tests/test_hf_template_copies.py).
 
 Model (LV-BERT, Yu et al. 2021, appendix A; ELC-BERT, Charpentier & Samuel 2023):
 
@@ -55,6 +58,7 @@ def _copy_into(param, value):
             param.copy_(value)
 
 
+# Copied from lvsearch.model.layers.relative_buckets
 def relative_position_bucket(distance, num_buckets, max_distance):
     """T5-style bidirectional buckets (Raffel et al. 2020, section 2.1) of ``distance``
     (= key position - query position, integer tensor) -> long tensor in ``[0, num_buckets)``.
@@ -64,8 +68,9 @@ def relative_position_bucket(distance, num_buckets, max_distance):
     base = torch.where(distance > 0, half, 0)
     d = distance.abs()
     exact = half // 2
-    scale = math.log(max(max_distance / exact, 1.0 + 1e-6))
-    far = exact + (torch.log(d.clamp(min=1).float() / exact) / scale * (half - exact)).long()
+    far = exact + (
+        torch.log(d.clamp(min=1).float() / exact) / math.log(max(max_distance / exact, 1.0 + 1e-6)) * (half - exact)
+    ).long()
     far = far.clamp(max=half - 1)
     return base + torch.where(d < exact, d, far)
 
@@ -84,6 +89,7 @@ class LvsearchEmbeddings(nn.Module):
         self.projection = (nn.Linear(config.embedding_size, config.hidden_size)
                            if config.embedding_size != config.hidden_size else None)
 
+    # Adapted from lvsearch.model.embeddings.Embeddings.forward [sha:970170a867cd] (inputs_embeds; ValueError)
     def forward(self, input_ids=None, inputs_embeds=None):
         x = self.word_embeddings(input_ids) if inputs_embeds is None else inputs_embeds
         length = x.shape[1]
@@ -104,6 +110,7 @@ class LvsearchSlot(nn.Module):
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
+    # Copied from lvsearch.model.layers.SlotLayer.forward with norm->LayerNorm
     def forward(self, x, mask):
         """``x (B, L, H)``, ``mask (B, L)`` bool (True = real token) or None -> ``(B, L, H)``."""
         if self.pre_ln:
@@ -125,6 +132,14 @@ class LvsearchSelfAttention(LvsearchSlot):
         self.relative_bias = (nn.Parameter(torch.zeros(config.relative_buckets, self.heads))
                               if config.position == "relative" else None)
 
+    # Copied from lvsearch.model.layers.SelfAttention.position_bias with relative_buckets->relative_position_bucket
+    def position_bias(self, length, device, offset=0):
+        """``(heads, L, L)`` additive logits bias for positions ``offset .. offset + L - 1``."""
+        pos = torch.arange(offset, offset + length, device=device)
+        buckets = relative_position_bucket(pos[None, :] - pos[:, None], self.num_buckets, self.max_distance)
+        return self.relative_bias[buckets].permute(2, 0, 1)
+
+    # Copied from lvsearch.model.layers.SelfAttention.transform with out->output
     def transform(self, x, mask):
         b, l, h = x.shape
         q, k, v = self.qkv(x).view(b, l, 3, self.heads, h // self.heads).permute(2, 0, 3, 1, 4)
@@ -133,9 +148,7 @@ class LvsearchSelfAttention(LvsearchSlot):
             # a row without any real token attends everywhere (its outputs are padding anyway)
             attn_mask = (mask | ~mask.any(dim=1, keepdim=True))[:, None, None, :]
         if self.relative_bias is not None:
-            pos = torch.arange(l, device=x.device)
-            buckets = relative_position_bucket(pos[None, :] - pos[:, None], self.num_buckets, self.max_distance)
-            bias = self.relative_bias[buckets].permute(2, 0, 1).to(q.dtype)[None]  # (1, heads, L, L)
+            bias = self.position_bias(l, x.device).to(q.dtype)[None]  # (1, heads, L, L)
             if attn_mask is not None:
                 bias = bias.masked_fill(~attn_mask, float("-inf"))
             attn_mask = bias
@@ -149,13 +162,15 @@ class LvsearchFeedForward(LvsearchSlot):
 
     def __init__(self, config):
         super().__init__(config)
-        self.geglu = config.ff_activation == "geglu"
-        self.intermediate = nn.Linear(config.hidden_size, config.intermediate_size * (2 if self.geglu else 1))
+        self.activation = config.ff_activation
+        self.intermediate = nn.Linear(config.hidden_size,
+                                      config.intermediate_size * (2 if self.activation == "geglu" else 1))
         self.output = nn.Linear(config.intermediate_size, config.hidden_size)
 
+    # Copied from lvsearch.model.layers.FeedForward.transform with fc1->intermediate, fc2->output
     def transform(self, x, mask):
         y = self.intermediate(x)
-        if self.geglu:
+        if self.activation == "geglu":
             a, g = y.chunk(2, dim=-1)
             y = F.gelu(a) * g
         else:
@@ -184,16 +199,23 @@ class LvsearchDynamicConv(LvsearchSlot):
         self.kernel = nn.Linear(h, self.heads * self.kernel_size)
         self.output = nn.Linear(h, h)
 
+    # Copied from lvsearch.model.layers.DynamicConv.kernel_logits
+    def kernel_logits(self, v):
+        """``v (B, L, H)`` GLU value, zeroed at padding -> kernel logits ``(B, L, heads * K)``."""
+        dw = self.depthwise(v.transpose(1, 2)).transpose(1, 2)
+        weight = self.kernel.weight @ self.pointwise.weight
+        bias = torch.addmv(self.kernel.bias, self.kernel.weight, self.pointwise.bias)
+        return F.linear(dw, weight, bias)
+
+    # Adapted from lvsearch.model.layers.DynamicConv.transform [sha:be8b42c3c41f] (softmax and convolution in torch)
+    # Adapted from lvsearch.kernels.dynamic_conv.dynamic_conv_torch [sha:fcd8a51b9365] (a plain loop over the taps)
     def transform(self, x, mask):
         b, l, h = x.shape
         k = self.kernel_size
         v = F.glu(self.value(x), dim=-1)
         if mask is not None:
             v = v.masked_fill(~mask.unsqueeze(-1), 0.0)
-        dw = self.depthwise(v.transpose(1, 2)).transpose(1, 2)
-        weight = self.kernel.weight @ self.pointwise.weight
-        bias = torch.addmv(self.kernel.bias, self.kernel.weight, self.pointwise.bias)
-        kernels = torch.softmax(F.linear(dw, weight, bias).view(b, l, self.heads, k), dim=-1)
+        kernels = torch.softmax(self.kernel_logits(v).view(b, l, self.heads, k), dim=-1)
         left = (k - 1) // 2
         padded = F.pad(v, (0, 0, left, k - 1 - left)).view(b, l + k - 1, self.heads, h // self.heads)
         kernels = kernels.to(v.dtype)
@@ -217,6 +239,7 @@ class LvsearchMLMHead(nn.Module):
         self.decoder = nn.Linear(config.embedding_size, config.vocab_size, bias=False)
         self.bias = nn.Parameter(torch.zeros(config.vocab_size))
 
+    # Adapted from lvsearch.model.heads.MLMHead.forward [sha:cc063a7db49d] (the decoder is a tied nn.Linear)
     def forward(self, hidden):
         """``hidden (..., H)`` -> logits ``(..., V)``."""
         return self.decoder(self.LayerNorm(F.gelu(self.dense(hidden)))) + self.bias
@@ -230,6 +253,7 @@ class LvsearchPreTrainedModel(PreTrainedModel):
     supports_gradient_checkpointing = False
     _no_split_modules = ["LvsearchSelfAttention", "LvsearchFeedForward", "LvsearchDynamicConv"]
 
+    # Adapted from lvsearch.model.encoder._init_weights [sha:52b2b44c0877] (std from the config; mixing and biases)
     def _init_weights(self, module):
         """BERT init for fresh weights (normal(0, initializer_range), zero biases, unit LayerNorm);
         ELC mixing logits biased towards the previous output, relative bias and MLM bias zero."""
@@ -279,6 +303,7 @@ class LvsearchModel(LvsearchPreTrainedModel):
     def set_input_embeddings(self, value):
         self.embeddings.word_embeddings = value
 
+    # Adapted from lvsearch.model.mixing.LayerMixing.forward [sha:019e336fed6c] (one shared matrix of mixing logits)
     def _mix(self, n, inputs, states):
         if len(inputs) == 1:
             return states[inputs[0]]
@@ -292,6 +317,8 @@ class LvsearchModel(LvsearchPreTrainedModel):
             x = term if x is None else x + term
         return x
 
+    # Adapted from lvsearch.model.mixing.OutputMixing.forward [sha:5b8fe9bf51e9] (the weighted output, inlined)
+    # Adapted from lvsearch.model.encoder._Backbone.finish [sha:974a41aee7d0] (output mixture, final LayerNorm)
     def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None,
                 inputs_embeds=None, output_attentions=None, output_hidden_states=None, return_dict=None, **kwargs):
         """Args:
