@@ -220,13 +220,35 @@ def evaluate_blimp(
     total = len(sentences)
     scores = scorer.score_ids(encoded, progress=(lambda k: progress(k, total)) if progress else None)
     seconds = time.perf_counter() - t0
+    out = aggregate_blimp(paradigms, {s: scores[i] for s, i in unique.items()})
+    return {
+        **out,
+        "sentences": total,
+        "tokens_scored": sum(max(len(e) - 2, 0) for e in encoded),
+        "seconds": seconds,
+        "sentences_per_second": total / seconds if seconds > 0 else None,
+    }
+
+
+def aggregate_blimp(paradigms: Sequence[Paradigm], score: dict[str, float]) -> dict:
+    """Per-pair decisions and aggregates from one score per sentence (any scorer: PLL, an
+    n-gram LM). A pair is right when ``score[good] > score[bad]`` strictly; ties count as wrong.
+
+    Returns:
+        ``paradigms`` (per UID: term, field, pairs, correct, ties, accuracy, ``per_pair_correct``),
+        ``phenomena``, ``mean_over_paradigms``, ``mean_over_pairs``, ``pairs``, ``ties`` (see
+        :func:`evaluate_blimp`).
+
+    Raises:
+        KeyError: a sentence of ``paradigms`` has no score.
+    """
     per_paradigm = {}
     by_term: dict[str, list[str]] = defaultdict(list)
     for p in paradigms:
         correct = ties = 0
         outcome = []
         for g, b in p.pairs:
-            sg, sb = scores[unique[g]], scores[unique[b]]
+            sg, sb = score[g], score[b]
             correct += sg > sb
             ties += sg == sb
             outcome.append("1" if sg > sb else "0")
@@ -255,11 +277,7 @@ def evaluate_blimp(
         "mean_over_pairs": sum(r["correct"] for r in per_paradigm.values()) / n_pairs,
         "pairs": n_pairs,
         "ties": sum(r["ties"] for r in per_paradigm.values()),
-        "sentences": total,
-        "tokens_scored": sum(max(len(e) - 2, 0) for e in encoded),
-        "seconds": seconds,
-        "sentences_per_second": total / seconds if seconds > 0 else None,
     }
 
 
-__all__ = ["Paradigm", "PLLScorer", "read_blimp", "evaluate_blimp"]
+__all__ = ["Paradigm", "PLLScorer", "read_blimp", "evaluate_blimp", "aggregate_blimp"]
