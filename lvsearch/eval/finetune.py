@@ -534,7 +534,9 @@ def _predict(model, seqs: list[list[int]], pad_id: int, batch_size: int, regress
     return out
 
 
-def _metrics(task: TaskData, labels: list, preds: list) -> dict:
+def task_metrics(task: TaskData, labels: list, preds: list) -> dict:
+    """The metrics of ``task``'s kind: :func:`~lvsearch.eval.metrics.regression_metrics` or
+    :func:`~lvsearch.eval.metrics.classification_metrics` over ``task.num_outputs`` classes."""
     from lvsearch.eval.metrics import classification_metrics, regression_metrics
 
     if task.kind == "regression":
@@ -587,6 +589,25 @@ def _summary(values: list[float]) -> dict:
     }
 
 
+def training_examples(task: TaskData, cfg: FinetuneConfig) -> list[Example]:
+    """The training examples a fine-tuning run (and its floor) uses: all of ``train``, or with
+    ``cfg.train_limit`` a sample of that many (torch ``randperm`` seeded ``cfg.train_limit_seed``,
+    kept in file order), the same for every seed."""
+    import torch
+
+    train = task.splits["train"]
+    if cfg.train_limit is not None and cfg.train_limit < len(train):
+        g = torch.Generator().manual_seed(cfg.train_limit_seed)
+        keep = sorted(torch.randperm(len(train), generator=g)[: cfg.train_limit].tolist())
+        train = [train[i] for i in keep]
+    return train
+
+
+def eval_examples(task: TaskData, cfg: FinetuneConfig) -> dict[str, list[Example]]:
+    """``{"dev": …, "test": …}`` (test when present): the first ``cfg.eval_limit`` of each (all by default)."""
+    return {s: task.splits[s][: cfg.eval_limit] for s in ("dev", "test") if s in task.splits}
+
+
 def finetune_task(
     encoder,
     tokenizer,
@@ -628,12 +649,8 @@ def finetune_task(
     lr = cfg.lr if cfg.lr is not None else default_lr(encoder.dims.hidden)
     pad_id = SpecialIds.of(tokenizer).pad
     max_len = min(cfg.max_len, encoder.dims.max_len)
-    train = task.splits["train"]
-    if cfg.train_limit is not None and cfg.train_limit < len(train):
-        g = torch.Generator().manual_seed(cfg.train_limit_seed)
-        keep = sorted(torch.randperm(len(train), generator=g)[: cfg.train_limit].tolist())
-        train = [train[i] for i in keep]
-    evals = {s: task.splits[s][: cfg.eval_limit] for s in ("dev", "test") if s in task.splits}
+    train = training_examples(task, cfg)
+    evals = eval_examples(task, cfg)
     enc = {"train": _encode(tokenizer, train, max_len)}
     for s, exs in evals.items():
         enc[s] = _encode(tokenizer, exs, max_len)
@@ -686,21 +703,22 @@ def finetune_task(
                     progress(f"{task.name} seed {seed}", done_all, total * len(cfg.seeds))
             loss_curve.append(statistics.fmean(losses))
             dev_pred = _predict(model, enc["dev"], pad_id, cfg.eval_batch_size, regression, device)
-            dev_m = _metrics(task, [e.label for e in evals["dev"]], dev_pred)
+            dev_m = task_metrics(task, [e.label for e in evals["dev"]], dev_pred)
             dev_curve.append(dev_m)
             score = dev_m[select] if dev_m[select] is not None else -math.inf
             if score > best_score or best_state is None:
                 best_score, best_epoch, best_dev = score, epoch + 1, dev_m
                 best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
         model.load_state_dict(best_state)
-        test_m = None
+        test_m, test_predictions = None, None
         if "test" in enc and task.test_labeled:
             test_pred = _predict(model, enc["test"], pad_id, cfg.eval_batch_size, regression, device)
-            test_m = _metrics(task, [e.label for e in evals["test"]], test_pred)
+            test_m = task_metrics(task, [e.label for e in evals["test"]], test_pred)
+            test_predictions = [float(v) if regression else int(v) for v in test_pred]
         failure = loss_did_not_fall(loss_curve, baseline)
         per_seed.append({
             "seed": seed, "status": "failed" if failure else "ok", "failure": failure,
-            "best_epoch": best_epoch, "dev": best_dev, "test": test_m,
+            "best_epoch": best_epoch, "dev": best_dev, "test": test_m, "test_predictions": test_predictions,
             "dev_per_epoch": dev_curve, "train_loss_per_epoch": loss_curve,
             "seconds": time.perf_counter() - t0,
         })
@@ -753,6 +771,6 @@ def finetune_task(
 
 __all__ = [
     "Example", "TaskData", "FinetuneConfig", "detect_columns", "read_tsv", "load_task", "load_task_folder",
-    "load_task_hf", "layerwise_param_groups", "finetune_task", "primary_metric", "default_lr", "constant_loss",
+    "load_task_hf", "layerwise_param_groups", "finetune_task", "training_examples", "eval_examples", "task_metrics", "primary_metric", "default_lr", "constant_loss",
     "loss_did_not_fall", "LR_BASE", "LR_REF_WIDTH", "LOSS_FELL_FRACTION", "FAILED_TEXT",
 ]
