@@ -200,7 +200,7 @@ def test_pll_equals_naive_reference(model_dir):
     from lvsearch.eval.blimp import PLLScorer
 
     m = load_model(model_dir)
-    got = PLLScorer(m.encoder, m.tokenizer).score(SENTENCES)
+    got = PLLScorer(m.encoder, m.tokenizer, metric="pll").score(SENTENCES)
     want = [_naive_pll(m.encoder, m.tokenizer, s) for s in SENTENCES]
     for g, w in zip(got, want):
         assert abs(g - w) < 1e-5, (g, w)
@@ -221,6 +221,79 @@ def test_pll_batching_and_padding_do_not_change_scores(model_dir):
     rev = PLLScorer(m.encoder, m.tokenizer, token_budget=40).score(SENTENCES[::-1])[::-1]
     assert max(abs(a - b) for a, b in zip(scores[1], rev)) < 1e-5
     assert PLLScorer(m.encoder, m.tokenizer).score([]) == []
+
+
+def _toy_wordpiece():
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "un", "##believ", "##able", "cat"]
+    tok = Tokenizer(models.WordPiece({t: i for i, t in enumerate(vocab)}, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.post_processor = processors.TemplateProcessing(single="[CLS] $A [SEP]", special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
+    return tok
+
+
+class _SpyModel(torch.nn.Module):
+    """Records every input row; hidden state = the row's ids, head = uniform logits."""
+
+    def __init__(self):
+        super().__init__()
+        self.dims = type("D", (), {"max_len": 32})()
+        self.rows: list[list[int]] = []
+
+    def forward(self, ids, attn):
+        self.rows += [r[m].tolist() for r, m in zip(ids, attn)]
+        return torch.zeros(*ids.shape, 4)
+
+    def mlm_logits(self, h):
+        return torch.zeros(h.shape[0], 10)
+
+
+def test_pll_word_l2r_masks_the_rest_of_the_word_to_the_right():
+    from lvsearch.eval.blimp import PLLScorer
+
+    tok = _toy_wordpiece()
+    assert tok.encode("the unbelievable cat").ids == [2, 5, 6, 7, 8, 9, 3]
+    M = 4
+    want = {
+        "pll-word-l2r": [[2, M, 6, 7, 8, 9, 3],   # "the": one piece
+                         [2, 5, M, M, M, 9, 3],   # "un" + the rest of "unbelievable" to its right
+                         [2, 5, 6, M, M, 9, 3],   # "##believ" + "##able"; "un" (to the left) stays
+                         [2, 5, 6, 7, M, 9, 3],
+                         [2, 5, 6, 7, 8, M, 3]],
+        "pll": [[2, M, 6, 7, 8, 9, 3], [2, 5, M, 7, 8, 9, 3], [2, 5, 6, M, 8, 9, 3], [2, 5, 6, 7, M, 9, 3],
+                [2, 5, 6, 7, 8, M, 3]],
+    }
+    for metric, rows in want.items():
+        spy = _SpyModel()
+        score = PLLScorer(spy, tok, metric=metric).score(["the unbelievable cat"])
+        assert spy.rows == rows, metric
+        assert score[0] == pytest.approx(5 * -math.log(10))  # log P read at the scored position only, once per token
+
+
+def test_pll_word_l2r_batched_equals_one_row_at_a_time(model_dir):
+    from lvsearch.eval.blimp import PLLScorer
+
+    m = load_model(model_dir)
+    one = PLLScorer(m.encoder, m.tokenizer, metric="pll-word-l2r", token_budget=1)
+    batched = PLLScorer(m.encoder, m.tokenizer, metric="pll-word-l2r", token_budget=100_000)
+    a, b = one.score(SENTENCES), batched.score(SENTENCES)
+    assert one.forward_passes > batched.forward_passes == 1
+    assert max(abs(x - y) for x, y in zip(a, b)) < 1e-5
+    ids, words = one.encode_words(SENTENCES)
+    assert any(len(set(w)) < len(w) - 1 for w in words), "the sentences hold a multi-piece word"
+    assert a != PLLScorer(m.encoder, m.tokenizer, metric="pll").score(SENTENCES)
+
+
+def test_scorer_rejects_unknown_metric_and_precision(model_dir):
+    from lvsearch.eval.blimp import PLLScorer, resolve_precision
+
+    m = load_model(model_dir)
+    with pytest.raises(LvsearchError, match="metric"):
+        PLLScorer(m.encoder, m.tokenizer, metric="mlm")
+    with pytest.raises(LvsearchError, match="precision"):
+        PLLScorer(m.encoder, m.tokenizer, precision="fp16")
+    assert resolve_precision("fp32", "cpu") == "fp32" and resolve_precision("auto", "cuda") == "bf16"
 
 
 def _write_blimp(folder: Path, rows: list[dict], name: str = "toy.jsonl") -> None:

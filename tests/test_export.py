@@ -306,6 +306,26 @@ def test_loads_in_fresh_process_without_lvsearch(exported, real_batch, tmp_path)
 
 
 # ----------------------------------------------------------------------------------------- evaluate hf:
+def test_hf_scorer_gives_native_decisions_under_each_metric(exported, shared_data):
+    """hf:EXPORT and its model directory: the same per-pair BLiMP decisions under PLL and
+    PLL-word-l2r, and the hf: scorer runs the MLM head only at the scored positions."""
+    from lvsearch.eval.blimp import METRICS, PLLScorer, evaluate_blimp, read_blimp
+    from lvsearch.eval.hf import load_hf_model
+    from lvsearch.modeldir import load_model
+
+    _, folder = exported["sparse-postln-absolute-proj"]
+    native = load_model(folder.parent / "model")
+    hf = load_hf_model(f"hf:{folder}")
+    assert hf.scorer.head is not None  # base model + head split, checked against the model's own logits
+    paradigms = read_blimp(shared_data / "blimp", limit=2)[::4]
+    for metric in METRICS:
+        n = evaluate_blimp(PLLScorer(native.encoder, native.tokenizer, metric=metric), paradigms)
+        h = evaluate_blimp(PLLScorer(hf.scorer, hf.tokenizer, metric=metric), paradigms)
+        assert n["metric"] == h["metric"] == metric
+        for uid, p in n["paradigms"].items():
+            assert h["paradigms"][uid]["per_pair_correct"] == p["per_pair_correct"], (metric, uid)
+
+
 def test_evaluate_hf_reproduces_native_numbers(exported, small_corpus, shared_data, tmp_path, capsys):
     """The same model through its model directory and through hf:EXPORT: identical per-pair BLiMP
     outcomes, per-target MLM outcomes, MLM loss to 1e-5; then both side by side in one report."""

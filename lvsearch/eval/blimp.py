@@ -11,10 +11,14 @@ pseudo-log-likelihood (Salazar et al. 2020, ACL, "Masked Language Model Scoring"
 
     PLL(W) = Σ_{t=1..n} log P_MLM(w_t | W_{\\t})
 
-where ``W_{\\t}`` is ``[CLS] W [SEP]`` with position ``t`` replaced by ``[MASK]``. All ``n``
-masked copies of a sentence (and the copies of other sentences) are batched together; rows are
-padded with ``[PAD]`` and an attention mask, sentences are sorted by length so padding is small,
-and the log-softmax is computed only at the one masked position of each row.
+where ``W_{\\t}`` is ``[CLS] W [SEP]`` with position ``t`` replaced by ``[MASK]``; or by
+PLL-word-l2r (Kauf & Ivanova 2023, ACL, "A Better Way to Do Masked Language Model Scoring"),
+which also masks the pieces of ``w_t``'s word to the right of ``t`` (the default,
+:data:`DEFAULT_METRIC`; chosen by measurement, docs/results.md "Floors"). All ``n`` masked
+copies of a sentence (and the copies of other sentences) are batched together; rows are padded
+with ``[PAD]`` and an attention mask, sentences are sorted by length so padding is small, and
+the MLM head and log-softmax run only at the one scored position of each row. Every result
+records its ``metric`` and ``precision``.
 
 Paradigm folders are read in BLiMP's JSONL format (one object per line with at least
 ``sentence_good``, ``sentence_bad``, ``UID``, ``linguistics_term``; ``field`` optional).
@@ -101,40 +105,89 @@ def read_blimp(folder: str | Path, *, limit: int | None = None) -> list[Paradigm
     return out
 
 
+#: BLiMP sentence scores: ``pll`` (Salazar et al. 2020) and ``pll-word-l2r`` (Kauf & Ivanova 2023).
+METRICS = ("pll-word-l2r", "pll")
+#: The default (measured on the arms' models; docs/results.md "Floors").
+DEFAULT_METRIC = "pll-word-l2r"
+PRECISIONS = ("fp32", "bf16")
+
+
+def resolve_precision(precision: str, device: str) -> str:
+    """``"fp32"`` or ``"bf16"`` for the scorer's forward passes: ``auto`` is bf16 on CUDA and on
+    CPUs with native bf16 (the training loop's rule, :func:`lvsearch.train.loop.cpu_has_native_bf16`),
+    else fp32. Raises LvsearchError for another value."""
+    if precision in PRECISIONS:
+        return precision
+    if precision != "auto":
+        raise LvsearchError(f"unknown BLiMP precision {precision!r}", fix="use auto, fp32 or bf16")
+    from lvsearch.train.loop import cpu_has_native_bf16
+
+    return "bf16" if str(device).startswith("cuda") or (str(device) == "cpu" and cpu_has_native_bf16()) else "fp32"
+
+
 class PLLScorer:
-    """Pseudo-log-likelihood of sentences under a masked LM (Salazar et al. 2020, §2).
+    """Pseudo-log-likelihood of sentences under a masked LM.
+
+    ``metric="pll"`` (Salazar et al. 2020, §2): copy ``t`` masks token ``t`` only.
+    ``metric="pll-word-l2r"`` (Kauf & Ivanova 2023, ACL, "A Better Way to Do Masked Language
+    Model Scoring", §3 eq. 3, PLL-word-l2r): copy ``t`` masks token ``t`` and the tokens of the
+    same word to its right (``t' > t`` with ``word(t') = word(t)``, words as the tokenizer's
+    pre-tokenizer splits them: ``Encoding.word_ids``), so a multi-piece word is not scored from
+    its own later pieces. In both, ``log P(w_t)`` is read at position ``t`` only.
 
     Args:
-        model: an :class:`~lvsearch.model.Encoder` (its MLM head is used); put in eval mode.
+        model: an :class:`~lvsearch.model.Encoder` (its MLM head is used) or an
+            :class:`~lvsearch.eval.hf.HFScorer`; put in eval mode.
         tokenizer: ``tokenizers.Tokenizer`` adding ``[CLS] … [SEP]``.
         token_budget: maximum ``rows × padded length`` tokens per forward pass.
         device: torch device of ``model``.
+        metric: one of :data:`METRICS`.
+        precision: ``fp32``, ``bf16`` (torch autocast; log-softmax in fp32) or ``auto``
+            (:func:`resolve_precision`).
 
     Raises:
-        LvsearchError: (at scoring time) a sentence longer than the model's ``max_len``.
+        LvsearchError: an unknown metric or precision; (at scoring time) a sentence longer
+            than the model's ``max_len``.
     """
 
-    def __init__(self, model, tokenizer, *, token_budget: int = 8192, device: str = "cpu"):
+    def __init__(self, model, tokenizer, *, token_budget: int = 8192, device: str = "cpu",
+                 metric: str = DEFAULT_METRIC, precision: str = "fp32"):
         from lvsearch.data.tokenizer import SpecialIds
 
+        if metric not in METRICS:
+            raise LvsearchError(f"unknown BLiMP metric {metric!r}", fix=f"use one of {', '.join(METRICS)}")
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.ids = SpecialIds.of(tokenizer)
         self.token_budget = int(token_budget)
         self.device = device
+        self.metric = metric
+        self.precision = resolve_precision(precision, device)
         self.forward_passes = 0
 
     def encode(self, sentences: Sequence[str]) -> list[list[int]]:
         """Token ids of each sentence, ``[CLS] … [SEP]`` included (no truncation)."""
         return [e.ids for e in self.tokenizer.encode_batch(list(sentences))]
 
-    def score_ids(self, encoded: Sequence[Sequence[int]], *, progress: Callable[[int], None] | None = None) -> list[float]:
-        """PLL (natural log, float64 sum) of each id sequence ``[CLS] w_1..w_n [SEP]``.
+    def encode_words(self, sentences: Sequence[str]) -> tuple[list[list[int]], list[list[int]]]:
+        """``(ids, words)``: :meth:`encode`'s ids and each token's word index (−1 for special tokens)."""
+        enc = self.tokenizer.encode_batch(list(sentences))
+        return [e.ids for e in enc], [[-1 if w is None else w for w in e.word_ids] for e in enc]
 
-        Positions 1..n (everything between the first and last token) are masked one at a time.
-        A sequence with no inner token scores 0.0. ``progress(k)`` is called with the number
-        of sequences finished after each forward pass.
+    def score_ids(self, encoded: Sequence[Sequence[int]], *, words: Sequence[Sequence[int]] | None = None,
+                  progress: Callable[[int], None] | None = None) -> list[float]:
+        """Score (natural log, float64 sum) of each id sequence ``[CLS] w_1..w_n [SEP]``.
+
+        Positions 1..n (everything between the first and last token) are scored, one masked
+        copy each; the copies of all sentences are batched together (sorted by length, padded
+        with ``[PAD]`` and an attention mask), and the MLM head runs only at the scored
+        position of each row. A sequence with no inner token scores 0.0. ``words`` (word index
+        per token, as :meth:`encode_words`) is needed for ``pll-word-l2r``; without it every
+        token is its own word (= PLL). ``progress(k)`` is called with the number of sequences
+        finished after each forward pass.
         """
+        import contextlib
+
         import torch
 
         max_len = self.model.dims.max_len
@@ -143,14 +196,19 @@ class PLLScorer:
                 raise LvsearchError(f"a sentence has {len(seq)} tokens, more than the model's max_len {max_len}",
                                     fix="shorten the sentence or use a model with a larger max_len")
         n_sent = len(encoded)
-        lens = torch.tensor([len(s) for s in encoded], dtype=torch.long)
-        scores = torch.zeros(n_sent, dtype=torch.float64)
         if n_sent == 0:
             return []
+        lens = torch.tensor([len(s) for s in encoded], dtype=torch.long)
+        scores = torch.zeros(n_sent, dtype=torch.float64)
         order = torch.tensor(sorted(range(n_sent), key=lambda i: (len(encoded[i]), i)), dtype=torch.long)
-        all_ids = torch.full((n_sent, int(lens.max())), self.ids.pad, dtype=torch.long)
+        width = int(lens.max())
+        all_ids = torch.full((n_sent, width), self.ids.pad, dtype=torch.long)
+        word_of = torch.full((n_sent, width), -1, dtype=torch.long)
         for i, seq in enumerate(encoded):
             all_ids[i, : len(seq)] = torch.as_tensor(seq, dtype=torch.long)
+            if words is not None and self.metric == "pll-word-l2r":
+                word_of[i, : len(seq)] = torch.as_tensor(words[i], dtype=torch.long)
+        l2r = words is not None and self.metric == "pll-word-l2r"
         # Flat list of (sentence, masked position) items, sentences in ascending length, so the
         # padded length of a chunk is the length of its last item's sentence.
         n_inner = (lens[order] - 2).clamp(min=0)
@@ -161,8 +219,10 @@ class PLLScorer:
         cum_end = torch.cumsum(n_inner, 0).tolist()  # items done when each sorted sentence is complete
         rows_all = torch.arange(len(item_sent))
         mask_id = self.ids.mask
+        autocast = (torch.autocast(device_type=torch.device(self.device).type, dtype=torch.bfloat16)
+                    if self.precision == "bf16" else contextlib.nullcontext())
         start = 0
-        with torch.inference_mode():
+        with torch.inference_mode(), autocast:
             while start < len(item_len):
                 # Grow the chunk while rows × (its padded length) fits the token budget.
                 end = start + 1
@@ -174,6 +234,10 @@ class PLLScorer:
                 ids = all_ids[sent, :L].clone()  # (R, L)
                 attn = torch.arange(L)[None, :] < lens[sent][:, None]  # (R, L) bool
                 targets = ids[rows, pos]
+                if l2r:  # the rest of the current word, to the right of t
+                    w = word_of[sent, :L]
+                    wt = w[rows, pos][:, None]
+                    ids[(w == wt) & (wt >= 0) & (torch.arange(L)[None, :] > pos[:, None])] = mask_id
                 ids[rows, pos] = mask_id
                 hidden = self.model(ids.to(self.device), attn.to(self.device))  # (R, L, H)
                 at_mask = hidden[rows.to(self.device), pos.to(self.device)]  # (R, H)
@@ -187,8 +251,9 @@ class PLLScorer:
         return scores.tolist()
 
     def score(self, sentences: Sequence[str]) -> list[float]:
-        """PLL of each sentence (see :meth:`score_ids`)."""
-        return self.score_ids(self.encode(sentences))
+        """Score of each sentence under :attr:`metric` (see :meth:`score_ids`)."""
+        ids, words = self.encode_words(sentences)
+        return self.score_ids(ids, words=words)
 
 
 def evaluate_blimp(
@@ -216,13 +281,20 @@ def evaluate_blimp(
             unique.setdefault(b, len(unique))
     sentences = list(unique)
     t0 = time.perf_counter()
-    encoded = scorer.encode(sentences)
     total = len(sentences)
-    scores = scorer.score_ids(encoded, progress=(lambda k: progress(k, total)) if progress else None)
+    on = (lambda k: progress(k, total)) if progress else None
+    if hasattr(scorer, "encode_words"):
+        encoded, words = scorer.encode_words(sentences)
+        scores = scorer.score_ids(encoded, words=words, progress=on)
+    else:  # a scorer without word boundaries (e.g. a test double)
+        encoded = scorer.encode(sentences)
+        scores = scorer.score_ids(encoded, progress=on)
     seconds = time.perf_counter() - t0
     out = aggregate_blimp(paradigms, {s: scores[i] for s, i in unique.items()})
     return {
         **out,
+        "metric": getattr(scorer, "metric", None),
+        "precision": getattr(scorer, "precision", None),
         "sentences": total,
         "tokens_scored": sum(max(len(e) - 2, 0) for e in encoded),
         "seconds": seconds,
@@ -280,4 +352,4 @@ def aggregate_blimp(paradigms: Sequence[Paradigm], score: dict[str, float]) -> d
     }
 
 
-__all__ = ["Paradigm", "PLLScorer", "read_blimp", "evaluate_blimp", "aggregate_blimp"]
+__all__ = ["DEFAULT_METRIC", "METRICS", "PRECISIONS", "Paradigm", "PLLScorer", "resolve_precision", "read_blimp", "evaluate_blimp", "aggregate_blimp"]

@@ -5,11 +5,11 @@ the BLiMP PLL scorer (:mod:`lvsearch.eval.blimp`), the fine-tuning harness
 (:mod:`lvsearch.eval.finetune`) and the MLM dev metrics (:mod:`lvsearch.eval.mlm`) run on it
 unchanged:
 
-- :class:`HFScorer` (BLiMP, MLM dev): ``forward(ids (B, L), mask (B, L) bool)`` returns the MLM
-  logits ``(B, L, V)`` of every position and ``mlm_logits`` is the identity, so a scorer's
-  ``model.mlm_logits(model(ids, mask)[rows, pos])`` is the model's own MLM head at the chosen
-  positions. Memory per forward pass is ``rows × L × V`` floats (the BLiMP token budget bounds
-  ``rows × L``).
+- :class:`HFScorer` (BLiMP, MLM dev): ``forward(ids (B, L), mask (B, L) bool)`` returns the base
+  model's hidden states ``(B, L, H)`` and ``mlm_logits`` is the model's MLM head, so a scorer's
+  ``model.mlm_logits(model(ids, mask)[rows, pos])`` runs the head only at the chosen positions
+  (checked at load against the model's own logits on a probe input; a model whose head is not
+  one module after its base model gets full logits ``(B, L, V)`` and an identity head).
 - :class:`HFEncoder` (fine-tuning): the MLM model's base model (``model.base_model``, i.e. the
   ``AutoModel`` part, no MLM head), returning ``last_hidden_state (B, L, H)``; the classifier
   reads position 0 as for lvsearch encoders. Layer-wise LR decay is not available (it needs
@@ -99,19 +99,44 @@ def _torch_module_classes():
     from torch import nn
 
     class HFScorer(nn.Module):
-        """Masked LM as a scorer: ``forward(ids (B, L), mask (B, L) bool) -> logits (B, L, V)``;
-        ``mlm_logits`` = identity (see the module docstring)."""
+        """Masked LM as a scorer: ``forward(ids (B, L), mask (B, L) bool)`` returns the base
+        model's ``last_hidden_state (B, L, H)`` and ``mlm_logits(h (..., H))`` the MLM head's
+        logits ``(..., V)``, so a scorer runs the head only at the positions it reads. When the
+        model's head is not one module after its base model (checked on a probe input by
+        :meth:`split_head`), ``forward`` returns the full logits ``(B, L, V)`` and
+        ``mlm_logits`` is the identity."""
 
         def __init__(self, model, dims):
             super().__init__()
             self.model, self.dims = model, dims
+            self.head = None
+
+        def split_head(self, probe: torch.Tensor) -> bool:
+            """Use ``base_model`` + the one non-base child module as the head when that equals
+            the model's own logits on ``probe`` (``(1, L)`` ids); returns whether it does."""
+            base = self.model.base_model
+            heads = [m for _, m in self.model.named_children() if m is not base]
+            if base is self.model or len(heads) != 1:
+                return False
+            with torch.inference_mode():
+                full = self.model(input_ids=probe).logits
+                try:
+                    split = heads[0](base(input_ids=probe).last_hidden_state)
+                except Exception:  # noqa: BLE001 (a head that is not a plain hidden → logits module)
+                    return False
+            if isinstance(split, torch.Tensor) and split.shape == full.shape and torch.allclose(split, full, atol=1e-5):
+                self.head = heads[0]
+                return True
+            return False
 
         def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
             am = None if attention_mask is None else attention_mask.long()
+            if self.head is not None:
+                return self.model.base_model(input_ids=input_ids, attention_mask=am).last_hidden_state
             return self.model(input_ids=input_ids, attention_mask=am).logits
 
-        def mlm_logits(self, logits: torch.Tensor) -> torch.Tensor:
-            return logits
+        def mlm_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+            return hidden if self.head is None else self.head(hidden)
 
         def padding_mask(self, input_ids: torch.Tensor) -> torch.Tensor:
             return input_ids != self.dims.pad_id
@@ -425,6 +450,10 @@ def load_hf_model(spec: str, *, device: str = "cpu", trust_remote_code: bool = F
     HFScorer, HFEncoder = _torch_module_classes()
     model.to(device).eval()
     scorer = HFScorer(model, dims).eval()
+    import torch
+
+    specials = [i for i in (tok.cls_token_id, tok.mask_token_id, tok.sep_token_id) if i is not None]
+    scorer.split_head(torch.tensor([specials + specials[:1]], device=device))
     encoder = HFEncoder(model.base_model, dims, int(getattr(config, "num_hidden_layers", 0) or 0)).eval()
     prov = {}
     if folder is not None and (folder / "lvsearch_export.json").is_file():
