@@ -65,3 +65,31 @@ def test_bootstrap_against_model_seeds():
     mcc = finetune_vs_floor(task, {**perfect, "select_metric": "mcc"}, floor, n_resamples=50)
     assert mcc["metric"] == "mcc" and mcc["model"] == pytest.approx(1.0)
     assert finetune_vs_floor(task, {**result, "per_seed": [{"status": "ok", "test_predictions": None}]}, floor) is None
+
+
+def test_mean_pooling_reads_every_real_token_and_nothing_else():
+    import torch
+
+    from lvsearch.eval.finetune import _make_classifier
+
+    class Enc(torch.nn.Module):  # hidden state = the token id, broadcast over 2 features
+        def __init__(self):
+            super().__init__()
+            self.dims = type("D", (), {"hidden": 2})()
+            self.mlm_head = torch.nn.Linear(1, 1)
+
+        def forward(self, ids, mask):
+            return ids[:, :, None].float().expand(-1, -1, 2)
+
+    ids = torch.tensor([[2, 4, 6, 0], [8, 0, 0, 0]])
+    mask = ids != 0
+    for pooling, want in (("mean", [[4.0, 4.0], [8.0, 8.0]]), ("cls", [[2.0, 2.0], [8.0, 8.0]])):
+        clf = _make_classifier(Enc(), 2, 0.0, pooling).eval()
+        with torch.no_grad():
+            clf.head.weight.copy_(torch.eye(2))
+            clf.head.bias.zero_()
+            assert clf(ids, mask).tolist() == want, pooling
+    from lvsearch.errors import LvsearchError
+
+    with pytest.raises(LvsearchError, match="pooling"):
+        FinetuneConfig(pooling="max").check()

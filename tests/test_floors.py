@@ -316,3 +316,39 @@ def test_floors_for_model_never_raises_for_a_run_it_cannot_rebuild(data):
     assert huge["status"] == "unavailable" and "fewer than one global batch" in huge["reason"]
     assumed = floors_for_model({"train": {"batch_size": 8, "seq_len": 64, "seed": 0}}, {"steps": 2}, data, dev)
     assert assumed["status"] == "done" and "assumed" in assumed["note"]
+
+
+def test_evaluate_and_report_lead_with_the_three_floors(data, tmp_path, capsys, shared_data):
+    from lvsearch.eval.blimp import read_blimp
+    from lvsearch.eval.floors import fit_blimp_floor, score_blimp_floor
+
+    train = {"batch_size": 16, "seq_len": 64, "seed": 0}
+    ours = _model_dir(tmp_path / "ours", data, {"train": train}, {"steps": 20, "train_tokens": data.num_tokens("train")})
+    argv = ["evaluate", "--model", str(ours), "--out", str(tmp_path / "ours.json"), "--mlm-data", str(data.folder),
+            "--dev-sequences", "16", "--blimp", str(shared_data / "blimp"), "--blimp-limit", "2",
+            "--task", str(shared_data / "tasks" / "sentence_polarity"), "--train-limit", "64", "--eval-limit", "64",
+            "--epochs", "1", "--seeds", "1", "--device", "cpu", "--threads", "1"]
+    rc, out = _cli(argv, capsys)
+    assert rc == 0, out
+    report = json.loads((tmp_path / "ours.json").read_text())
+    bf = report["blimp"]["floor"]
+    assert bf["status"] == "done" and bf["order"] == 3 and bf["tokens_seen"] == 20 * 16 * 64
+    want = score_blimp_floor(fit_blimp_floor(data, **train, steps=20), data.tokenizer,
+                             read_blimp(shared_data / "blimp", limit=2))
+    assert {u: p["per_pair_correct"] for u, p in bf["paradigms"].items()} == \
+        {u: p["per_pair_correct"] for u, p in want["paradigms"].items()}
+    assert set(bf["vs_floor"]) >= {"difference", "ci", "beats"} and report["blimp"]["metric"] == "pll-word-l2r"
+    ft = report["finetune"]["sentence_polarity"]
+    assert ft["floor"]["train_used"] == 64 and ft["floor"]["status"] == "done"
+    assert len(ft["per_seed"][0]["test_predictions"]) == 64
+    assert report["mlm"]["floors"]["vs_floor"]["beats"] is False  # untrained model
+    md = (tmp_path / "ours.md").read_text()
+    assert md.index("## Verdict against the floors") < md.index("| metric |")
+    verdict = md.split("## Verdict against the floors")[1].split("| metric |")[0]
+    assert "MLM (neighbour-count floor) does not beat its floor" in verdict
+    assert "BLiMP (3-gram Kneser-Ney floor)" in verdict and "sentence_polarity test accuracy (bag-of-words floor)" in verdict
+    assert "| BLiMP − floor |" in md and "| sentence_polarity test accuracy floor · bag of words (C=" in md
+    assert "does not beat its floor: failed (loss did not fall)" in verdict  # a model at chance still says so
+    rc, out = _cli(["report", str(tmp_path / "ours.json"), "--out", str(tmp_path / "rep")], capsys)
+    rep = (tmp_path / "rep" / "report.md").read_text()
+    assert rc == 0 and rep.index("## Verdict against the floors") < rep.index("## Differences between models") < rep.index("| metric |")

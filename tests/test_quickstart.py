@@ -97,6 +97,14 @@ def test_report_has_every_section_with_numbers(finished):
         # a number for each of the four arms (a task score may instead say its fine-tuning failed)
         assert len(re.findall(r"\d\.\d{4}|\d[\d,]{3,}|failed \(loss did not fall\)", line)) >= 4, line
     assert re.search(r"Kendall τ = (-?\d\.\d\d|—)", text)
+    # every report leads with the verdicts against the three floors, then the arms
+    assert text.index("## Verdict against the floors") < text.index("## The four arms")
+    verdict = text.split("## Verdict against the floors")[1].split("## The four arms")[0]
+    assert verdict.count("MLM (neighbour-count floor)") == verdict.count("BLiMP (3-gram Kneser-Ney floor)") >= 4
+    assert verdict.count("sentence_polarity test accuracy (bag-of-words floor)") >= 4
+    for row in ("BLiMP floor (3-gram Kneser-Ney)", "BLiMP − floor", "sentence_polarity test accuracy floor (bag of words)"):
+        line = next(l for l in text.splitlines() if l.startswith(f"| {row}"))
+        assert len(re.findall(r"\d\.\d{4}", line)) == 4, line
     # reference floors: rows at the arms' token count, each arm against its floor, the supernet panel
     tokens = make_plan(float(MINUTES)).retrain_steps * 8 * 32
     for row in (f"unigram floor ({tokens:,} training tokens)", f"neighbour-count floor ({tokens:,} training tokens)"):

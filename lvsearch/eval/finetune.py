@@ -403,6 +403,11 @@ def loss_did_not_fall(loss_per_epoch: Sequence[float], baseline: float) -> str |
     return None
 
 
+#: How the classifier reads the encoder: ``cls`` = the hidden state at position 0 ([CLS]);
+#: ``mean`` = the mean of the hidden states over the non-padding positions.
+POOLINGS = ("cls", "mean")
+
+
 @dataclass
 class FinetuneConfig:
     """Fine-tuning settings; defaults measured on lvsearch's encoders (docs/results.md,
@@ -422,6 +427,7 @@ class FinetuneConfig:
     eval_batch_size: int = 128
     train_limit_seed: int = 0
     eval_limit: int | None = None
+    pooling: str = "cls"
 
     def check(self) -> None:
         """Raises LvsearchError for out-of-range values."""
@@ -438,6 +444,8 @@ class FinetuneConfig:
             raise LvsearchError("--eval-limit must be ≥ 1", fix="e.g. --eval-limit 500")
         if not self.seeds:
             raise LvsearchError("no fine-tuning seeds", fix="e.g. --seeds 3")
+        if self.pooling not in POOLINGS:
+            raise LvsearchError(f"unknown --pooling {self.pooling!r}", fix=f"use one of {', '.join(POOLINGS)}")
 
 
 def layerwise_param_groups(model, lr: float, decay: float, weight_decay: float = 0.0) -> list[dict]:
@@ -467,12 +475,13 @@ def layerwise_param_groups(model, lr: float, decay: float, weight_decay: float =
     ]
 
 
-def _make_classifier(encoder, num_outputs: int, dropout: float):
+def _make_classifier(encoder, num_outputs: int, dropout: float, pooling: str = "cls"):
     import torch
     from torch import nn
 
     class SequenceClassifier(nn.Module):
-        """Encoder + dropout + linear on the ``[CLS]`` (position 0) hidden state.
+        """Encoder + dropout + linear on the pooled hidden state (``pooling``: ``cls`` =
+        position 0, ``mean`` = mean over the attention mask's positions).
 
         ``forward(input_ids (B, L), attention_mask (B, L) bool) -> (B, num_outputs)``.
         """
@@ -488,7 +497,13 @@ def _make_classifier(encoder, num_outputs: int, dropout: float):
                 p.requires_grad_(False)
 
         def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-            return self.head(self.dropout(self.encoder(input_ids, attention_mask)[:, 0]))
+            h = self.encoder(input_ids, attention_mask)  # (B, L, H)
+            if pooling == "mean":
+                m = attention_mask.to(h.dtype)[:, :, None]
+                pooled = (h * m).sum(1) / m.sum(1).clamp(min=1.0)
+            else:
+                pooled = h[:, 0]
+            return self.head(self.dropout(pooled))
 
     return SequenceClassifier()
 
@@ -672,7 +687,7 @@ def finetune_task(
     for seed in cfg.seeds:
         t0 = time.perf_counter()
         torch.manual_seed(seed)
-        model = _make_classifier(copy.deepcopy(encoder), task.num_outputs, cfg.dropout).to(device)
+        model = _make_classifier(copy.deepcopy(encoder), task.num_outputs, cfg.dropout, cfg.pooling).to(device)
         groups = layerwise_param_groups(model, lr, cfg.layer_decay, cfg.weight_decay)
         opt = torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.999), eps=1e-6)
         sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_mult)
@@ -761,7 +776,9 @@ def finetune_task(
             f"{cfg.train_limit_seed}), same for every fine-tuning seed" if cfg.train_limit else None,
             "layer_decay": cfg.layer_decay, "warmup_fraction": cfg.warmup_fraction, "weight_decay": cfg.weight_decay,
             "eval_limit": cfg.eval_limit, "eval_limit_sample": f"first {cfg.eval_limit} of dev and test" if cfg.eval_limit else None,
-            "dropout": cfg.dropout, "grad_clip": cfg.grad_clip, "classifier": "dropout + linear on [CLS] (no pooler)",
+            "dropout": cfg.dropout, "grad_clip": cfg.grad_clip, "pooling": cfg.pooling,
+            "classifier": "dropout + linear on " + ("[CLS]" if cfg.pooling == "cls" else "the mean hidden state")
+                          + " (no pooler)",
         },
         "per_seed": per_seed,
         "aggregate": aggregate,

@@ -53,6 +53,16 @@ def summary_rows(report: dict) -> list[tuple[str, str]]:
         rows.append(("BLiMP pairs / ties", f"{blimp['pairs']} / {blimp['ties']}"))
         for term, r in blimp["phenomena"].items():
             rows.append((f"  {term}", _fmt(r["accuracy"])))
+        if blimp.get("metric"):
+            rows.append(("BLiMP metric", f"{blimp['metric']} ({blimp.get('precision')})"))
+        bf = blimp.get("floor") or {}
+        if bf.get("status") == "done":
+            rows.append((f"BLiMP floor · {bf['order']}-gram Kneser-Ney ({bf['tokens_seen']:,} tokens)",
+                         _fmt(bf["mean_over_paradigms"])))
+            if bf.get("vs_floor"):
+                rows.append(("BLiMP − floor", _ci(bf["vs_floor"])))
+        elif bf:
+            rows.append(("BLiMP floor", f"{bf.get('status')}: {bf.get('reason')}"))
         sps = blimp.get("sentences_per_second")
         rows.append(("BLiMP sentences/s", "—" if sps is None else f"{sps:.0f}"))
     elif blimp:
@@ -73,6 +83,12 @@ def summary_rows(report: dict) -> list[tuple[str, str]]:
             spread = f" ± {s['std']:.4f}" if s.get("std") is not None else " ± unmeasured (1 seed)"
             rows.append((f"{name} {split} {label}",
                          f"{s['mean']:.4f}{spread} (median {s['median']:.4f}, n={s['n']}{note})"))
+        fl = ft.get("floor") or {}
+        if fl.get("status") == "done" and fl.get(split):
+            m = ft.get("select_metric")
+            rows.append((f"{name} {split} {m} floor · bag of words (C={fl['C']:g})", _fmt(fl[split].get(m))))
+            if ft.get("vs_floor"):
+                rows.append((f"{name} {split} {m} − floor", _ci(ft["vs_floor"])))
     mlm = report.get("mlm") or {}
     if mlm.get("status") == "done":
         rows.append(("MLM dev accuracy", _fmt(mlm["accuracy"])))
@@ -96,9 +112,63 @@ def floor_rows(mlm: dict) -> list[tuple[str, str]]:
     rows = [("MLM floor · unigram", _fmt(floors["unigram"]["accuracy"])),
             (f"MLM floor · neighbour-count ({floors['tokens_seen']:,} tokens)", _fmt(floors["neighbour-count"]["accuracy"]))]
     beats = floors.get("beats_floor")
+    if floors.get("vs_floor"):
+        rows.append(("MLM − neighbour-count floor", _ci(floors["vs_floor"])))
     if beats is not None:
         rows.append(("MLM beats neighbour-count floor", "yes" if beats else f"no: {NOT_PAST_FLOOR}"))
     return rows
+
+
+def _ci(v: dict) -> str:
+    lo, hi = v["ci"]
+    return f"{v['difference']:+.4f} (95% CI [{lo:+.4f}, {hi:+.4f}])"
+
+
+def _verdict(v: dict | None) -> str:
+    if not v:
+        return "unmeasured"
+    return f"{'beats' if v['beats'] else 'does not beat'} its floor, {_ci(v)}"
+
+
+def verdicts(report: dict) -> list[tuple[str, str]]:
+    """``(what, verdict)`` per floor of one report: MLM (neighbour-count), BLiMP (n-gram) and
+    each fine-tuning task (bag of words), each "beats" / "does not beat its floor" with model −
+    floor and its paired-bootstrap 95% interval (beats = the interval lies above 0), or why
+    there is no verdict."""
+    out = []
+    floors = (report.get("mlm") or {}).get("floors") or {}
+    if floors.get("status") == "done":
+        out.append(("MLM (neighbour-count floor)", _verdict(floors.get("vs_floor"))))
+    elif floors:
+        out.append(("MLM (neighbour-count floor)", f"no verdict: {floors.get('reason')}"))
+    bf = (report.get("blimp") or {}).get("floor") or {}
+    if bf.get("status") == "done":
+        out.append((f"BLiMP ({bf.get('order')}-gram Kneser-Ney floor)", _verdict(bf.get("vs_floor"))))
+    elif bf:
+        out.append(("BLiMP (n-gram floor)", f"no verdict: {bf.get('reason')}"))
+    from lvsearch.eval.finetune import FAILED_TEXT
+
+    for name, ft in (report.get("finetune") or {}).items():
+        if not ft.get("floor"):
+            continue
+        label = f"{name} test {ft.get('select_metric')} (bag-of-words floor)"
+        if ft.get("status") == "failed":
+            out.append((label, f"does not beat its floor: {FAILED_TEXT}"))
+        else:
+            out.append((label, _verdict(ft.get("vs_floor"))))
+    return out
+
+
+def verdict_lines(reports: Sequence[dict], names: Sequence[str]) -> list[str]:
+    """Markdown lines leading every report: for each model, its :func:`verdicts` (empty when no
+    report holds floors)."""
+    per = [(n, verdicts(r)) for r, n in zip(reports, names)]
+    if not any(v for _, v in per):
+        return []
+    lines = ["## Verdict against the floors", ""]
+    for name, vs in per:
+        lines.append(f"- **{name}**: " + "; ".join(f"{w} {v}" for w, v in vs) if vs else f"- **{name}**: no floors")
+    return lines + [""]
 
 
 def floor_notes(reports: Sequence[dict], names: Sequence[str]) -> list[str]:
@@ -176,7 +246,8 @@ def single_report_markdown(report: dict) -> str:
             f"Model folder: `{m['folder']}` · {m['num_params']:,} parameters · objective "
             f"{m['config']['objective']} · lvsearch {report.get('lvsearch_version', '?')}\n\n")
     notes = floor_notes([report], [m["name"]])
-    return head + markdown_table([report], [m["name"]]) + "".join(f"\n{n}\n" for n in notes)
+    verdict = "\n".join(verdict_lines([report], [m["name"]]))
+    return head + (verdict + "\n" if verdict else "") + markdown_table([report], [m["name"]]) + "".join(f"\n{n}\n" for n in notes)
 
 
 def check_report(report, path: Path) -> dict:
@@ -381,6 +452,8 @@ def write_report(sources: Sequence[str], out: str | Path, *, overwrite: bool = F
 
     md = ["# lvsearch report", "",
           "Models: " + ", ".join(f"**{lab}** (`{s.report_path}`)" for lab, s in zip(labels, resolved)), "",
+          *verdict_lines([s.report for s in resolved], labels),
+          "## Differences between models" if any(verdicts(s.report) for s in resolved) else "", "",
           markdown_table([s.report for s in resolved], labels)]
     for note in floor_notes([s.report for s in resolved], labels):
         md += [note, ""]

@@ -380,6 +380,18 @@ def write_quickstart_report(ctx: "Context") -> Path:
           "(or fewer or slower cores) stretch every stage. The numbers below do not depend on the speed (same "
           "command, same thread count → same results; see docs/results.md \"Reliability\").\n")
 
+    # ---- verdicts first: each arm (and seed) against its MLM, BLiMP and fine-tuning floors
+    from lvsearch.eval.report import verdict_lines
+
+    run_names = [n for a in ARMS for n in names[a]]
+    verdict = verdict_lines([reports[n] for n in run_names], run_names)
+    if verdict:
+        lines.extend(verdict[:2])
+        w("Each floor is a count model of the same training text or examples (MLM: neighbour-count; BLiMP: "
+          "a Kneser-Ney n-gram LM of the sequences the arm saw; fine-tuning: TF-IDF + logistic regression on the "
+          "same training examples). \"Beats\" = the paired-bootstrap 95% interval of arm − floor lies above 0.\n")
+        lines.extend(verdict[2:])
+
     # ---- arms table
     w("## The four arms\n")
     head = ["", *[ARM_TITLES[a] for a in ARMS]]
@@ -393,6 +405,11 @@ def write_quickstart_report(ctx: "Context") -> Path:
     rows += floor_table_rows({a: [reports[n] for n in names[a]] for a in ARMS}, floor_cmp)
     if all((reports[n].get("blimp") or {}).get("status") == "done" for n in reports):
         rows.append(("BLiMP mean over paradigms", [_pm([reports[n]["blimp"]["mean_over_paradigms"] for n in names[a]]) for a in ARMS]))
+        bfl = {a: [(reports[n]["blimp"].get("floor") or {}) for n in names[a]] for a in ARMS}
+        if all(f.get("status") == "done" for a in ARMS for f in bfl[a]):
+            order = bfl["bert"][0]["order"]
+            rows.append((f"BLiMP floor ({order}-gram Kneser-Ney)", [_pm([f["mean_over_paradigms"] for f in bfl[a]]) for a in ARMS]))
+            rows.append(("BLiMP − floor", [_pm([f["vs_floor"]["difference"] for f in bfl[a]]) for a in ARMS]))
         terms = sorted(reports[names["bert"][0]]["blimp"]["phenomena"])
         for t in terms:
             rows.append((f"  BLiMP {t}", [_pm([reports[n]["blimp"]["phenomena"][t]["accuracy"] for n in names[a]]) for a in ARMS]))
@@ -408,6 +425,10 @@ def write_quickstart_report(ctx: "Context") -> Path:
                    if _learned(r) and (r.get(_split(reports[n], task)) or {}).get("mcc") is not None] for a in ARMS}
         if all(mcc.values()):
             rows.append((f"{task} MCC (0 = one class / chance)", [_pm(mcc[a]) for a in ARMS]))
+        tfl = {a: [(reports[n]["finetune"][task].get("floor") or {}) for n in names[a]] for a in ARMS}
+        if all(f.get("status") == "done" and f.get("test") for a in ARMS for f in tfl[a]):
+            m = reports[names["bert"][0]]["finetune"][task]["select_metric"]
+            rows.append((f"{task} test {m} floor (bag of words)", [_pm([f["test"][m] for f in tfl[a]]) for a in ARMS]))
     w("| " + " | ".join(head) + " |")
     w("|" + "---|" * len(head))
     for label, vals in rows:
