@@ -68,12 +68,12 @@ def main() -> None:
         "old native (pll, fp32)": lambda: old_blimp.PLLScorer(native.encoder, native.tokenizer),
         "old hf (pll, fp32, all-position logits)": lambda: old_blimp.PLLScorer(hf_old.scorer, hf_old.tokenizer),
     }
-    for metric in ("pll", "pll-word-l2r"):
-        for prec in ("fp32", "bf16"):
-            configs[f"new native ({metric}, {prec})"] = (lambda m=metric, p=prec: new_blimp.PLLScorer(
-                native.encoder, native.tokenizer, metric=m, precision=p))
-            configs[f"new hf ({metric}, {prec})"] = (lambda m=metric, p=prec: new_blimp.PLLScorer(
-                hf_new.scorer, hf_new.tokenizer, metric=m, precision=p))
+    combos = [("pll", "fp32"), ("pll", "bf16"), ("pll-word-l2r", "bf16")]
+    for metric, prec in combos:
+        configs[f"new native ({metric}, {prec})"] = (lambda m=metric, p=prec: new_blimp.PLLScorer(
+            native.encoder, native.tokenizer, metric=m, precision=p))
+        configs[f"new hf ({metric}, {prec})"] = (lambda m=metric, p=prec: new_blimp.PLLScorer(
+            hf_new.scorer, hf_new.tokenizer, metric=m, precision=p))
     runs: dict[str, dict] = {}
     for rep in range(args.repeats):
         for name, make in configs.items():
@@ -92,10 +92,9 @@ def main() -> None:
         table[name] = {"best_seconds": best, "seconds": r["seconds"], "speedup_vs_old_same_path": ref / best,
                        "mean_over_paradigms": r["mean_over_paradigms"]}
     agree = {}
-    for metric in ("pll", "pll-word-l2r"):
-        for prec in ("fp32", "bf16"):
-            a, b = runs[f"new native ({metric}, {prec})"]["decisions"], runs[f"new hf ({metric}, {prec})"]["decisions"]
-            agree[f"{metric}, {prec}"] = {"identical": a == b, "differing_pairs": sum(x != y for x, y in zip(a, b))}
+    for metric, prec in combos:
+        a, b = runs[f"new native ({metric}, {prec})"]["decisions"], runs[f"new hf ({metric}, {prec})"]["decisions"]
+        agree[f"{metric}, {prec}"] = {"identical": a == b, "differing_pairs": sum(x != y for x, y in zip(a, b))}
     a, b = runs["old native (pll, fp32)"]["decisions"], runs["new native (pll, fp32)"]["decisions"]
     out = {"what": "BLiMP scoring time, main's code vs this tree's, same model and pairs (benchmarks/blimp_speed.py)",
            "machine": machine(),

@@ -330,6 +330,9 @@ def test_evaluate_and_report_lead_with_the_three_floors(data, tmp_path, capsys, 
             "--epochs", "1", "--seeds", "1", "--device", "cpu", "--threads", "1"]
     rc, out = _cli(argv, capsys)
     assert rc == 0, out
+    flat = " ".join(out.split())
+    assert flat.index("Verdict against the floors") < flat.index("evaluation of ours")  # the terminal leads with it
+    assert "95% CI [" in flat
     report = json.loads((tmp_path / "ours.json").read_text())
     bf = report["blimp"]["floor"]
     assert bf["status"] == "done" and bf["order"] == 3 and bf["tokens_seen"] == 20 * 16 * 64
@@ -349,6 +352,8 @@ def test_evaluate_and_report_lead_with_the_three_floors(data, tmp_path, capsys, 
     assert "BLiMP (3-gram Kneser-Ney floor)" in verdict and "sentence_polarity test accuracy (bag-of-words floor)" in verdict
     assert "| BLiMP − floor |" in md and "| sentence_polarity test accuracy floor · bag of words (C=" in md
     assert "does not beat its floor: failed (loss did not fall)" in verdict  # a model at chance still says so
+    rc, out = _cli(["evaluate", "--compare", str(tmp_path / "ours.json")], capsys)
+    assert rc == 0 and " ".join(out.split()).index("Verdict against the floors") < " ".join(out.split()).index("evaluation reports")
     rc, out = _cli(["report", str(tmp_path / "ours.json"), "--out", str(tmp_path / "rep")], capsys)
     rep = (tmp_path / "rep" / "report.md").read_text()
     assert rc == 0 and rep.index("## Verdict against the floors") < rep.index("## Differences between models") < rep.index("| metric |")
