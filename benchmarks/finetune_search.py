@@ -67,6 +67,8 @@ def main() -> None:
                          "best_epochs": [r["best_epoch"] for r in res["per_seed"]],
                          "vs_floor": finetune_vs_floor(task, res, floor), "seconds": time.perf_counter() - t0})
             print(name, runs[-1], flush=True)
+            out["models"][name] = {"folder": str(Path(folder).resolve()), "runs": runs, "picked_on_dev": None}
+            write_result(f"finetune_search_{task.name}", out)  # after every run: a partial grid survives
         ok_runs = [r for r in runs if r["dev"] is not None]
         best = max(ok_runs, key=lambda r: r["dev"]) if ok_runs else None
         out["models"][name] = {"folder": str(Path(folder).resolve()), "runs": runs, "picked_on_dev": best}
