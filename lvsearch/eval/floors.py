@@ -421,7 +421,7 @@ def floor_line(label: str, accuracy: float, floors: dict[str, dict]) -> str:
 # BLiMP floor: an n-gram LM of the same replayed training sequences.
 
 #: Order and discount of the BLiMP floor's interpolated Kneser-Ney LM (order chosen by
-#: measurement, docs/results.md "Floors": the strongest of orders 2–5 at 4.1M tokens).
+#: measurement, docs/results.md "Floors": the strongest of orders 2–4 at 4.1M tokens).
 BLIMP_FLOOR_ORDER = 3
 BLIMP_FLOOR_NAME = "kneser-ney"
 
