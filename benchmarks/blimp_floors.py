@@ -35,7 +35,12 @@ def main() -> None:
     torch.set_num_threads(1)
     from lvsearch.data.shards import PreparedData
     from lvsearch.eval.blimp import PLLScorer, evaluate_blimp, read_blimp
-    from lvsearch.eval.floors import BLIMP_FLOOR_ORDER, blimp_floor_for_model, blimp_vs_floor, compact_blimp_floor
+    from lvsearch.eval.floors import (
+        BLIMP_FLOOR_ORDER,
+        blimp_floor_for_model,
+        blimp_vs_floor,
+        compact_blimp_floor,
+    )
     from lvsearch.modeldir import load_model
 
     data = PreparedData.open(args.data)

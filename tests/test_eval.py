@@ -280,7 +280,7 @@ def test_pll_word_l2r_batched_equals_one_row_at_a_time(model_dir):
     a, b = one.score(SENTENCES), batched.score(SENTENCES)
     assert one.forward_passes > batched.forward_passes == 1
     assert max(abs(x - y) for x, y in zip(a, b)) < 1e-5
-    ids, words = one.encode_words(SENTENCES)
+    _, words = one.encode_words(SENTENCES)
     assert any(len(set(w)) < len(w) - 1 for w in words), "the sentences hold a multi-piece word"
     assert a != PLLScorer(m.encoder, m.tokenizer, metric="pll").score(SENTENCES)
 

@@ -19,8 +19,8 @@ from lvsearch.eval.report import DEFAULT_REPORT_NAME
 
 EPILOG = """\
 what is measured:
-  BLiMP        pseudo-log-likelihood (Salazar et al. 2020) of each sentence; a pair is right
-               when sentence_good scores strictly higher (ties count as wrong and are reported).
+  BLiMP        PLL-word-l2r (Kauf & Ivanova 2023) of each sentence, or PLL (Salazar et al. 2020) with
+               --blimp-metric pll; a pair is right when sentence_good scores strictly higher (ties count as wrong and are reported).
                Default folder: ../shared/data/blimp next to the repository, when it exists.
                ELECTRA models: the generator's MLM head when generator.safetensors exists,
                otherwise "not applicable" (the RTD discriminator has no trained MLM head).
@@ -37,7 +37,11 @@ what is measured:
                sequences the model saw (rebuilt from its training_args.json and step count; "unavailable"
                with the reason for a model directory that lacks them). A model not above the
                neighbour-count floor has not learned past local co-occurrence: its BLiMP/task
-               differences are not architecture effects.
+               differences are not architecture effects. With --mlm-data, also a BLiMP floor: an
+               interpolated Kneser-Ney trigram LM (discount 0.75) of the same training sequences, on the
+               same pairs and tie rule. Every task gets a fine-tuning floor: TF-IDF word 1-2-grams +
+               logistic regression on the same training examples, C picked on dev. Each floor comes with
+               a paired-bootstrap 95% interval of model − floor; reports lead with the verdicts.
 
 Hugging Face models: --model hf:PATH_OR_NAME loads AutoModelForMaskedLM and its fast tokenizer and runs
   the same BLiMP PLL, fine-tuning (on the base model's [CLS] state; no --layer-decay) and MLM dev metrics
@@ -122,6 +126,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--blimp-limit", type=_positive_int, metavar="N", help=f"pairs per paradigm: the {BLIMP_LIMIT_RULE}")
     b.add_argument("--blimp-token-budget", type=_positive_int, default=d.blimp_token_budget, metavar="T",
                    help=f"max rows × padded length per forward pass (default: {d.blimp_token_budget})")
+    from lvsearch.eval.blimp import METRICS
+
+    b.add_argument("--blimp-metric", choices=METRICS, default=d.blimp_metric,
+                   help=f"sentence score: pll-word-l2r (Kauf & Ivanova 2023) or pll (Salazar et al. 2020) "
+                        f"(default: {d.blimp_metric})")
+    b.add_argument("--blimp-precision", choices=("auto", "fp32", "bf16"), default=d.blimp_precision,
+                   help="forward passes in fp32 or bf16 (autocast; faster, but a few near-tie pairs flip, so an "
+                        "hf: export no longer gives its model directory's exact decisions); auto = bf16 on CUDA and "
+                        f"on CPUs with native bf16 (default: {d.blimp_precision})")
     f = p.add_argument_group("fine-tuning")
     f.add_argument("--task", action="append", default=[], metavar="DIR_OR_HF",
                    help="task folder, or HF dataset hf:NAME:CONFIG / NAME:CONFIG (repeatable)")
@@ -133,6 +146,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "the model's hidden width, e.g. 1e-3 at hidden 128, 5e-4 at 256)")
     f.add_argument("--layer-decay", type=float, default=d.layer_decay,
                    help=f"layer-wise LR decay per slot (default: {d.layer_decay:g}; 1 = off)")
+    from lvsearch.eval.finetune import POOLINGS
+
+    f.add_argument("--pooling", choices=POOLINGS, default=d.pooling,
+                   help=f"classifier input: cls = the [CLS] hidden state, mean = mean over the tokens (default: {d.pooling})")
     f.add_argument("--batch-size", type=_positive_int, default=d.batch_size, help=f"batch size (default: {d.batch_size})")
     f.add_argument("--max-len", type=_positive_int, default=d.max_len,
                    help=f"max tokens per example, [CLS]/[SEP] included (default: {d.max_len})")
@@ -195,7 +212,8 @@ def run(args: argparse.Namespace) -> int:
         model=model_arg, out=args.out, overwrite=args.overwrite, device=args.device, threads=args.threads,
         trust_remote_code=args.trust_remote_code, allow_pickle=args.allow_pickle,
         blimp=args.blimp, no_blimp=args.no_blimp, blimp_limit=args.blimp_limit,
-        blimp_token_budget=args.blimp_token_budget, tasks=tuple(args.task),
+        blimp_token_budget=args.blimp_token_budget, blimp_metric=args.blimp_metric,
+        blimp_precision=args.blimp_precision, tasks=tuple(args.task), pooling=args.pooling,
         epochs=args.epochs, lr=args.lr, layer_decay=args.layer_decay, batch_size=args.batch_size,
         max_len=args.max_len, seeds=args.seeds, train_limit=args.train_limit, eval_limit=args.eval_limit,
         mlm_data=args.data, dev_sequences=args.dev_sequences, dev_seq_len=args.dev_seq_len, dev_seed=args.dev_seed,

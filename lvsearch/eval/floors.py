@@ -150,7 +150,7 @@ class NeighbourCountModel:
 
     @classmethod
     def fit(cls, sequences: np.ndarray, vocab_size: int, special_ids,
-            weights: np.ndarray | None = None) -> "NeighbourCountModel":
+            weights: np.ndarray | None = None) -> NeighbourCountModel:
         """Count over ``sequences`` ``(n, L)`` integer ids (neighbours never cross rows).
 
         Args:
@@ -613,7 +613,12 @@ def finetune_floor(task, cfg, *, c_grid=BOW_C_GRID) -> dict:
         from sklearn.linear_model import LogisticRegression, Ridge
     except ImportError:
         raise LvsearchError("the fine-tuning floor needs scikit-learn", fix="pip install scikit-learn") from None
-    from lvsearch.eval.finetune import eval_examples, primary_metric, task_metrics, training_examples
+    from lvsearch.eval.finetune import (
+        eval_examples,
+        primary_metric,
+        task_metrics,
+        training_examples,
+    )
 
     train = training_examples(task, cfg)
     evals = eval_examples(task, cfg)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lvsearch.errors import LvsearchError
+from lvsearch.eval.blimp import DEFAULT_METRIC
 from lvsearch.eval.finetune import FinetuneConfig
 from lvsearch.eval.report import DEFAULT_REPORT_NAME, REPORT_FORMAT, summary_rows
 from lvsearch.io import check_writable_folder
@@ -47,8 +48,10 @@ class EvaluateOptions:
         no_blimp: skip BLiMP.
         blimp_limit: pairs per paradigm (:data:`BLIMP_LIMIT_RULE`; None: all).
         blimp_token_budget: max rows × padded length per PLL forward pass.
+        blimp_metric: ``pll-word-l2r`` or ``pll`` (:data:`lvsearch.eval.blimp.METRICS`).
+        blimp_precision: ``fp32``, ``bf16`` or ``auto`` (:func:`lvsearch.eval.blimp.resolve_precision`).
         tasks: fine-tuning task folders or HF dataset specs ``[hf:]NAME:CONFIG``.
-        epochs, lr, layer_decay, batch_size, max_len, train_limit, eval_limit: fine-tuning
+        epochs, lr, layer_decay, batch_size, max_len, train_limit, eval_limit, pooling: fine-tuning
             settings (:class:`lvsearch.eval.finetune.FinetuneConfig`; ``lr=None``: the width rule).
         seeds: number of fine-tuning seeds ``0..seeds-1``.
         mlm_data: prepared data folder (``lvsearch data prepare``) for the MLM dev metrics and
@@ -67,6 +70,8 @@ class EvaluateOptions:
     no_blimp: bool = False
     blimp_limit: int | None = None
     blimp_token_budget: int = 8192
+    blimp_metric: str = DEFAULT_METRIC
+    blimp_precision: str = "fp32"
     tasks: Sequence[str] = ()
     epochs: int = _FT.epochs
     lr: float | None = None
@@ -76,6 +81,7 @@ class EvaluateOptions:
     seeds: int = 3
     train_limit: int | None = None
     eval_limit: int | None = None
+    pooling: str = _FT.pooling
     mlm_data: str | Path | None = None
     dev_sequences: int | None = None
     dev_seq_len: int | None = None
@@ -238,10 +244,10 @@ def evaluate(opts: EvaluateOptions, *, show: bool = True) -> EvaluateResult:
                             fix="give each task once (task folders are named by their last path component)")
     ft_cfg = FinetuneConfig(epochs=opts.epochs, lr=opts.lr, batch_size=opts.batch_size, max_len=opts.max_len,
                             seeds=tuple(range(opts.seeds)), train_limit=opts.train_limit, layer_decay=opts.layer_decay,
-                            eval_limit=opts.eval_limit)
+                            eval_limit=opts.eval_limit, pooling=opts.pooling)
     ft_cfg.check()
 
-    data = None
+    data = floor_data = None
     mlm_model = hf_model.scorer if hf else loaded.encoder
     mlm_note = None
     tokenizer_match = None
@@ -249,7 +255,7 @@ def evaluate(opts: EvaluateOptions, *, show: bool = True) -> EvaluateResult:
         from lvsearch.data.shards import PreparedData
         from lvsearch.eval.mlm import check_tokenizer
 
-        data = PreparedData.open(opts.mlm_data)
+        data = floor_data = PreparedData.open(opts.mlm_data)
         if hf:
             from lvsearch.eval.hf import check_hf_tokenizer
 
@@ -308,7 +314,8 @@ def evaluate(opts: EvaluateOptions, *, show: bool = True) -> EvaluateResult:
     if paradigms is not None:
         from lvsearch.eval.blimp import PLLScorer, evaluate_blimp
 
-        scorer = PLLScorer(scorer_model, tokenizer, token_budget=opts.blimp_token_budget, device=device)
+        scorer = PLLScorer(scorer_model, tokenizer, token_budget=opts.blimp_token_budget, device=device,
+                           metric=opts.blimp_metric, precision=opts.blimp_precision)
         with ui.progress() as bar:
             task_id = bar.add_task("BLiMP", total=None, info="sentences")
 
@@ -320,11 +327,26 @@ def evaluate(opts: EvaluateOptions, *, show: bool = True) -> EvaluateResult:
                            "limit": opts.blimp_limit, "limit_rule": BLIMP_LIMIT_RULE if opts.blimp_limit else None,
                            "tie_rule": "ties count as wrong", "token_budget": opts.blimp_token_budget, **res}
         report["timings"]["blimp_s"] = res["seconds"]
+        if floor_data is not None:
+            from lvsearch.eval.floors import blimp_floor_for_model, blimp_vs_floor
+
+            t0 = time.perf_counter()
+            ta, extra = (hf_model.training_args, hf_model.extra) if hf else \
+                (loaded.training_args, loaded.config.get("extra") or {})
+            bfloor = blimp_floor_for_model(ta, extra, floor_data, paradigms)
+            if bfloor["status"] == "done":
+                bfloor["vs_floor"] = blimp_vs_floor(res, bfloor)
+            report["blimp"]["floor"] = bfloor
+            report["timings"]["blimp_floor_s"] = time.perf_counter() - t0
+        else:
+            report["blimp"]["floor"] = {"status": "unavailable",
+                                        "reason": "no --mlm-data: the floor counts the model's training text"}
     else:
         report["blimp"] = blimp_note
 
     if tasks:
         from lvsearch.eval.finetune import finetune_task
+        from lvsearch.eval.floors import finetune_floor, finetune_vs_floor
 
         report["finetune"] = {}
         report["timings"]["finetune_s"] = {}
@@ -335,8 +357,10 @@ def evaluate(opts: EvaluateOptions, *, show: bool = True) -> EvaluateResult:
                     bar.update(task_id, completed=done, total=total, info=what)
 
                 t0 = time.perf_counter()
-                report["finetune"][task.name] = finetune_task(encoder, tokenizer, task, ft_cfg,
-                                                              device=device, progress=on_step)
+                result = finetune_task(encoder, tokenizer, task, ft_cfg, device=device, progress=on_step)
+                result["floor"] = finetune_floor(task, ft_cfg)
+                result["vs_floor"] = finetune_vs_floor(task, result, result["floor"])
+                report["finetune"][task.name] = result
                 report["timings"]["finetune_s"][task.name] = time.perf_counter() - t0
 
     if data is not None:
@@ -362,7 +386,10 @@ def evaluate(opts: EvaluateOptions, *, show: bool = True) -> EvaluateResult:
         else:
             floors = floors_for_model(loaded.training_args, loaded.config.get("extra") or {}, data, dev)
         if floors["status"] == "done":
+            from lvsearch.eval.floors import paired_bootstrap
+
             floors["beats_floor"] = beats_floor(res["accuracy"], floors)
+            floors["vs_floor"] = paired_bootstrap(res["per_target_correct"], floors["neighbour-count"]["per_target_correct"])
         report["mlm"]["floors"] = floors
         report["timings"]["floors_s"] = time.perf_counter() - t0
     elif mlm_note is not None:
@@ -384,12 +411,17 @@ def evaluate(opts: EvaluateOptions, *, show: bool = True) -> EvaluateResult:
 
 
 def print_summary(report: dict) -> None:
-    """Print one report's headline table (:func:`lvsearch.eval.report.summary_rows`) and its floor notes."""
+    """Print one report's verdicts against the floors, its headline table
+    (:func:`lvsearch.eval.report.summary_rows`) and its floor notes."""
     from rich.table import Table
 
     from lvsearch import ui
 
     model = report["model"]
+    from lvsearch.eval.report import verdict_lines
+
+    for line in verdict_lines([report], [model["name"]]):  # the verdicts first; no rich markup ("[" in intervals)
+        ui.console.print(line.replace("**", ""), highlight=False, markup=False)
     table = Table(title=f"evaluation of {model['name']} ({model['config']['objective']}, {model['num_params']:,} parameters)")
     table.add_column("metric", no_wrap=True)
     table.add_column("value", justify="right")
@@ -415,13 +447,17 @@ def compare_reports(paths: Sequence[str | Path]) -> None:
     from lvsearch.eval.report import comparison_table, read_report
 
     reports = [read_report(p) for p in paths]
+    from lvsearch.eval.report import verdict_lines
+
+    console = Console()
+    for line in verdict_lines(reports, [r["model"]["name"] for r in reports]):
+        console.print(line.replace("**", ""), highlight=False, markup=False)
     table = Table(title="evaluation reports")
     table.add_column("metric", no_wrap=True)
     for p, r in zip(paths, reports):
         table.add_column(f"{r['model']['name']}\n{Path(p).name}", justify="right")
     for metric, values in comparison_table(reports):
         table.add_row(metric, *values)
-    console = Console()
     console.print(table)
     from lvsearch.eval.report import floor_notes
 

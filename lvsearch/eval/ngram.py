@@ -77,7 +77,7 @@ class KneserNeyLM:
 
     @classmethod
     def fit(cls, rows: np.ndarray, vocab_size: int, *, order: int = 3, discount: float = DEFAULT_DISCOUNT,
-            weights: np.ndarray | None = None, valid: np.ndarray | None = None) -> "KneserNeyLM":
+            weights: np.ndarray | None = None, valid: np.ndarray | None = None) -> KneserNeyLM:
         """Count the n-grams of ``rows``.
 
         Args:
