@@ -5,7 +5,7 @@ i.e. early stopping on dev) of :func:`lvsearch.eval.finetune.finetune_task` per 
 task, with the first-``--eval-limit`` dev/test examples and a ``--train-limit`` sample (the arms
 benchmark's 1,500 / 500), one seed. The winning setting is picked per model on **dev**; its
 test score is compared with the floor (:func:`lvsearch.eval.floors.finetune_floor`, same
-examples) by the paired bootstrap. Writes ``benchmarks/results/finetune_search_<task>.json``.
+examples) by the paired bootstrap. Writes ``benchmarks/results/finetune_search_<task>.json`` (or ``--result``).
 Not a test.
 
 Usage: ``python benchmarks/finetune_search.py --models RUN/model ... --task TASK_DIR``
@@ -32,6 +32,7 @@ def main() -> None:
     ap.add_argument("--lrs", nargs="+", type=float, default=[1e-3, 3e-4])
     ap.add_argument("--epochs", nargs="+", type=int, default=[3, 10])
     ap.add_argument("--seeds", type=int, default=1)
+    ap.add_argument("--result", help="result name (default: finetune_search_<task>)")
     args = ap.parse_args()
 
     import torch
@@ -42,6 +43,7 @@ def main() -> None:
     from lvsearch.modeldir import load_model
 
     task = load_task(args.task)
+    result_name = args.result or f"finetune_search_{task.name}"
     names = args.names or [Path(m).resolve().parent.name for m in args.models]
     grid = list(itertools.product(args.pooling, args.lrs, args.epochs))
     base = FinetuneConfig(train_limit=args.train_limit, eval_limit=args.eval_limit, seeds=tuple(range(args.seeds)))
@@ -68,12 +70,12 @@ def main() -> None:
                          "vs_floor": finetune_vs_floor(task, res, floor), "seconds": time.perf_counter() - t0})
             print(name, runs[-1], flush=True)
             out["models"][name] = {"folder": str(Path(folder).resolve()), "runs": runs, "picked_on_dev": None}
-            write_result(f"finetune_search_{task.name}", out)  # after every run: a partial grid survives
+            write_result(result_name, out)  # after every run: a partial grid survives
         ok_runs = [r for r in runs if r["dev"] is not None]
         best = max(ok_runs, key=lambda r: r["dev"]) if ok_runs else None
         out["models"][name] = {"folder": str(Path(folder).resolve()), "runs": runs, "picked_on_dev": best}
-        write_result(f"finetune_search_{task.name}", out)
-    print(write_result(f"finetune_search_{task.name}", out))
+        write_result(result_name, out)
+    print(write_result(result_name, out))
 
 
 if __name__ == "__main__":
