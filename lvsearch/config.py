@@ -21,6 +21,7 @@ import yaml
 
 from lvsearch.data.masking import MaskingConfig
 from lvsearch.errors import LvsearchError
+from lvsearch.io import read_text
 
 if typing.TYPE_CHECKING:
     from lvsearch.model.dims import ModelSettings
@@ -459,7 +460,7 @@ def load_config(cls: type, recipe: str | None, overrides: list[str] = ()) -> tup
         path = resolve_recipe(recipe)
         source = str(path)
         try:
-            raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+            raw = yaml.safe_load(read_text(path, what="recipe")) or {}
         except yaml.YAMLError as e:
             raise LvsearchError(f"recipe {path} is not valid YAML: {e}", fix="repair the file") from None
         if not isinstance(raw, dict):

@@ -9,6 +9,7 @@ the file when it is missing or not valid JSON. Nothing is ever loaded with pickl
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import json
 import os
@@ -144,6 +145,109 @@ def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
     atomic_write_bytes(path, dumps_json(obj).encode("utf-8"))
 
 
+# ------------------------------------------------------------------ reading text files
+#: Byte-order marks of the encodings that are recognisable from a file's first bytes (UTF-32
+#: before UTF-16: the UTF-32 LE mark starts with the UTF-16 LE one). Their iconv names.
+_BOMS = ((codecs.BOM_UTF32_LE, "UTF-32LE"), (codecs.BOM_UTF32_BE, "UTF-32BE"),
+         (codecs.BOM_UTF16_LE, "UTF-16LE"), (codecs.BOM_UTF16_BE, "UTF-16BE"))
+
+
+def sniff_encoding(head: bytes) -> str | None:
+    """The encoding of a text file whose first bytes are ``head`` (a few hundred suffice) when
+    it is recognisably not UTF-8: ``"UTF-16LE"``, ``"UTF-16BE"``, ``"UTF-32LE"`` or
+    ``"UTF-32BE"`` (from a byte-order mark, or for UTF-16 without one, from the zero byte every
+    other byte that mostly-ASCII text has there); else None. A UTF-8 byte-order mark is UTF-8."""
+    for bom, name in _BOMS:
+        if head.startswith(bom):
+            return name
+    pairs = len(head) // 2
+    if pairs >= 2:
+        even, odd = head[0:2 * pairs:2], head[1:2 * pairs:2]
+        if odd.count(0) >= pairs / 2 and even.count(0) == 0:
+            return "UTF-16LE"
+        if even.count(0) >= pairs / 2 and odd.count(0) == 0:
+            return "UTF-16BE"
+    return None
+
+
+def eight_bit_guess(byte: int) -> str:
+    """What a byte that is not valid UTF-8 most likely is: a Latin-1 / Windows-1252 character
+    (what spreadsheet programs and older editors write), shown with its escape."""
+    try:
+        char = bytes([byte]).decode("cp1252")
+    except UnicodeDecodeError:
+        return "a byte no common 8-bit encoding uses there"
+    return f"{char!r} in Latin-1 / Windows-1252"
+
+
+def decode_text(data: bytes, path: str | os.PathLike, *, what: str = "text file") -> str:
+    """Decode the bytes of a text file that lvsearch reads (corpora, task files, BLiMP JSONL,
+    architecture JSON, recipes): UTF-8, with or without a leading byte-order mark (which is
+    dropped: ``utf-8-sig``), as many spreadsheet programs write it.
+
+    Raises:
+        LvsearchError: the bytes are in another encoding; the message names ``what``, the file
+            and the encoding found (UTF-16/32 from its byte-order mark or zero bytes; otherwise
+            the first byte that is not UTF-8, its line, and that byte in Latin-1 / Windows-1252)
+            and the fix (save it as UTF-8, with the ``iconv`` command that does it).
+    """
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise encoding_error(path, data[:512], e, what=what) from None
+
+
+def encoding_error(path: str | os.PathLike, head: bytes, err: UnicodeDecodeError | None = None, *,
+                   what: str = "text file", data: bytes | None = None) -> LvsearchError:
+    """The :class:`LvsearchError` for a file that is not UTF-8 (see :func:`decode_text`);
+    ``head`` is its first bytes, ``err`` the decode error (its ``object`` holds the bytes
+    decoded, ``data`` overrides them)."""
+    found = sniff_encoding(head)
+    if found is not None:
+        marked = any(head.startswith(b) for b, _ in _BOMS)
+        source = "byte-order mark" if marked else "zero bytes between the letters"
+        # iconv reads the mark of UTF-16/UTF-32; without one it must be told the byte order
+        desc, iconv = f"is {found} text ({source}), not UTF-8", found[:-2] if marked else found
+    elif err is not None:
+        data = err.object if data is None else data
+        bad = data[err.start]
+        line = data.count(b"\n", 0, err.start) + 1
+        desc = (f"is not UTF-8: byte 0x{bad:02x} on line {line} is {eight_bit_guess(bad)}, "
+                "probably the file's encoding")
+        iconv = "WINDOWS-1252"
+    else:
+        desc, iconv = "is not UTF-8 text", "YOUR-ENCODING"
+    name = Path(path).name
+    return LvsearchError(f"{what} {path} {desc}",
+                         fix=f"save it as UTF-8 (in a spreadsheet program: 'CSV UTF-8'), e.g. "
+                             f"iconv -f {iconv} -t UTF-8 {name} > utf8-{name}")
+
+
+def read_text(path: str | os.PathLike, *, what: str = "text file") -> str:
+    """The text of the UTF-8 file ``path`` (a leading byte-order mark dropped), read whole.
+
+    Raises:
+        LvsearchError: another encoding (see :func:`decode_text`).
+        OSError: the file cannot be read (``FileNotFoundError``, ``IsADirectoryError``, ...),
+            for the caller to word.
+    """
+    return decode_text(Path(path).read_bytes(), path, what=what)
+
+
+def shown(text: str) -> str:
+    """``text`` from the user's data (a column name, a label, a file name) as a message quotes
+    it: with ``repr`` escapes, so that a byte-order mark (``\\ufeff``), a tab or a control
+    character is visible: ``'sentence'``, ``'\\ufeffsentence'``, ``'a\\tb'``."""
+    return repr(str(text))
+
+
+def escape_invisible(message: str) -> str:
+    """``message`` with every invisible or control character other than a newline written as
+    its escape (``\\t``, ``\\x1b``, ``\\ufeff``, ``\\u200b``): the CLI prints every error and
+    warning through it, so a name quoted raw from the user's data cannot hide a character."""
+    return "".join(c if c.isprintable() or c == "\n" else repr(c)[1:-1] for c in message)
+
+
 def read_json(path: str | os.PathLike, *, what: str = "JSON file") -> Any:
     """Read a JSON file.
 
@@ -153,13 +257,11 @@ def read_json(path: str | os.PathLike, *, what: str = "JSON file") -> Any:
     """
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_text(path, what=what)
     except FileNotFoundError:
         raise LvsearchError(f"{what} not found: {path}", fix="check the path") from None
     except IsADirectoryError:
         raise LvsearchError(f"{what} expected, but {path} is a folder", fix="pass the file") from None
-    except UnicodeDecodeError:
-        raise LvsearchError(f"{what} {path} is not UTF-8 text", fix="pass the right file") from None
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:

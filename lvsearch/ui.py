@@ -120,5 +120,9 @@ class LineProgress(Progress):
 
 
 def warn(message: str) -> None:
-    """Print a warning line to stderr."""
-    console.print(f"[yellow]warning:[/yellow] {message}", highlight=False)
+    """Print a warning line to stderr (invisible characters escaped, as in error messages)."""
+    from rich.markup import escape
+
+    from lvsearch.io import escape_invisible
+
+    console.print(f"[yellow]warning:[/yellow] {escape(escape_invisible(message))}", highlight=False)

@@ -314,8 +314,34 @@ def ws(prepared_corpus: Path, small_corpus: Path, shared_data: Path, tmp_path_fa
         rows = (shared_data / "tasks" / "rte" / f"{split}.tsv").read_text(encoding="utf-8").splitlines()[:17]
         (task / f"{split}.tsv").write_text("\n".join(rows) + "\n", encoding="utf-8")
     paths["TASK"] = task
+    paths.update(_encoding_tasks(w, task))
     paths.update(_hf_workspace(w, prepared_corpus))
     return paths
+
+
+def _encoding_tasks(w: Path, task: Path) -> dict[str, Path]:
+    """Copies of the task folder as other programs save it: with a UTF-8 byte-order mark (what
+    spreadsheet programs write), in UTF-16 and in Latin-1 (a line with an 'é'), and two with
+    header names a terminal does not show: an empty name between two tabs, a zero-width space."""
+    out = {}
+    rows = {split: (task / f"{split}.tsv").read_text(encoding="utf-8") for split in ("train", "dev")}
+    for name, encode in (("TASK_BOM", lambda t: t.encode("utf-8-sig")), ("TASK_UTF16", lambda t: t.encode("utf-16")),
+                         ("TASK_LATIN1", lambda t: t.replace("oil", "café oil", 1).encode("latin-1", "replace"))):
+        folder = w / name.lower().replace("_", "-")
+        folder.mkdir()
+        for split, text in rows.items():
+            (folder / f"{split}.tsv").write_bytes(encode(text))
+        out[name] = folder
+    for name, header in (("TASK_TWO_TABS", "premise\t\thypothesis\tlabel"), ("TASK_ZERO_WIDTH", "premise\u200b\tlabel")):
+        folder = w / name.lower().replace("_", "-")
+        folder.mkdir()
+        for split, text in rows.items():
+            body = text.split("\n", 1)[1]
+            if name == "TASK_ZERO_WIDTH":  # one text column: premise only
+                body = "".join(f"{ln.split(chr(9))[0]}\t{ln.split(chr(9))[-1]}\n" for ln in body.splitlines())
+            (folder / f"{split}.tsv").write_text(header + "\n" + body, encoding="utf-8")
+        out[name] = folder
+    return out
 
 
 def _hf_workspace(w: Path, corpus: Path) -> dict[str, Path]:
@@ -445,6 +471,15 @@ CASES = [
       "{OTHER_CORPUS}"),
     C("evaluate-dev-seq-too-long", "evaluate --model {MODEL} --no-blimp --mlm-data {CORPUS} --dev-seq-len 100000 "
       "--out {W}/ev4.json", "max_len"),
+    # task files in other encodings, and header names with invisible characters (quoted with escapes)
+    C("evaluate-task-utf16", "evaluate --model {MODEL} --no-blimp --task {TASK_UTF16} --out {W}/ev22.json",
+      "{TASK_UTF16}/train.tsv is UTF-16LE text (byte-order mark), not UTF-8"),
+    C("evaluate-task-latin1", "evaluate --model {MODEL} --no-blimp --task {TASK_LATIN1} --out {W}/ev23.json",
+      "{TASK_LATIN1}/train.tsv is not UTF-8: byte 0xe9 on line 2 is 'é' in Latin-1 / Windows-1252"),
+    C("evaluate-task-header-two-tabs", "evaluate --model {MODEL} --no-blimp --task {TASK_TWO_TABS} --out {W}/ev24.json",
+      "the header has 4 ('premise', '', 'hypothesis', 'label')"),
+    C("evaluate-task-header-zero-width", "evaluate --model {MODEL} --no-blimp --task {TASK_ZERO_WIDTH} "
+      "--out {W}/ev25.json", "columns found: 'premise\\u200b', 'label'"),
     C("evaluate-compare-missing", "evaluate --compare {W}/a.json {W}/b.json", "{W}/a.json"),
     C("report-missing-source", "report {W}/nothing --out {W}/rep1", "{W}/nothing"),
     C("report-broken-report", "report {REPORT_BROKEN} --out {W}/rep2", "{REPORT_BROKEN}"),
@@ -828,3 +863,96 @@ def test_a_stray_label_warns(shared_data: Path, tmp_path: Path, capsys):
     assert "label 'positive' occurs 1 time(s)" in text and "line 6" in text
     load_task_folder(shared_data / "tasks" / "sentence_polarity")
     assert "warning" not in printed(capsys)
+
+
+# ---------------------------------------------------------------- text files in other encodings
+def _finetune_scores(report: Path) -> list:
+    """The fine-tuning results of a report without timings (one task)."""
+    def strip(obj):
+        if isinstance(obj, dict):
+            return {k: strip(v) for k, v in obj.items() if "seconds" not in k and k not in ("source", "name", "task")}
+        if isinstance(obj, list):
+            return [strip(v) for v in obj]
+        return obj
+
+    (task,) = json.loads(report.read_text())["finetune"].values()
+    return strip(task)
+
+
+def test_a_bom_task_file_evaluates_exactly_as_without(ws: dict[str, Path]):
+    """Spreadsheet programs save a UTF-8 byte-order mark; it was read into the first column's name."""
+    assert (ws["TASK_BOM"] / "train.tsv").read_bytes().startswith(b"\xef\xbb\xbf")
+    scores = []
+    for key in ("TASK", "TASK_BOM"):
+        out = ws["W"] / f"ev-{key.lower()}.json"
+        proc = cli("evaluate", "--model", str(ws["MODEL"]), "--no-blimp", "--task", str(ws[key]), "--epochs", "1",
+                   "--seeds", "1", "--out", str(out))
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        scores.append(_finetune_scores(out))
+    seed = scores[0]["per_seed"][0]  # the same dev scores and the same training loss, to the last bit
+    assert seed["dev"]["accuracy"] is not None and seed["train_loss_per_epoch"], seed
+    assert scores[0] == scores[1], scores
+
+
+def test_every_text_reader_takes_a_bom_and_names_other_encodings(ws: dict[str, Path], tmp_path: Path):
+    """Recipes, search spaces, architecture JSON, BLiMP JSONL and corpus files read with a leading
+    UTF-8 byte-order mark exactly as without; UTF-16 gets one message naming the encoding and the fix."""
+    from lvsearch.arch import Arch
+    from lvsearch.config import SupernetConfig, load_config
+    from lvsearch.data.sources import TextFileSource, check_text_file
+    from lvsearch.eval.blimp import read_blimp
+    from lvsearch.space import SearchSpace
+
+    def bom(src: Path, name: str, encoding: str = "utf-8-sig") -> Path:
+        dst = tmp_path / name
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        dst.write_bytes(src.read_text(encoding="utf-8").encode(encoding))
+        return dst
+
+    recipe = REPO / "recipes" / "quickstart.yaml"
+    assert load_config(SupernetConfig, str(bom(recipe, "r.yaml")))[0] == load_config(SupernetConfig, str(recipe))[0]
+    space = REPO / "search_spaces" / "lvbert.yaml"
+    assert SearchSpace.load(bom(space, "lvbert.yaml")).to_dict() == SearchSpace.load(space).to_dict()
+    best = ws["SEARCH"] / "best.json"
+    assert Arch.from_json(bom(best, "best.json")) == Arch.from_json(best)
+    blimp = next((REPO.parent / "shared" / "data" / "blimp").glob("*.jsonl"))
+    bom(blimp, f"blimp/{blimp.name}")
+    assert read_blimp(tmp_path / "blimp", limit=5)[0].pairs == read_blimp(blimp.parent, limit=5)[0].pairs
+    text = tmp_path / "plain.train"
+    text.write_text("A first line.\nA second one.\n", encoding="utf-8")
+    marked = bom(text, "marked.train")
+    docs = [list(TextFileSource(p, "train", check_text_file(p)).documents()) for p in (text, marked)]
+    assert check_text_file(marked).problem is None and docs[0] == docs[1]
+
+    assert check_text_file(bom(text, "wide.train", "utf-16")).problem == "UTF-16LE text, not UTF-8"
+    with pytest.raises(LvsearchError, match=r"r16\.yaml is UTF-16LE text \(byte-order mark\), not UTF-8") as err:
+        load_config(SupernetConfig, str(bom(recipe, "r16.yaml", "utf-16")))
+    assert "iconv -f UTF-16 -t UTF-8 r16.yaml" in str(err.value)
+    with pytest.raises(LvsearchError, match=r"best16\.json is UTF-16BE text \(zero bytes between the letters\)"):
+        Arch.from_json(bom(best, "best16.json", "utf-16-be"))
+
+
+def test_messages_show_invisible_characters(tmp_path: Path):
+    """A tab, a control character or a byte-order mark quoted from the user's data is printed
+    as an escape, in errors and warnings alike."""
+    import io
+
+    from rich.console import Console
+
+    from lvsearch import ui
+    from lvsearch.io import escape_invisible, shown
+
+    assert shown("\ufeffsentence") == "'\\ufeffsentence'" and shown("a\tb") == "'a\\tb'"
+    assert escape_invisible("line one\nbad\x1b[31m name\u200b") == "line one\nbad\\x1b[31m name\\u200b"
+    folder = tmp_path / "odd\tname"
+    folder.mkdir()
+    proc = cli("evaluate", "--model", str(folder), "--no-blimp", "--out", str(tmp_path / "r.json"))
+    assert proc.returncode == 2 and "odd\\tname" in proc.stderr and "odd\tname" not in proc.stderr, proc.stderr
+    buf = io.StringIO()
+    real = ui.console
+    try:
+        ui.console = Console(file=buf, width=200)
+        ui.warn("label 'x\u200b' [sic]")
+    finally:
+        ui.console = real
+    assert "label 'x\\u200b' [sic]" in buf.getvalue()

@@ -122,7 +122,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     asub = a.add_subparsers(dest="arch_command", metavar="SUBCOMMAND")
     show = asub.add_parser("show", help="print an architecture readably",
                            description="Print an architecture (best.json, or a name: bert, sandwich, lvbert-paper, "
-                           "random:SEED): op strip, inputs per slot, α weights and size when a supernet is given.")
+                           "random:SEED): op strip, inputs per slot, and its size (parameters; α weights and FLOPs "
+                           "when a supernet is given, else the size recorded in the file).")
     show.add_argument("arch", metavar="FILE_OR_NAME", help="architecture JSON or reference name (bert, sandwich, lvbert-paper, random:SEED)")
     show.add_argument("--supernet", default=None, metavar="RUN", help="trained supernet: adds α weights, params, FLOPs")
     show.add_argument("--space", default=None, metavar="NAME", help="search space (needed for names without --supernet)")
