@@ -152,6 +152,21 @@ class SamplingConfig:
                 raise LvsearchError(f"{source}: sampling.fix_slot/fix_op (a sub-supernet) cannot be combined with the sandwich rule",
                                     fix="use sampling.strategy=uniform or fair for a sub-supernet")
 
+    def check_given(self, given: dict, source: str) -> None:
+        """Refuse keys the recipe or ``--set`` gave that the chosen strategy does not read
+        (``given`` is the ``sampling`` mapping as written): ``sampling.paths`` is read by the
+        sandwich rule only, and a run would record it while training one path per step.
+
+        Raises:
+            LvsearchError: ``paths`` given with ``uniform`` or ``fair`` (names the key and both fixes).
+        """
+        if "paths" in given and self.strategy != "sandwich":
+            raise LvsearchError(
+                f"{source}: sampling.paths={given['paths']!r} is read by the sandwich rule only; with "
+                f"sampling.strategy={self.strategy} every step trains one path",
+                fix="add --set sampling.strategy=sandwich to train several paths per step, or remove sampling.paths",
+            )
+
 
 @dataclass
 class EvalConfig:
@@ -472,6 +487,8 @@ def load_config(cls: type, recipe: str | None, overrides: list[str] = ()) -> tup
     config = build_dataclass(cls, merged, where)
     if hasattr(config, "check"):
         config.check(where)
+    if isinstance(getattr(config, "sampling", None), SamplingConfig) and isinstance(merged.get("sampling"), dict):
+        config.sampling.check_given(merged["sampling"], where)
     return config, merged
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from lvsearch.errors import LvsearchError
+from lvsearch.faults import kill_point
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
@@ -73,18 +74,72 @@ def replace_folder(tmp: str | os.PathLike, folder: str | os.PathLike) -> Path:
     a ``.NAME.*.old`` sibling, removed after the rename), then remove leftovers of earlier
     writes of ``folder`` that were killed before their rename. Returns ``folder``.
 
+    A kill between the two renames leaves ``folder`` absent and its old contents in the
+    ``.old`` sibling: the next call first moves them back (:func:`restore_replaced_folder`), so
+    that a leftover is deleted only while ``folder`` holds a complete version.
+
     Raises:
+        LvsearchError: ``folder`` is the current folder or above it (:func:`check_replaceable`).
         OSError: the renames fail (``tmp`` is left for the caller to remove).
     """
     tmp, folder = Path(tmp), Path(folder)
+    check_replaceable(folder)
+    restore_replaced_folder(folder)
     old = None
     if folder.exists():
         old = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}.", suffix=".old"))
         os.replace(folder, old / "x")
+        kill_point("replace-folder")
     os.replace(tmp, folder)
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
     remove_stale_temps(folder.parent, f".{folder.name}.", (".tmp", ".old"))
+    return folder
+
+
+def check_replaceable(folder: str | os.PathLike, flag: str = "--out") -> None:
+    """Refuse to replace ``folder`` when it names no folder of its own (``.``, ``..``, an
+    empty path) or is the current folder or one above it: renaming it away would pull the
+    working folder from under the user (and ``.``/``..`` cannot be renamed at all, which left
+    empty ``..*.old`` folders behind). Called before anything is renamed.
+
+    Raises:
+        LvsearchError: naming ``flag``, the path and the fix.
+    """
+    given = str(folder)
+    path = Path(os.path.abspath(folder))
+    cwd = Path(os.getcwd())
+    if Path(given).name in ("", ".", "..") or path == cwd or path in cwd.parents:
+        where = "is the current folder" if path == cwd else "contains the current folder"
+        raise LvsearchError(f"{flag} {given!r} {where} ({path}); it cannot be replaced",
+                            fix=f"pass a named folder for {flag}, e.g. {flag} {cwd / 'export'}")
+
+
+def restore_replaced_folder(folder: str | os.PathLike) -> Path | None:
+    """Undo a replacement of ``folder`` killed between its two renames (:func:`replace_folder`):
+    when ``folder`` is absent and a ``.NAME.*.old`` sibling holds its old contents, move them
+    back, with a warning, and return ``folder``; else return None and change nothing. Writers
+    call it before they look at ``folder``, so the user's only copy is never taken for a
+    leftover.
+
+    Raises:
+        OSError: the move fails (nothing is deleted).
+    """
+    folder = Path(folder)
+    if folder.exists() or folder.is_symlink() or not folder.parent.is_dir():
+        return None
+    prefix = f".{folder.name}."
+    kept = sorted((p for p in folder.parent.iterdir()
+                   if p.name.startswith(prefix) and p.name.endswith(".old") and (p / "x").exists()),
+                  key=lambda p: p.stat().st_mtime_ns)
+    if not kept:
+        return None
+    os.replace(kept[-1] / "x", folder)
+    shutil.rmtree(kept[-1], ignore_errors=True)
+    from lvsearch import ui
+
+    ui.warn(f"{folder} was missing after an interrupted replacement; restored its previous contents "
+            f"from {kept[-1].name}")
     return folder
 
 

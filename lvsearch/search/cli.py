@@ -176,6 +176,9 @@ def _evolve(args: argparse.Namespace) -> int:
 
     from lvsearch.search.job import DEFAULT_DEV_SEQUENCES, DEFAULT_FITNESS
 
+    if args.racing == () and args.racing_eta is not None:
+        raise LvsearchError("--racing-eta sets racing's keep factor, and --racing off turns racing off",
+                            fix="drop --racing-eta, or pass rungs with --racing N[,N...]")
     given = {k: getattr(args, k) for k in _CONFIG_ARGS if getattr(args, k) is not None}
     fitness, racing, eta, dev_sequences = args.fitness, args.racing, args.racing_eta, args.dev_sequences
     if args.resume:
@@ -319,6 +322,11 @@ def _rank_check(args: argparse.Namespace) -> int:
     from lvsearch import ui
     from lvsearch.search.rank_check import rank_check
 
+    landscape = None
+    if args.landscape:  # read before the standalone training: a bad file fails in seconds
+        from lvsearch.search.noise import landscape_lines
+
+        landscape = landscape_lines(args.landscape)
     res = rank_check(args.supernet, num_archs=args.archs, steps=args.steps, pool=args.pool, out=args.out,
                      data=args.data, dev_sequences=args.dev_sequences, seed=args.seed, overwrite=args.overwrite,
                      device=args.device, reuse=args.reuse, step=args.step, fitness=args.fitness)
@@ -335,9 +343,6 @@ def _rank_check(args: argparse.Namespace) -> int:
     for name, b in res["by_fitness"].items():
         ui.console.print(f"fitness {name}: τ {fmt(b['kendall_tau'])} 95% {ci(b['kendall_tau_ci95'])}, "
                          f"top-5 precision {fmt(b['top5_precision'])}", highlight=False, markup=False)
-    if args.landscape:
-        from lvsearch.search.noise import landscape_lines
-
-        for line in landscape_lines(args.landscape):
-            ui.console.print(line, highlight=False, markup=False, soft_wrap=True)
+    for line in landscape or ():
+        ui.console.print(line, highlight=False, markup=False, soft_wrap=True)
     return 0
