@@ -246,6 +246,8 @@ def decode_text(data: bytes, path: str | os.PathLike, *, what: str = "text file"
             the first byte that is not UTF-8, its line, and that byte in Latin-1 / Windows-1252)
             and the fix (save it as UTF-8, with the ``iconv`` command that does it).
     """
+    if sniff_encoding(data[:512]) is not None:  # UTF-16 of ASCII text is valid UTF-8 (with NUL bytes)
+        raise encoding_error(path, data[:512], what=what)
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as e:

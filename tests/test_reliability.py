@@ -959,9 +959,11 @@ def test_every_text_reader_takes_a_bom_and_names_other_encodings(ws: dict[str, P
     assert SearchSpace.load(bom(space, "lvbert.yaml")).to_dict() == SearchSpace.load(space).to_dict()
     best = ws["SEARCH"] / "best.json"
     assert Arch.from_json(bom(best, "best.json")) == Arch.from_json(best)
-    blimp = next((REPO.parent / "shared" / "data" / "blimp").glob("*.jsonl"))
+    blimp = min((REPO.parent / "shared" / "data" / "blimp").glob("*.jsonl"))
     bom(blimp, f"blimp/{blimp.name}")
-    assert read_blimp(tmp_path / "blimp", limit=5)[0].pairs == read_blimp(blimp.parent, limit=5)[0].pairs
+    bom(blimp, f"blimp-plain/{blimp.name}", "utf-8")
+    assert (tmp_path / "blimp" / blimp.name).read_bytes().startswith(b"\xef\xbb\xbf")
+    assert read_blimp(tmp_path / "blimp", limit=5)[0].pairs == read_blimp(tmp_path / "blimp-plain", limit=5)[0].pairs
     text = tmp_path / "plain.train"
     text.write_text("A first line.\nA second one.\n", encoding="utf-8")
     marked = bom(text, "marked.train")
