@@ -7,6 +7,8 @@ status). Job modules import heavy libraries (torch, datasets) inside ``func`` so
 
 Errors a user can cause are :class:`~lvsearch.errors.LvsearchError`: printed as one message,
 exit status 2, no traceback; so is an ``OSError`` no earlier check caught (it names the file).
+Invisible and control characters in a message (a byte-order mark or a tab quoted from the
+user's data) are printed as escapes (:func:`lvsearch.io.escape_invisible`).
 ``LVSEARCH_DEBUG=1`` re-raises them with the traceback.
 """
 
@@ -106,7 +108,9 @@ def main(argv: list[str] | None = None) -> int:
     except LvsearchError as e:
         if os.environ.get("LVSEARCH_DEBUG"):
             raise
-        print(f"lvsearch: error: {e}", file=sys.stderr)
+        from lvsearch.io import escape_invisible
+
+        print(f"lvsearch: error: {escape_invisible(str(e))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("lvsearch: interrupted", file=sys.stderr)
@@ -117,7 +121,9 @@ def main(argv: list[str] | None = None) -> int:
         # half-written replaced an earlier file.
         if os.environ.get("LVSEARCH_DEBUG"):
             raise
-        where = f" {e.filename}" if getattr(e, "filename", None) else ""
+        from lvsearch.io import escape_invisible
+
+        where = f" {escape_invisible(str(e.filename))}" if getattr(e, "filename", None) else ""
         print(f"lvsearch: error: cannot access{where}: {e.strerror or e}\n  fix: check the path, its permissions and "
               f"free disk space, then re-run the same command (finished work is kept)", file=sys.stderr)
         return 2

@@ -21,6 +21,7 @@ import yaml
 
 from lvsearch.data.masking import MaskingConfig
 from lvsearch.errors import LvsearchError
+from lvsearch.io import read_text
 
 if typing.TYPE_CHECKING:
     from lvsearch.model.dims import ModelSettings
@@ -150,6 +151,21 @@ class SamplingConfig:
             if self.strategy == "sandwich":
                 raise LvsearchError(f"{source}: sampling.fix_slot/fix_op (a sub-supernet) cannot be combined with the sandwich rule",
                                     fix="use sampling.strategy=uniform or fair for a sub-supernet")
+
+    def check_given(self, given: dict, source: str) -> None:
+        """Refuse keys the recipe or ``--set`` gave that the chosen strategy does not read
+        (``given`` is the ``sampling`` mapping as written): ``sampling.paths`` is read by the
+        sandwich rule only, and a run would record it while training one path per step.
+
+        Raises:
+            LvsearchError: ``paths`` given with ``uniform`` or ``fair`` (names the key and both fixes).
+        """
+        if "paths" in given and self.strategy != "sandwich":
+            raise LvsearchError(
+                f"{source}: sampling.paths={given['paths']!r} is read by the sandwich rule only; with "
+                f"sampling.strategy={self.strategy} every step trains one path",
+                fix="add --set sampling.strategy=sandwich to train several paths per step, or remove sampling.paths",
+            )
 
 
 @dataclass
@@ -459,7 +475,7 @@ def load_config(cls: type, recipe: str | None, overrides: list[str] = ()) -> tup
         path = resolve_recipe(recipe)
         source = str(path)
         try:
-            raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+            raw = yaml.safe_load(read_text(path, what="recipe")) or {}
         except yaml.YAMLError as e:
             raise LvsearchError(f"recipe {path} is not valid YAML: {e}", fix="repair the file") from None
         if not isinstance(raw, dict):
@@ -471,6 +487,8 @@ def load_config(cls: type, recipe: str | None, overrides: list[str] = ()) -> tup
     config = build_dataclass(cls, merged, where)
     if hasattr(config, "check"):
         config.check(where)
+    if isinstance(getattr(config, "sampling", None), SamplingConfig) and isinstance(merged.get("sampling"), dict):
+        config.sampling.check_given(merged["sampling"], where)
     return config, merged
 
 

@@ -14,6 +14,8 @@ half-written:
                                written, ``history.jsonl`` and ``topk.json`` not yet
 ``finalists-round:N``          after finalist round ``N`` was trained, before it is recorded
 ``quickstart-stage:NAME``      after quickstart stage ``NAME`` ran, before it is marked done
+``replace-folder``             inside a folder replacement (an ``--overwrite`` export, a model
+                               directory): the old folder moved aside, the new one not yet in place
 =============================  ==============================================================
 
 Unset (the default) this costs one dictionary lookup per call. ``tests/test_reliability.py``

@@ -9,6 +9,7 @@ the file when it is missing or not valid JSON. Nothing is ever loaded with pickl
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import json
 import os
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from lvsearch.errors import LvsearchError
+from lvsearch.faults import kill_point
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
@@ -72,18 +74,72 @@ def replace_folder(tmp: str | os.PathLike, folder: str | os.PathLike) -> Path:
     a ``.NAME.*.old`` sibling, removed after the rename), then remove leftovers of earlier
     writes of ``folder`` that were killed before their rename. Returns ``folder``.
 
+    A kill between the two renames leaves ``folder`` absent and its old contents in the
+    ``.old`` sibling: the next call first moves them back (:func:`restore_replaced_folder`), so
+    that a leftover is deleted only while ``folder`` holds a complete version.
+
     Raises:
+        LvsearchError: ``folder`` is the current folder or above it (:func:`check_replaceable`).
         OSError: the renames fail (``tmp`` is left for the caller to remove).
     """
     tmp, folder = Path(tmp), Path(folder)
+    check_replaceable(folder)
+    restore_replaced_folder(folder)
     old = None
     if folder.exists():
         old = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}.", suffix=".old"))
         os.replace(folder, old / "x")
+        kill_point("replace-folder")
     os.replace(tmp, folder)
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
     remove_stale_temps(folder.parent, f".{folder.name}.", (".tmp", ".old"))
+    return folder
+
+
+def check_replaceable(folder: str | os.PathLike, flag: str = "--out") -> None:
+    """Refuse to replace ``folder`` when it names no folder of its own (``.``, ``..``, an
+    empty path) or is the current folder or one above it: renaming it away would pull the
+    working folder from under the user (and ``.``/``..`` cannot be renamed at all, which left
+    empty ``..*.old`` folders behind). Called before anything is renamed.
+
+    Raises:
+        LvsearchError: naming ``flag``, the path and the fix.
+    """
+    given = str(folder)
+    path = Path(os.path.abspath(folder))
+    cwd = Path(os.getcwd())
+    if Path(given).name in ("", ".", "..") or path == cwd or path in cwd.parents:
+        where = "is the current folder" if path == cwd else "contains the current folder"
+        raise LvsearchError(f"{flag} {given!r} {where} ({path}); it cannot be replaced",
+                            fix=f"pass a named folder for {flag}, e.g. {flag} {cwd / 'export'}")
+
+
+def restore_replaced_folder(folder: str | os.PathLike) -> Path | None:
+    """Undo a replacement of ``folder`` killed between its two renames (:func:`replace_folder`):
+    when ``folder`` is absent and a ``.NAME.*.old`` sibling holds its old contents, move them
+    back, with a warning, and return ``folder``; else return None and change nothing. Writers
+    call it before they look at ``folder``, so the user's only copy is never taken for a
+    leftover.
+
+    Raises:
+        OSError: the move fails (nothing is deleted).
+    """
+    folder = Path(folder)
+    if folder.exists() or folder.is_symlink() or not folder.parent.is_dir():
+        return None
+    prefix = f".{folder.name}."
+    kept = sorted((p for p in folder.parent.iterdir()
+                   if p.name.startswith(prefix) and p.name.endswith(".old") and (p / "x").exists()),
+                  key=lambda p: p.stat().st_mtime_ns)
+    if not kept:
+        return None
+    os.replace(kept[-1] / "x", folder)
+    shutil.rmtree(kept[-1], ignore_errors=True)
+    from lvsearch import ui
+
+    ui.warn(f"{folder} was missing after an interrupted replacement; restored its previous contents "
+            f"from {kept[-1].name}")
     return folder
 
 
@@ -144,6 +200,111 @@ def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
     atomic_write_bytes(path, dumps_json(obj).encode("utf-8"))
 
 
+# ------------------------------------------------------------------ reading text files
+#: Byte-order marks of the encodings that are recognisable from a file's first bytes (UTF-32
+#: before UTF-16: the UTF-32 LE mark starts with the UTF-16 LE one). Their iconv names.
+_BOMS = ((codecs.BOM_UTF32_LE, "UTF-32LE"), (codecs.BOM_UTF32_BE, "UTF-32BE"),
+         (codecs.BOM_UTF16_LE, "UTF-16LE"), (codecs.BOM_UTF16_BE, "UTF-16BE"))
+
+
+def sniff_encoding(head: bytes) -> str | None:
+    """The encoding of a text file whose first bytes are ``head`` (a few hundred suffice) when
+    it is recognisably not UTF-8: ``"UTF-16LE"``, ``"UTF-16BE"``, ``"UTF-32LE"`` or
+    ``"UTF-32BE"`` (from a byte-order mark, or for UTF-16 without one, from the zero byte every
+    other byte that mostly-ASCII text has there); else None. A UTF-8 byte-order mark is UTF-8."""
+    for bom, name in _BOMS:
+        if head.startswith(bom):
+            return name
+    pairs = len(head) // 2
+    if pairs >= 2:
+        even, odd = head[0:2 * pairs:2], head[1:2 * pairs:2]
+        if odd.count(0) >= pairs / 2 and even.count(0) == 0:
+            return "UTF-16LE"
+        if even.count(0) >= pairs / 2 and odd.count(0) == 0:
+            return "UTF-16BE"
+    return None
+
+
+def eight_bit_guess(byte: int) -> str:
+    """What a byte that is not valid UTF-8 most likely is: a Latin-1 / Windows-1252 character
+    (what spreadsheet programs and older editors write), shown with its escape."""
+    try:
+        char = bytes([byte]).decode("cp1252")
+    except UnicodeDecodeError:
+        return "a byte no common 8-bit encoding uses there"
+    return f"{char!r} in Latin-1 / Windows-1252"
+
+
+def decode_text(data: bytes, path: str | os.PathLike, *, what: str = "text file") -> str:
+    """Decode the bytes of a text file that lvsearch reads (corpora, task files, BLiMP JSONL,
+    architecture JSON, recipes): UTF-8, with or without a leading byte-order mark (which is
+    dropped: ``utf-8-sig``), as many spreadsheet programs write it.
+
+    Raises:
+        LvsearchError: the bytes are in another encoding; the message names ``what``, the file
+            and the encoding found (UTF-16/32 from its byte-order mark or zero bytes; otherwise
+            the first byte that is not UTF-8, its line, and that byte in Latin-1 / Windows-1252)
+            and the fix (save it as UTF-8, with the ``iconv`` command that does it).
+    """
+    if sniff_encoding(data[:512]) is not None:  # UTF-16 of ASCII text is valid UTF-8 (with NUL bytes)
+        raise encoding_error(path, data[:512], what=what)
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise encoding_error(path, data[:512], e, what=what) from None
+
+
+def encoding_error(path: str | os.PathLike, head: bytes, err: UnicodeDecodeError | None = None, *,
+                   what: str = "text file", data: bytes | None = None) -> LvsearchError:
+    """The :class:`LvsearchError` for a file that is not UTF-8 (see :func:`decode_text`);
+    ``head`` is its first bytes, ``err`` the decode error (its ``object`` holds the bytes
+    decoded, ``data`` overrides them)."""
+    found = sniff_encoding(head)
+    if found is not None:
+        marked = any(head.startswith(b) for b, _ in _BOMS)
+        source = "byte-order mark" if marked else "zero bytes between the letters"
+        # iconv reads the mark of UTF-16/UTF-32; without one it must be told the byte order
+        desc, iconv = f"is {found} text ({source}), not UTF-8", found[:-2] if marked else found
+    elif err is not None:
+        data = err.object if data is None else data
+        bad = data[err.start]
+        line = data.count(b"\n", 0, err.start) + 1
+        desc = (f"is not UTF-8: byte 0x{bad:02x} on line {line} is {eight_bit_guess(bad)}, "
+                "probably the file's encoding")
+        iconv = "WINDOWS-1252"
+    else:
+        desc, iconv = "is not UTF-8 text", "YOUR-ENCODING"
+    name = Path(path).name
+    return LvsearchError(f"{what} {path} {desc}",
+                         fix=f"save it as UTF-8 (in a spreadsheet program: 'CSV UTF-8'), e.g. "
+                             f"iconv -f {iconv} -t UTF-8 {name} > utf8-{name}")
+
+
+def read_text(path: str | os.PathLike, *, what: str = "text file") -> str:
+    """The text of the UTF-8 file ``path`` (a leading byte-order mark dropped), read whole.
+
+    Raises:
+        LvsearchError: another encoding (see :func:`decode_text`).
+        OSError: the file cannot be read (``FileNotFoundError``, ``IsADirectoryError``, ...),
+            for the caller to word.
+    """
+    return decode_text(Path(path).read_bytes(), path, what=what)
+
+
+def shown(text: str) -> str:
+    """``text`` from the user's data (a column name, a label, a file name) as a message quotes
+    it: with ``repr`` escapes, so that a byte-order mark (``\\ufeff``), a tab or a control
+    character is visible: ``'sentence'``, ``'\\ufeffsentence'``, ``'a\\tb'``."""
+    return repr(str(text))
+
+
+def escape_invisible(message: str) -> str:
+    """``message`` with every invisible or control character other than a newline written as
+    its escape (``\\t``, ``\\x1b``, ``\\ufeff``, ``\\u200b``): the CLI prints every error and
+    warning through it, so a name quoted raw from the user's data cannot hide a character."""
+    return "".join(c if c.isprintable() or c == "\n" else repr(c)[1:-1] for c in message)
+
+
 def read_json(path: str | os.PathLike, *, what: str = "JSON file") -> Any:
     """Read a JSON file.
 
@@ -153,13 +314,11 @@ def read_json(path: str | os.PathLike, *, what: str = "JSON file") -> Any:
     """
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_text(path, what=what)
     except FileNotFoundError:
         raise LvsearchError(f"{what} not found: {path}", fix="check the path") from None
     except IsADirectoryError:
         raise LvsearchError(f"{what} expected, but {path} is a folder", fix="pass the file") from None
-    except UnicodeDecodeError:
-        raise LvsearchError(f"{what} {path} is not UTF-8 text", fix="pass the right file") from None
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:

@@ -32,6 +32,7 @@ from typing import Any
 import lvsearch
 from lvsearch.arch import OPS, Arch
 from lvsearch.errors import LvsearchError
+from lvsearch.io import read_text
 
 #: Allowed values of ``connectivity``.
 CONNECTIVITIES: tuple[str, ...] = ("sequential", "elc")
@@ -151,7 +152,7 @@ class SearchSpace:
         if not path.is_file():
             raise LvsearchError(f"search space file not found: {path}", fix="check the path")
         try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+            data = yaml.safe_load(read_text(path, what="search space file"))
         except yaml.YAMLError as e:
             raise LvsearchError(f"search space {path} is not valid YAML: {e}", fix="repair the file") from None
         return cls.from_dict(data, source=path, default_name=path.stem)

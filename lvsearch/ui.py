@@ -51,6 +51,16 @@ def progress(*, transient: bool = False, enabled: bool = True) -> Progress:
     )
 
 
+def phase_lines(*, enabled: bool = True) -> LineProgress | None:
+    """Plain progress lines for phases inside a step that usually take seconds but can take
+    minutes (drawing and scoring a search population of 100,000): a :class:`LineProgress`
+    with ``quiet_finish``, printing every ``$LVSEARCH_PROGRESS_EVERY`` seconds; works on a
+    terminal and off one alike. None when disabled or ``LVSEARCH_QUIET`` is set."""
+    if not enabled or os.environ.get("LVSEARCH_QUIET"):
+        return None
+    return LineProgress(console=console, every=_progress_every(), quiet_finish=True)
+
+
 def _progress_every() -> float:
     try:
         return max(0.0, float(os.environ.get("LVSEARCH_PROGRESS_EVERY", "30")))
@@ -69,11 +79,14 @@ def _clock(seconds: float | None) -> str:
 
 class LineProgress(Progress):
     """A :class:`rich.progress.Progress` for logs: no live display; each task prints one plain
-    line at most every ``every`` seconds while it advances, and one when it completes."""
+    line at most every ``every`` seconds while it advances, and one when it completes (with
+    ``quiet_finish``, only when it printed a line before: short phases stay silent)."""
 
-    def __init__(self, *, console: Console, every: float):
+    def __init__(self, *, console: Console, every: float, quiet_finish: bool = False):
         super().__init__(console=console, disable=True)
         self._every = every
+        self._quiet_finish = quiet_finish  # a task that never printed does not print its end either
+        self._printed: set = set()
         self._last: dict = {}
         self._finished: set = set()
 
@@ -115,10 +128,17 @@ class LineProgress(Progress):
             return
         if finished:
             self._finished.add(task_id)
+            if self._quiet_finish and task_id not in self._printed:
+                return
         self._last[task_id] = now
+        self._printed.add(task_id)
         self.console.print(self.line(task_id), highlight=False, markup=False, soft_wrap=True)
 
 
 def warn(message: str) -> None:
-    """Print a warning line to stderr."""
-    console.print(f"[yellow]warning:[/yellow] {message}", highlight=False)
+    """Print a warning line to stderr (invisible characters escaped, as in error messages)."""
+    from rich.markup import escape
+
+    from lvsearch.io import escape_invisible
+
+    console.print(f"[yellow]warning:[/yellow] {escape(escape_invisible(message))}", highlight=False)

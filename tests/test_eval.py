@@ -481,9 +481,9 @@ def test_regression_and_unlabeled_test(model_dir, tmp_path):
 
 
 @pytest.mark.parametrize("make, expect", [
-    (lambda d: _write_task(d, "sentence\tlabel", {"dev": ["a\t0"]}), "has no train.tsv \\(found: dev.tsv\\)"),
+    (lambda d: _write_task(d, "sentence\tlabel", {"dev": ["a\t0"]}), "has no train.tsv \\(found: 'dev.tsv'\\)"),
     (lambda d: _write_task(d, "tweet\tlabel", {"train": ["a\t0", "b\t1"], "dev": ["a\t0"]}),
-     "no recognisable text column among the columns found: tweet, label"),
+     "no recognisable text column among the columns found: 'tweet', 'label'"),
     (lambda d: _write_task(d, "sentence\tlabel", {"train": ["a\tx", "b\ty"], "dev": ["a\tz"]}),
      "dev.tsv, line 2: label 'z' does not occur in the train split"),
     (lambda d: _write_task(d, "sentence\tlabel", {"train": ["a\t0", "b\t1\textra"], "dev": ["a\t0"]}),

@@ -314,8 +314,34 @@ def ws(prepared_corpus: Path, small_corpus: Path, shared_data: Path, tmp_path_fa
         rows = (shared_data / "tasks" / "rte" / f"{split}.tsv").read_text(encoding="utf-8").splitlines()[:17]
         (task / f"{split}.tsv").write_text("\n".join(rows) + "\n", encoding="utf-8")
     paths["TASK"] = task
+    paths.update(_encoding_tasks(w, task))
     paths.update(_hf_workspace(w, prepared_corpus))
     return paths
+
+
+def _encoding_tasks(w: Path, task: Path) -> dict[str, Path]:
+    """Copies of the task folder as other programs save it: with a UTF-8 byte-order mark (what
+    spreadsheet programs write), in UTF-16 and in Latin-1 (a line with an 'é'), and two with
+    header names a terminal does not show: an empty name between two tabs, a zero-width space."""
+    out = {}
+    rows = {split: (task / f"{split}.tsv").read_text(encoding="utf-8") for split in ("train", "dev")}
+    for name, encode in (("TASK_BOM", lambda t: t.encode("utf-8-sig")), ("TASK_UTF16", lambda t: t.encode("utf-16")),
+                         ("TASK_LATIN1", lambda t: t.replace("oil", "café oil", 1).encode("latin-1", "replace"))):
+        folder = w / name.lower().replace("_", "-")
+        folder.mkdir()
+        for split, text in rows.items():
+            (folder / f"{split}.tsv").write_bytes(encode(text))
+        out[name] = folder
+    for name, header in (("TASK_TWO_TABS", "premise\t\thypothesis\tlabel"), ("TASK_ZERO_WIDTH", "premise\u200b\tlabel")):
+        folder = w / name.lower().replace("_", "-")
+        folder.mkdir()
+        for split, text in rows.items():
+            body = text.split("\n", 1)[1]
+            if name == "TASK_ZERO_WIDTH":  # one text column: premise only
+                body = "".join(f"{ln.split(chr(9))[0]}\t{ln.split(chr(9))[-1]}\n" for ln in body.splitlines())
+            (folder / f"{split}.tsv").write_text(header + "\n" + body, encoding="utf-8")
+        out[name] = folder
+    return out
 
 
 def _hf_workspace(w: Path, corpus: Path) -> dict[str, Path]:
@@ -431,6 +457,50 @@ CASES = [
     C("evolve-resume-nothing", "evolve --supernet {SN} --out {EMPTY} --resume", "{EMPTY}"),
     C("evolve-resume-edited-state", "evolve --supernet {SN} --out {SEARCH_CURVE_CUT} --resume " + " ".join(SEARCH_ARGS),
       "{SEARCH_CURVE_CUT}/state.json"),
+    # evolve's size band: a band no architecture of the space can fill ends at once, naming both switches
+    C("evolve-band-above-space", "evolve --supernet {SN} --out {W}/e6 --min-params 1e9 --max-params 2e9",
+      "fits --min-params 1,000,000,000 and --max-params 2,000,000,000: its architectures have"),
+    C("evolve-band-below-space", "evolve --supernet {SN} --out {W}/e7 --max-params 1000",
+      "fits --max-params 1,000: its architectures have"),
+    C("evolve-min-params-above-space", "evolve --supernet {SN} --out {W}/e8 --min-params 1e9", "--min-params ≤"),
+    # the search switches: bad values, missing files, wrong combinations
+    C("evolve-fitness-unknown", "evolve --supernet {SN} --out {W}/e9 --fitness bogus", "--fitness: invalid choice"),
+    C("evolve-racing-zero", "evolve --supernet {SN} --out {W}/e10 --racing 0", "racing rungs [0] must be increasing"),
+    C("evolve-racing-decreasing", "evolve --supernet {SN} --out {W}/e11 --racing 8,4", "racing rungs [8, 4]"),
+    C("evolve-racing-not-numbers", "evolve --supernet {SN} --out {W}/e12 --racing abc", "not a list of sequence counts"),
+    C("evolve-racing-above-dev-set", "evolve --supernet {SN} --out {W}/e13 --racing 64 --dev-sequences 16",
+      "racing rung 64 is not below --dev-sequences 16"),
+    C("evolve-racing-eta-one", "evolve --supernet {SN} --out {W}/e14 --racing 4 --racing-eta 1",
+      "--racing-eta must be a finite number > 1, got 1.0"),
+    C("evolve-racing-eta-nan", "evolve --supernet {SN} --out {W}/e15 --racing-eta nan", "--racing-eta must be a finite"),
+    C("evolve-racing-eta-when-off", "evolve --supernet {SN} --out {W}/e16 --racing off --racing-eta 2",
+      "--racing off turns racing off"),
+    C("evolve-racing-with-nsga2", "evolve --supernet {SN} --out {W}/e17 --strategy nsga2 --racing 4", "NSGA-II"),
+    C("evolve-aging-tournament-zero", "evolve --supernet {SN} --out {W}/e18 --strategy aging --population 4 "
+      "--tournament 0", "--tournament 0 must be between 1 and --population 4"),
+    C("evolve-aging-tournament-above-population", "evolve --supernet {SN} --out {W}/e19 --strategy aging "
+      "--population 4 --tournament 9", "--tournament 9 must be between 1 and --population 4"),
+    C("evolve-aging-cycle-zero", "evolve --supernet {SN} --out {W}/e20 --strategy aging --population 4 --cycle 0",
+      "--cycle 0 must be between 1"),
+    C("evolve-tournament-without-aging", "evolve --supernet {SN} --out {W}/e21 --tournament 2",
+      "settings of --strategy aging"),
+    C("evolve-cycle-with-random", "evolve --supernet {SN} --out {W}/e22 --strategy random --cycle 2",
+      "settings of --strategy aging"),
+    C("evolve-landscape-missing", "evolve --supernet {SN} --out {W}/e23 --landscape {W}/nolandscape.json",
+      "{W}/nolandscape.json"),
+    C("evolve-landscape-broken", "evolve --supernet {SN} --out {W}/e24 --landscape {BROKEN_JSON}", "{BROKEN_JSON}"),
+    C("evolve-landscape-not-landscape", "evolve --supernet {SN} --out {W}/e25 --landscape {REPORT_BROKEN}",
+      "{REPORT_BROKEN} is not a landscape result"),
+    C("evolve-dev-sequences-zero", "evolve --supernet {SN} --out {W}/e26 --dev-sequences 0", "--dev-sequences must be ≥ 1"),
+    C("evolve-dev-sequences-negative", "evolve --supernet {SN} --out {W}/e27 --dev-sequences -3",
+      "--dev-sequences must be ≥ 1"),
+    C("evolve-dev-sequences-word", "evolve --supernet {SN} --out {W}/e28 --dev-sequences many", "--dev-sequences"),
+    C("evolve-resume-other-fitness", "evolve --supernet {SN} --out {SEARCH} --resume --fitness accuracy", "--fitness"),
+    C("rank-check-fitness-unknown", "rank-check --supernet {SN} --archs 3 --steps 2 --fitness bogus", "--fitness"),
+    C("rank-check-landscape-missing", "rank-check --supernet {SN} --archs 3 --steps 2 --out {W}/rc1 "
+      "--landscape {W}/nolandscape.json", "{W}/nolandscape.json"),
+    C("supernet-sampling-paths-uniform", "train-supernet --config quickstart --data {CORPUS} --out {W}/s8 "
+      "--set sampling.paths=4", "sampling.paths=4 is read by the sandwich rule only"),
     C("arch-show-unknown", "arch show zzz --space lvbert", "zzz"),
     C("arch-show-broken-file", "arch show {BROKEN_JSON}", "{BROKEN_JSON}"),
     C("rank-check-missing-supernet", "rank-check --supernet {W}/nosn --archs 3 --steps 2", "{W}/nosn"),
@@ -445,6 +515,15 @@ CASES = [
       "{OTHER_CORPUS}"),
     C("evaluate-dev-seq-too-long", "evaluate --model {MODEL} --no-blimp --mlm-data {CORPUS} --dev-seq-len 100000 "
       "--out {W}/ev4.json", "max_len"),
+    # task files in other encodings, and header names with invisible characters (quoted with escapes)
+    C("evaluate-task-utf16", "evaluate --model {MODEL} --no-blimp --task {TASK_UTF16} --out {W}/ev22.json",
+      "{TASK_UTF16}/train.tsv is UTF-16LE text (byte-order mark), not UTF-8"),
+    C("evaluate-task-latin1", "evaluate --model {MODEL} --no-blimp --task {TASK_LATIN1} --out {W}/ev23.json",
+      "{TASK_LATIN1}/train.tsv is not UTF-8: byte 0xe9 on line 2 is 'é' in Latin-1 / Windows-1252"),
+    C("evaluate-task-header-two-tabs", "evaluate --model {MODEL} --no-blimp --task {TASK_TWO_TABS} --out {W}/ev24.json",
+      "the header has 4 ('premise', '', 'hypothesis', 'label')"),
+    C("evaluate-task-header-zero-width", "evaluate --model {MODEL} --no-blimp --task {TASK_ZERO_WIDTH} "
+      "--out {W}/ev25.json", "columns found: 'premise\\u200b', 'label'"),
     C("evaluate-compare-missing", "evaluate --compare {W}/a.json {W}/b.json", "{W}/a.json"),
     C("report-missing-source", "report {W}/nothing --out {W}/rep1", "{W}/nothing"),
     C("report-broken-report", "report {REPORT_BROKEN} --out {W}/rep2", "{REPORT_BROKEN}"),
@@ -828,3 +907,189 @@ def test_a_stray_label_warns(shared_data: Path, tmp_path: Path, capsys):
     assert "label 'positive' occurs 1 time(s)" in text and "line 6" in text
     load_task_folder(shared_data / "tasks" / "sentence_polarity")
     assert "warning" not in printed(capsys)
+
+
+# ---------------------------------------------------------------- text files in other encodings
+def _finetune_scores(report: Path) -> list:
+    """The fine-tuning results of a report without timings (one task)."""
+    def strip(obj):
+        if isinstance(obj, dict):
+            return {k: strip(v) for k, v in obj.items() if "seconds" not in k and k not in ("source", "name", "task")}
+        if isinstance(obj, list):
+            return [strip(v) for v in obj]
+        return obj
+
+    (task,) = json.loads(report.read_text())["finetune"].values()
+    return strip(task)
+
+
+def test_a_bom_task_file_evaluates_exactly_as_without(ws: dict[str, Path]):
+    """Spreadsheet programs save a UTF-8 byte-order mark; it was read into the first column's name."""
+    assert (ws["TASK_BOM"] / "train.tsv").read_bytes().startswith(b"\xef\xbb\xbf")
+    scores = []
+    for key in ("TASK", "TASK_BOM"):
+        out = ws["W"] / f"ev-{key.lower()}.json"
+        proc = cli("evaluate", "--model", str(ws["MODEL"]), "--no-blimp", "--task", str(ws[key]), "--epochs", "1",
+                   "--seeds", "1", "--out", str(out))
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        scores.append(_finetune_scores(out))
+    seed = scores[0]["per_seed"][0]  # the same dev scores and the same training loss, to the last bit
+    assert seed["dev"]["accuracy"] is not None and seed["train_loss_per_epoch"], seed
+    assert scores[0] == scores[1], scores
+
+
+def test_every_text_reader_takes_a_bom_and_names_other_encodings(ws: dict[str, Path], tmp_path: Path):
+    """Recipes, search spaces, architecture JSON, BLiMP JSONL and corpus files read with a leading
+    UTF-8 byte-order mark exactly as without; UTF-16 gets one message naming the encoding and the fix."""
+    from lvsearch.arch import Arch
+    from lvsearch.config import SupernetConfig, load_config
+    from lvsearch.data.sources import TextFileSource, check_text_file
+    from lvsearch.eval.blimp import read_blimp
+    from lvsearch.space import SearchSpace
+
+    def bom(src: Path, name: str, encoding: str = "utf-8-sig") -> Path:
+        dst = tmp_path / name
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        dst.write_bytes(src.read_text(encoding="utf-8").encode(encoding))
+        return dst
+
+    recipe = REPO / "recipes" / "quickstart.yaml"
+    assert load_config(SupernetConfig, str(bom(recipe, "r.yaml")))[0] == load_config(SupernetConfig, str(recipe))[0]
+    space = REPO / "search_spaces" / "lvbert.yaml"
+    assert SearchSpace.load(bom(space, "lvbert.yaml")).to_dict() == SearchSpace.load(space).to_dict()
+    best = ws["SEARCH"] / "best.json"
+    assert Arch.from_json(bom(best, "best.json")) == Arch.from_json(best)
+    blimp = min((REPO.parent / "shared" / "data" / "blimp").glob("*.jsonl"))
+    bom(blimp, f"blimp/{blimp.name}")
+    bom(blimp, f"blimp-plain/{blimp.name}", "utf-8")
+    assert (tmp_path / "blimp" / blimp.name).read_bytes().startswith(b"\xef\xbb\xbf")
+    assert read_blimp(tmp_path / "blimp", limit=5)[0].pairs == read_blimp(tmp_path / "blimp-plain", limit=5)[0].pairs
+    text = tmp_path / "plain.train"
+    text.write_text("A first line.\nA second one.\n", encoding="utf-8")
+    marked = bom(text, "marked.train")
+    docs = [list(TextFileSource(p, "train", check_text_file(p)).documents()) for p in (text, marked)]
+    assert check_text_file(marked).problem is None and docs[0] == docs[1]
+
+    assert check_text_file(bom(text, "wide.train", "utf-16")).problem == "UTF-16LE text, not UTF-8"
+    with pytest.raises(LvsearchError, match=r"r16\.yaml is UTF-16LE text \(byte-order mark\), not UTF-8") as err:
+        load_config(SupernetConfig, str(bom(recipe, "r16.yaml", "utf-16")))
+    assert "iconv -f UTF-16 -t UTF-8 r16.yaml" in str(err.value)
+    with pytest.raises(LvsearchError, match=r"best16\.json is UTF-16BE text \(zero bytes between the letters\)"):
+        Arch.from_json(bom(best, "best16.json", "utf-16-be"))
+
+
+def test_messages_show_invisible_characters(tmp_path: Path):
+    """A tab, a control character or a byte-order mark quoted from the user's data is printed
+    as an escape, in errors and warnings alike."""
+    import io
+
+    from rich.console import Console
+
+    from lvsearch import ui
+    from lvsearch.io import escape_invisible, shown
+
+    assert shown("\ufeffsentence") == "'\\ufeffsentence'" and shown("a\tb") == "'a\\tb'"
+    assert escape_invisible("line one\nbad\x1b[31m name\u200b") == "line one\nbad\\x1b[31m name\\u200b"
+    folder = tmp_path / "odd\tname"
+    folder.mkdir()
+    proc = cli("evaluate", "--model", str(folder), "--no-blimp", "--out", str(tmp_path / "r.json"))
+    assert proc.returncode == 2 and "odd\\tname" in proc.stderr and "odd\tname" not in proc.stderr, proc.stderr
+    buf = io.StringIO()
+    real = ui.console
+    try:
+        ui.console = Console(file=buf, width=200)
+        ui.warn("label 'x\u200b' [sic]")
+    finally:
+        ui.console = real
+    assert "label 'x\\u200b' [sic]" in buf.getvalue()
+
+
+# ---------------------------------------------------------------- export: replacing a folder
+def _export_cli(cwd: Path, *argv: str, kill_at: str | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "LVSEARCH_QUIET": "1", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    env.pop("LVSEARCH_KILL_AT", None)
+    if kill_at:
+        env["LVSEARCH_KILL_AT"] = kill_at
+    return subprocess.run([sys.executable, "-m", "lvsearch", "export", *argv], check=False, capture_output=True, text=True,
+                          timeout=300, env=env, cwd=cwd)
+
+
+def test_export_killed_between_its_renames_keeps_the_old_export(ws: dict[str, Path], tmp_path: Path):
+    """A kill after the old --out was moved aside and before the new one was moved in left --out
+    absent and the old export in a .NAME.*.old folder, which the next export deleted."""
+    pytest.importorskip("transformers")
+    out, model = tmp_path / "ex", str(ws["MODEL"])
+    assert _export_cli(tmp_path, "--model", model, "--out", str(out)).returncode == 0
+    (out / "note.txt").write_text("the user's own file\n")
+    first = tree_digest(out)
+    proc = _export_cli(tmp_path, "--model", model, "--out", str(out), "--overwrite", kill_at="replace-folder")
+    assert proc.returncode == -signal.SIGKILL
+    assert not out.exists() and [p.name for p in tmp_path.glob(".ex.*.old")]
+    # the next export, without --overwrite: the old export is moved back, then refused as not empty
+    proc = _export_cli(tmp_path, "--model", model, "--out", str(out))
+    assert proc.returncode == 2 and "restored its previous contents" in proc.stderr and "not empty" in proc.stderr
+    assert "Traceback" not in proc.stderr and tree_digest(out) == first and not list(tmp_path.glob(".ex.*.old"))
+    # with --overwrite: replaced, and no leftover of either write
+    proc = _export_cli(tmp_path, "--model", model, "--out", str(out), "--overwrite")
+    assert proc.returncode == 0, proc.stderr
+    assert not (out / "note.txt").exists() and (out / "config.json").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ex"]
+
+
+@pytest.mark.parametrize("given", [".", "", "..", "../here"])
+def test_export_out_naming_the_working_folder_is_refused_before_any_rename(ws: dict[str, Path], tmp_path: Path,
+                                                                           given: str):
+    pytest.importorskip("transformers")
+    here = tmp_path / "top" / "here"
+    here.mkdir(parents=True)
+    (here / "keep.txt").write_text("mine\n")
+    before = tree_digest(tmp_path)
+    for extra in ((), ("--overwrite",)):
+        proc = _export_cli(here, "--model", str(ws["MODEL"]), "--out", given, *extra)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+        assert "current folder" in proc.stderr and "it cannot be replaced" in proc.stderr, proc.stderr
+        assert tree_digest(tmp_path) == before  # no '..*.old' folder, nothing moved
+
+
+# ---------------------------------------------------------------- evolve: size band, progress
+def test_a_band_inside_the_size_range_that_no_architecture_fills_ends(ws: dict[str, Path]):
+    from lvsearch.train.supernet import load_supernet, sandwich_extremes
+
+    sn = load_supernet(ws["SN"]).supernet
+    lo = sn.num_params(sandwich_extremes(sn)[1])  # the smallest; parameter counts step by more than 1
+    proc = cli("evolve", "--supernet", str(ws["SN"]), "--out", str(ws["W"] / "band-gap"), *SEARCH_ARGS,
+               "--min-params", str(lo + 1), "--max-params", str(lo + 1), timeout=300)
+    err = " ".join(proc.stderr.split())
+    assert proc.returncode == 2 and "Traceback" not in err, err
+    assert f"within --min-params {lo + 1:,} and --max-params {lo + 1:,}" in err
+    assert "lower --min-params and/or raise --max-params" in err
+
+
+def test_drawing_and_scoring_a_population_report_progress_off_a_terminal():
+    """A first population of 100,000 was silent for minutes off a terminal."""
+    import io
+
+    from rich.console import Console
+
+    from lvsearch.search.evaluator import FunctionEvaluator
+    from lvsearch.search.evolution import Search, SearchConfig
+    from lvsearch.ui import LineProgress
+
+    space = SearchSpace.load("lvbert").with_num_slots(6)
+    seen: list[tuple[str, int, int]] = []
+    ev = FunctionEvaluator(lambda a: a.ops.count("SA") / 6)
+    Search(space, ev, SearchConfig(population=12, iterations=2, topk=3),
+           on_progress=lambda stage, done, total: seen.append((stage, done, total))).run()
+    draws = [s for s in seen if "drawing" in s[0]]
+    assert draws[0] == ("iteration 1: drawing 12 architectures", 1, 12) and draws[11][1:] == (12, 12)
+
+    buf = io.StringIO()
+    bar = LineProgress(console=Console(file=buf, width=40), every=0.0, quiet_finish=True)
+    t = bar.add_task("evolution: iteration 1: scoring", total=100, info="")
+    bar.update(t, completed=40)
+    bar.update(t, completed=100)
+    quiet = LineProgress(console=Console(file=buf, width=40), every=3600.0, quiet_finish=True)
+    q = quiet.add_task("short phase", total=5, info="")
+    quiet.update(q, completed=5)  # finished before its first line: prints nothing
+    lines = buf.getvalue().splitlines()
+    assert len(lines) == 2 and lines[0].startswith("[progress] evolution: iteration 1: scoring: 40/100 (40%)")

@@ -37,8 +37,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     prep = dsub.add_parser(
         "prepare",
         help="train a WordPiece tokenizer and tokenise a corpus into shards",
-        description="Train a WordPiece tokenizer on the train split and tokenise train and dev text "
-        "into token shards with a manifest. Later commands take --data pointing at --out.",
+        description="Train a WordPiece tokenizer on the train split and tokenise train and dev text (UTF-8; a "
+        "leading byte-order mark is fine) "
+        "into token shards with a manifest. Reports documents, lines, words, tokens, tokens per word and "
+        "sequences per split, and the files skipped or ignored. Later commands take --data pointing at --out.",
         epilog=PREPARE_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -60,7 +62,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     ver = dsub.add_parser(
         "verify",
         help="re-hash a prepared dataset and its sources",
-        description="Check a prepared dataset: shard and tokenizer hashes, and whether its sources changed since tokenisation.",
+        description="Check a prepared dataset: shard and tokenizer hashes, and whether its sources changed since "
+        "tokenisation. Reports that everything matches the manifest, or exits 2 naming the first file that "
+        "does not and how to restore it.",
     )
     ver.add_argument("data", metavar="DIR", help="a folder written by 'lvsearch data prepare'")
     ver.add_argument("--no-sources", action="store_true", help="skip re-hashing the source files")

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Iterator, Protocol
 
 from lvsearch.errors import LvsearchError
-from lvsearch.io import sha256_bytes
+from lvsearch.io import eight_bit_guess, sha256_bytes, sniff_encoding
 
 #: Split names. ``None`` means "not assigned by the source".
 TRAIN, DEV = "train", "dev"
@@ -109,13 +109,16 @@ class FileCheck:
 
 
 def check_text_file(path: Path) -> FileCheck:
-    """Hash ``path`` and check that it is UTF-8 text without NUL bytes, in one streaming read."""
+    """Hash ``path`` and check that it is UTF-8 text (a leading byte-order mark allowed) without
+    NUL bytes, in one streaming read; a UTF-16/32 file is named as such (its first bytes)."""
     h = hashlib.sha256()
     decoder = codecs.getincrementaldecoder("utf-8")("strict")
     problem = None
     size = 0
     with open(path, "rb") as f:
         while chunk := f.read(1 << 20):
+            if size == 0 and (found := sniff_encoding(chunk[:512])) is not None:
+                problem = f"{found} text, not UTF-8"
             size += len(chunk)
             h.update(chunk)
             if problem is None:
@@ -125,7 +128,9 @@ def check_text_file(path: Path) -> FileCheck:
                     try:
                         decoder.decode(chunk)
                     except UnicodeDecodeError as e:
-                        problem = f"not UTF-8 (byte 0x{e.object[e.start]:02x} near offset {size - len(chunk) + e.start})"
+                        bad = e.object[e.start]
+                        problem = (f"not UTF-8 (byte 0x{bad:02x} near offset {size - len(chunk) + e.start}, "
+                                   f"{eight_bit_guess(bad)})")
     if problem is None:
         try:
             decoder.decode(b"", final=True)
@@ -152,7 +157,7 @@ class TextFileSource:
         return f"file:{self.check.sha256}"
 
     def documents(self) -> Iterator[tuple[str | None, Document]]:
-        with open(self.path, encoding="utf-8") as f:
+        with open(self.path, encoding="utf-8-sig") as f:  # a leading byte-order mark is dropped
             for doc in split_documents(f):
                 yield self.split, doc
 
@@ -458,7 +463,7 @@ def resolve_inputs(
         listing = "\n".join(f"    {c.path}: {c.problem}" for c in bad)
         raise LvsearchError(
             f"{len(bad)} input file(s) are not UTF-8 text:\n{listing}",
-            fix="convert them (e.g. iconv -f latin1 -t utf-8), remove them, or pass "
+            fix="convert them (e.g. iconv -f WINDOWS-1252 -t UTF-8, or -f UTF-16), remove them, or pass "
             "--skip-bad-files to skip them with a warning",
         )
     sources.extend(TextFileSource(c.path, split, c) for c, split in checks if not c.problem)

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from lvsearch.errors import LvsearchError
-from lvsearch.io import iter_jsonl
+from lvsearch.io import iter_jsonl, read_text
 
 REQUIRED_KEYS = ("sentence_good", "sentence_bad", "UID", "linguistics_term")
 
@@ -77,10 +77,7 @@ def read_blimp(folder: str | Path, *, limit: int | None = None) -> list[Paradigm
     for path in files:
         pairs: list[tuple[str, str]] = []
         uid = term = fld = None
-        try:
-            text = path.read_text(encoding="utf-8")
-        except UnicodeDecodeError:
-            raise LvsearchError(f"{path} is not UTF-8 text", fix="pass the original BLiMP JSONL files") from None
+        text = read_text(path, what="BLiMP file")  # UTF-8, a leading byte-order mark dropped
         for lineno, obj in iter_jsonl(path, text, fix="repair the line or restore the original BLiMP file"):
             missing = [k for k in REQUIRED_KEYS if k not in obj]
             if missing:

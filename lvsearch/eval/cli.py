@@ -97,7 +97,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "evaluate",
         help="evaluate a model directory: BLiMP, fine-tuning tasks, MLM dev metrics",
-        description=__doc__.split("\n\n")[0].split(": ", 1)[1] + " Writes a JSON report.",
+        description=__doc__.split("\n\n")[0].split(": ", 1)[1] + " Reports BLiMP accuracy per paradigm and "
+        "phenomenon with tie counts, fine-tuning scores per seed with mean ± std over seeds (a seed whose "
+        "training loss did not fall is marked failed), and MLM dev loss and accuracy against the unigram and neighbour-count floors "
+        "with a verdict on whether the model beats them. Writes a JSON report and a Markdown table beside it.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -172,7 +175,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "report",
         help="lay evaluated models side by side: report.md and α heatmaps",
         description="Lay several evaluated models side by side (e.g. EA-searched vs bert vs random-search best): "
-                    "a Markdown table and one α heatmap PNG per model.",
+                    "a Markdown table (BLiMP, fine-tuning mean ± std, MLM dev metrics with the unigram and "
+                    "neighbour-count floors and whether each model beats them) and one α heatmap PNG per model.",
         epilog=REPORT_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

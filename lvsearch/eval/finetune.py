@@ -41,6 +41,7 @@ ddof = 1) / median over seeds.
 from __future__ import annotations
 
 import csv
+import io
 import math
 import os
 import statistics
@@ -50,6 +51,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from lvsearch.errors import LvsearchError
+from lvsearch.io import read_text, shown
 
 TEXT_PAIRS = (("sentence1", "sentence2"), ("premise", "hypothesis"), ("question", "sentence"),
               ("question1", "question2"), ("question", "passage"))
@@ -114,7 +116,8 @@ def detect_columns(columns: Sequence[str], where: str) -> dict:
                 break
     if text_a is None:
         known = ", ".join("/".join(p) for p in TEXT_PAIRS) + ", " + ", ".join(TEXT_SINGLE)
-        raise LvsearchError(f"{where}: no recognisable text column among the columns found: {', '.join(cols) or '(none)'}",
+        found = ", ".join(shown(c) for c in cols) or "(none)"
+        raise LvsearchError(f"{where}: no recognisable text column among the columns found: {found}",
                             fix=f"name the text column(s) one of: {known}")
     label = next((lower[c] for c in LABEL_COLUMNS if c in lower), None)
     return {"text_a": text_a, "text_b": text_b, "label": label}
@@ -123,27 +126,29 @@ def detect_columns(columns: Sequence[str], where: str) -> dict:
 def read_tsv(path: Path) -> tuple[list[str], list[tuple[int, dict]]]:
     """Header and ``(line number, row dict)`` list of a tab-separated file (no quoting).
 
+    The file is UTF-8, with or without a leading byte-order mark (spreadsheet programs write
+    one); :func:`lvsearch.io.read_text` reads it.
+
     Raises:
-        LvsearchError: unreadable/empty file or a row whose field count differs from the header.
+        LvsearchError: a file in another encoding (the message names it), an empty file, or a
+            row whose field count differs from the header (the header's names quoted).
     """
-    try:
-        with open(path, encoding="utf-8", newline="") as f:
-            reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
-            header = next(reader, None)
-            if not header:
-                raise LvsearchError(f"{path} is empty (a header row is expected)", fix="write a header row, e.g. 'sentence<TAB>label'")
-            header = [h.strip() for h in header]
-            rows = []
-            for row in reader:
-                lineno = reader.line_num
-                if not row or (len(row) == 1 and not row[0].strip()):
-                    continue
-                if len(row) != len(header):
-                    raise LvsearchError(f"{path}, line {lineno}: {len(row)} fields, the header has {len(header)}",
-                                        fix="fix the line (tabs inside a text field are not allowed)")
-                rows.append((lineno, dict(zip(header, row))))
-    except UnicodeDecodeError:
-        raise LvsearchError(f"{path} is not UTF-8 text", fix="convert the file to UTF-8") from None
+    text = read_text(path, what="task file")  # UTF-8, a leading byte-order mark dropped
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter="\t", quoting=csv.QUOTE_NONE)
+    header = next(reader, None)
+    if not header:
+        raise LvsearchError(f"{path} is empty (a header row is expected)", fix="write a header row, e.g. 'sentence<TAB>label'")
+    header = [h.strip() for h in header]
+    rows = []
+    for row in reader:
+        lineno = reader.line_num
+        if not row or (len(row) == 1 and not row[0].strip()):
+            continue
+        if len(row) != len(header):
+            raise LvsearchError(f"{path}, line {lineno}: {len(row)} fields, the header has {len(header)} "
+                                f"({', '.join(shown(h) for h in header)})",
+                                fix="fix the line or the header (tabs inside a text field are not allowed)")
+        rows.append((lineno, dict(zip(header, row))))
     return header, rows
 
 
@@ -171,10 +176,11 @@ def _build_task(name: str, source: str, raw: dict[str, tuple[list[str], list[tup
         if split in raw:
             other = detect_columns(raw[split][0], where[split])
             if (other["text_a"], other["text_b"]) != (cols["text_a"], cols["text_b"]):
-                raise LvsearchError(f"{where[split]}: text columns {other['text_a']}/{other['text_b']} differ from the "
-                                    f"train split's {cols['text_a']}/{cols['text_b']}", fix="use the same header in every split")
+                raise LvsearchError(f"{where[split]}: text columns {shown(other['text_a'])}/{shown(other['text_b'])} differ "
+                                    f"from the train split's {shown(cols['text_a'])}/{shown(cols['text_b'])}",
+                                    fix="use the same header in every split")
     if cols["label"] is None:
-        raise LvsearchError(f"{where['train']}: no label column among {', '.join(raw['train'][0])}",
+        raise LvsearchError(f"{where['train']}: no label column among {', '.join(shown(c) for c in raw['train'][0])}",
                             fix=f"name the label column one of: {', '.join(LABEL_COLUMNS)}")
     train_labels = [r[cols["label"]].strip() for _, r in raw["train"][1]]
     if not train_labels:
@@ -206,7 +212,7 @@ def _build_task(name: str, source: str, raw: dict[str, tuple[list[str], list[tup
         labeled = bool(label_col) and not all(v in ("", "-1") for v in values) if task_kind == "classification" \
             else bool(label_col) and not all(v == "" for v in values)
         if split in ("train", "dev") and not labeled:
-            raise LvsearchError(f"{where[split]}: the {split} split has no labels", fix=f"add a {cols['label']} column")
+            raise LvsearchError(f"{where[split]}: the {split} split has no labels", fix=f"add a {shown(cols['label'])} column")
         if split == "test":
             test_labeled = labeled
         exs = []
@@ -225,7 +231,7 @@ def _build_task(name: str, source: str, raw: dict[str, tuple[list[str], list[tup
                     key = str(int(v)) if kind == "int" and _label_kind([v]) == "int" else v
                     if key not in to_id:
                         raise LvsearchError(f"{where[split]}, line {lineno}: label {v!r} does not occur in the train split "
-                                            f"(labels: {', '.join(names or [])})", fix="fix the label or add it to train")
+                                            f"(labels: {', '.join(shown(n) for n in names or [])})", fix="fix the label or add it to train")
                     label = to_id[key]
             exs.append(Example(a, b, label))
         splits[split] = exs
@@ -270,7 +276,7 @@ def load_task_folder(folder: str | Path) -> TaskData:
         if not path.is_file():
             if split == "test":
                 continue
-            found = sorted(p.name for p in folder.iterdir())
+            found = sorted(shown(p.name) for p in folder.iterdir())
             raise LvsearchError(f"task folder {folder} has no {fname} (found: {', '.join(found) or 'nothing'})",
                                 fix="a task folder needs train.tsv and dev.tsv (test.tsv optional), tab-separated with a header")
         raw[split] = read_tsv(path)

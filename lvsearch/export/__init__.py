@@ -45,7 +45,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lvsearch.errors import LvsearchError
-from lvsearch.io import check_writable_folder, replace_folder
+from lvsearch.io import (
+    check_replaceable,
+    check_writable_folder,
+    replace_folder,
+    restore_replaced_folder,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -273,8 +278,9 @@ def export_code_problem(folder: str | os.PathLike) -> str | None:
 
 def check_out(out: Path, overwrite: bool, *, source: Path | None = None) -> None:
     """Refuse an ``out`` that is the model directory ``source`` or contains it (with or without
-    ``overwrite``: replacing it would delete the source), that is a file, or that is a non-empty
-    folder without ``overwrite``.
+    ``overwrite``: replacing it would delete the source), that names no folder of its own or
+    holds the current folder (``.``, ``..``, ``''``: :func:`lvsearch.io.check_replaceable`), that
+    is a file, or that is a non-empty folder without ``overwrite``.
 
     Raises:
         LvsearchError: naming ``out`` and the fix.
@@ -286,6 +292,7 @@ def check_out(out: Path, overwrite: bool, *, source: Path | None = None) -> None
             raise LvsearchError(f"--out {out} {what} {source}; exporting there would delete the model it is exported "
                                 "from (refused with or without --overwrite)",
                                 fix=f"pass an --out outside {source}, e.g. --out {src.parent / (src.name + '-hf')}")
+    check_replaceable(out)
     if out.exists() and not out.is_dir():
         raise LvsearchError(f"--out {out} is a file", fix="pass a folder path for the exported model")
     check_writable_folder(out)
@@ -321,6 +328,8 @@ def export_model(model_dir: str | os.PathLike, out: str | os.PathLike, *, genera
     from lvsearch.modeldir import TOKENIZER, load_model
 
     model_dir, out = Path(model_dir), Path(out)
+    check_out(out, overwrite, source=model_dir)
+    restore_replaced_folder(out)  # a replacement killed between its renames: the old export comes back
     check_out(out, overwrite, source=model_dir)
     if loaded is None and (model_dir / "model" / "config.json").is_file():  # a retrain run folder
         raise LvsearchError(f"{model_dir} is a run folder, not a model directory", fix=f"pass --model {model_dir / 'model'}")

@@ -35,7 +35,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "export",
         help="export a model directory as a Hugging Face transformers folder (trust_remote_code)",
         description="Export an lvsearch model directory as a Hugging Face transformers model folder "
-                    "(AutoModel, AutoModelForMaskedLM, AutoModelForSequenceClassification, fill-mask pipeline).",
+                    "(AutoModel, AutoModelForMaskedLM, AutoModelForSequenceClassification, fill-mask pipeline). "
+                    "Reports the part exported and the tensors written, and records the sha256 of the folder's "
+                    "code files, so that 'lvsearch evaluate --model hf:OUT' loads it without --trust-remote-code "
+                    "while they are unchanged.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -9,7 +9,9 @@ DESCRIPTION = (
     "train the quickstart supernet, search it with evolution and with random search (same number of "
     "evaluations), retrain four arms from scratch identically (EA pick, random-search best, bert, one "
     "random architecture), evaluate them (MLM dev accuracy, BLiMP, fine-tuning) and write OUT/report.md "
-    "with figures. Every stage is resumable: re-run the same command to continue. About 20 minutes on "
+    "with figures: each arm against the unigram and neighbour-count floors, paired-bootstrap 95% intervals of "
+    "the differences between arms (a win only when the interval excludes zero), fine-tuning mean ± std over "
+    "seeds, and the finalists' pruning decisions. Every stage is resumable: re-run the same command to continue. About 20 minutes on "
     "2 CPU cores with the default budget."
 )
 

@@ -87,9 +87,11 @@ def read_curve(path: str | Path, xkey: str, ykey: str) -> tuple[list[float], lis
     path = Path(path)
     if not path.is_file():
         raise LvsearchError(f"learning curve not found: {path}", fix="check the path")
+    from lvsearch.io import read_text
+
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
+        text = read_text(path, what="learning curve")
+    except OSError as e:
         raise LvsearchError(f"cannot read learning curve {path}: {e}", fix="pass a UTF-8 CSV or JSONL file") from None
     if not text.strip():
         raise LvsearchError(f"learning curve {path} is empty",

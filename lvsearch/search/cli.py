@@ -122,7 +122,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     asub = a.add_subparsers(dest="arch_command", metavar="SUBCOMMAND")
     show = asub.add_parser("show", help="print an architecture readably",
                            description="Print an architecture (best.json, or a name: bert, sandwich, lvbert-paper, "
-                           "random:SEED): op strip, inputs per slot, α weights and size when a supernet is given.")
+                           "random:SEED): op strip, inputs per slot, and its size (parameters; α weights and FLOPs "
+                           "when a supernet is given, else the size recorded in the file).")
     show.add_argument("arch", metavar="FILE_OR_NAME", help="architecture JSON or reference name (bert, sandwich, lvbert-paper, random:SEED)")
     show.add_argument("--supernet", default=None, metavar="RUN", help="trained supernet: adds α weights, params, FLOPs")
     show.add_argument("--space", default=None, metavar="NAME", help="search space (needed for names without --supernet)")
@@ -175,6 +176,9 @@ def _evolve(args: argparse.Namespace) -> int:
 
     from lvsearch.search.job import DEFAULT_DEV_SEQUENCES, DEFAULT_FITNESS
 
+    if args.racing == () and args.racing_eta is not None:
+        raise LvsearchError("--racing-eta sets racing's keep factor, and --racing off turns racing off",
+                            fix="drop --racing-eta, or pass rungs with --racing N[,N...]")
     given = {k: getattr(args, k) for k in _CONFIG_ARGS if getattr(args, k) is not None}
     fitness, racing, eta, dev_sequences = args.fitness, args.racing, args.racing_eta, args.dev_sequences
     if args.resume:
@@ -318,6 +322,11 @@ def _rank_check(args: argparse.Namespace) -> int:
     from lvsearch import ui
     from lvsearch.search.rank_check import rank_check
 
+    landscape = None
+    if args.landscape:  # read before the standalone training: a bad file fails in seconds
+        from lvsearch.search.noise import landscape_lines
+
+        landscape = landscape_lines(args.landscape)
     res = rank_check(args.supernet, num_archs=args.archs, steps=args.steps, pool=args.pool, out=args.out,
                      data=args.data, dev_sequences=args.dev_sequences, seed=args.seed, overwrite=args.overwrite,
                      device=args.device, reuse=args.reuse, step=args.step, fitness=args.fitness)
@@ -334,9 +343,6 @@ def _rank_check(args: argparse.Namespace) -> int:
     for name, b in res["by_fitness"].items():
         ui.console.print(f"fitness {name}: τ {fmt(b['kendall_tau'])} 95% {ci(b['kendall_tau_ci95'])}, "
                          f"top-5 precision {fmt(b['top5_precision'])}", highlight=False, markup=False)
-    if args.landscape:
-        from lvsearch.search.noise import landscape_lines
-
-        for line in landscape_lines(args.landscape):
-            ui.console.print(line, highlight=False, markup=False, soft_wrap=True)
+    for line in landscape or ():
+        ui.console.print(line, highlight=False, markup=False, soft_wrap=True)
     return 0

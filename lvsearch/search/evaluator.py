@@ -102,6 +102,29 @@ class Constraints:
     max_flops: float | None = None
     min_params: int | None = None
 
+    def switches(self) -> str:
+        """The limits in force as the ``evolve`` switches that set them, e.g. ``--min-params
+        1,000,000 and --max-params 1,050,000`` (``no constraint`` when none is set)."""
+        parts = [f"{flag} {value:,.0f}" for flag, value in (("--min-params", self.min_params),
+                                                           ("--max-params", self.max_params),
+                                                           ("--max-flops", self.max_flops)) if value is not None]
+        return " and ".join(parts) or "no constraint"
+
+    def relax_fix(self) -> str:
+        """How to let more architectures through, naming every switch in force."""
+        if self.min_params is not None and self.max_params is not None:
+            how = "widen the size band (lower --min-params and/or raise --max-params)"
+        elif self.min_params is not None:
+            how = "lower --min-params"
+        elif self.max_params is not None or self.max_flops is not None:
+            how = "raise " + "/".join(f for f, v in (("--max-params", self.max_params), ("--max-flops", self.max_flops))
+                                       if v is not None)
+        else:
+            how = "use a larger search space"
+        if self.max_flops is not None and (self.min_params is not None or self.max_params is not None):
+            how += ", or raise --max-flops"
+        return how
+
     def violation(self, params: int | None, flops: float | None) -> str | None:
         """A readable reason when ``params``/``flops`` exceed a limit, else None."""
         if self.max_params is not None and params is not None and params > self.max_params:
@@ -135,11 +158,17 @@ class BaseEvaluator:
     :meth:`evaluate_many` shards the candidates to be computed by whole prefix subtrees
     (:func:`shard_subtrees`), each rank computes its share and the results are all-gathered, so
     every rank ends with the same memo.
+
+    ``on_progress``, when set, is called as ``on_progress(done, total)`` while a batch is
+    computed (``done`` of ``total`` candidate × dev-chunk passes on this rank; the supernet
+    evaluator calls it, a :class:`FunctionEvaluator` does not), so a long first population shows
+    progress.
     """
 
     def __init__(self, constraints: Constraints | None = None, info=None):
         self.constraints = constraints or Constraints()
         self.info = info
+        self.on_progress: Callable[[int, int], None] | None = None
         self.memo: dict[str, EvalResult] = {}
         self.stats = EvalStats()
         self._costs: dict[str, tuple[int | None, float | None]] = {}
@@ -366,6 +395,14 @@ class SupernetEvaluator(BaseEvaluator):
         import torch
 
         depth_limit = self.cache_depth
+        if self.on_progress is not None:  # count (arch, chunk) passes for the progress line
+            report, total, done = self.on_progress, len(archs) * len(chunks), [0]
+            inner = on_hidden
+
+            def on_hidden(arch, c, hidden, labels):  # the same callback, counted
+                inner(arch, c, hidden, labels)
+                done[0] += 1
+                report(done[0], total)
 
         def finish_alone(arch: Arch, states: list, c: int, mask, labels) -> None:
             st = list(states)

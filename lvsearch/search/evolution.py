@@ -231,12 +231,15 @@ class Search:
         extra_state: JSON-able facts stored in the state and compared on resume.
         on_start: called with the search once it has started or its state was loaded (and
             checked) on resume, before the first new iteration.
+        on_progress: called as ``f(stage, done, total)`` while a population is drawn and
+            while it is scored (a first population of 100,000 takes minutes), e.g. with
+            ``"iteration 1: drawing 100,000 architectures"``.
     """
 
     def __init__(self, space: SearchSpace, evaluator: BaseEvaluator, config: SearchConfig, *,
                  out: str | Path | None = None, write: bool = True,
                  on_iteration: Callable | None = None, extra_state: dict | None = None,
-                 on_start: Callable | None = None):
+                 on_start: Callable | None = None, on_progress: Callable[[str, int, int], None] | None = None):
         from deap import base, tools
 
         self.space, self.evaluator = space, evaluator
@@ -245,6 +248,7 @@ class Search:
         self.write, self.on_iteration = write, on_iteration
         self.extra_state = extra_state or {}
         self.on_start = on_start
+        self.on_progress = on_progress
         creator = _deap()
         self.multi = self.config.strategy == "nsga2"
         self.Individual = creator.LvsIndividualMO if self.multi else creator.LvsIndividual
@@ -300,8 +304,20 @@ class Search:
         """``toolbox.map``: scores the whole batch at once through the evaluator (memo +
         prefix cache + sharding), then applies ``func`` (a memo look-up) per individual."""
         individuals = list(individuals)
-        self.evaluator.evaluate_many([self._arch(i) for i in individuals])
+        self._scored([self._arch(i) for i in individuals])
         return [func(i) for i in individuals]
+
+    def _scored(self, archs: list[Arch]) -> None:
+        """``evaluator.evaluate_many(archs)``, reporting its progress to ``on_progress``."""
+        if self.on_progress is None:
+            self.evaluator.evaluate_many(archs)
+            return
+        stage = f"iteration {self.iteration + 1}: scoring {len(archs):,} architectures (× dev chunks)"
+        self.evaluator.on_progress = lambda done, total: self.on_progress(stage, done, total)
+        try:
+            self.evaluator.evaluate_many(archs)
+        finally:
+            self.evaluator.on_progress = None
 
     def _mutate(self, ind, p: float):
         child = self.space.mutate(self._arch(ind), random, p)
@@ -317,10 +333,16 @@ class Search:
             a = self.space.sample(random)
             if self._acceptable(a, taken):
                 return a
+        limits = getattr(self.evaluator, "constraints", None)
+        tried = max(1000, 10 * self.config.max_redraws)
+        if limits is None:
+            raise LvsearchError(f"could not draw a new architecture in {tried} tries ({len(self.seen)} evaluated so far)",
+                                fix="use a smaller --population/--iterations for this space")
         raise LvsearchError(
-            "could not draw a new architecture that meets the constraints "
-            f"({len(self.seen)} evaluated so far)",
-            fix="relax --max-params/--max-flops, or use a smaller --population/--iterations for this space",
+            f"could not draw a new architecture within {limits.switches()} in {tried} tries "
+            f"({len(self.seen)} evaluated so far, {len(taken)} more drawn for this batch): the architectures of "
+            "this space that fit are fewer than the search needs",
+            fix=f"{limits.relax_fix()}, or use a smaller --population/--iterations",
         )
 
     def _draw(self, make: Callable[[], list], taken: set[str]) -> list[Arch]:
@@ -367,10 +389,13 @@ class Search:
     def _random_population(self) -> list[str]:
         taken: set[str] = set()
         out = []
-        for _ in range(self.config.population):
+        n = self.config.population
+        for i in range(n):
             a = self._random_new(taken)
             taken.add(a.key)
             out.append(a.key)
+            if self.on_progress is not None:
+                self.on_progress(f"iteration {self.iteration + 1}: drawing {n:,} architectures", i + 1, n)
         return out
 
     # ---------------------------------------------------------------- state
@@ -539,7 +564,7 @@ class Search:
                 a = self._draw(self._aging_child, taken)[0]
                 taken.add(a.key)
                 batch.append(a.key)
-            self.evaluator.evaluate_many([Arch.from_key(k) for k in batch])
+            self._scored([Arch.from_key(k) for k in batch])
             for k in batch:
                 self.queue.append(k)
                 if len(self.queue) > c.population:

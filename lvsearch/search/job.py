@@ -18,6 +18,7 @@ Search folder::
 
 from __future__ import annotations
 
+import math
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -226,6 +227,51 @@ def _second_stage(opts: EvolveOptions, loaded, prepared, res: SearchResult, fold
     return rec
 
 
+def _phase_reporter(show: bool, label: str):
+    """``Search.on_progress`` for the log and the terminal: one ``[progress]`` line per phase
+    (drawing or scoring a population) every ``$LVSEARCH_PROGRESS_EVERY`` seconds (default 30)
+    while it runs, so a long first population is not silent (:func:`lvsearch.ui.phase_lines`)."""
+    from lvsearch import ui
+
+    bar = ui.phase_lines(enabled=show)
+    if bar is None:
+        return None
+    tasks: dict[str, object] = {}
+
+    def report(stage: str, done: int, total: int) -> None:
+        task = tasks.get(stage)
+        if task is None:
+            task = tasks[stage] = bar.add_task(f"{label}: {stage}", total=total, info="")
+        bar.update(task, completed=done)
+
+    return report
+
+
+def check_size_band(supernet, constraints: Constraints) -> tuple[int, int]:
+    """Refuse, before any folder is written, a parameter band that no architecture of the
+    supernet's space can fill: the space's sizes run from its smallest architecture (the op
+    with the fewest parameters at every slot, sequential) to its largest (most parameters,
+    dense where searchable), :func:`lvsearch.train.supernet.sandwich_extremes`, counted by
+    ``Supernet.num_params``. Returns ``(smallest, largest)`` parameter counts.
+
+    Raises:
+        LvsearchError: the band lies entirely below or above that range (names the switches
+            in force, the range and the fix).
+    """
+    from lvsearch.train.supernet import sandwich_extremes
+
+    big, small = sandwich_extremes(supernet)
+    lo, hi = supernet.num_params(small), supernet.num_params(big)
+    c = constraints
+    if (c.max_params is not None and c.max_params < lo) or (c.min_params is not None and c.min_params > hi):
+        raise LvsearchError(
+            f"no architecture of space {supernet.space.name} fits {c.switches()}: its architectures have "
+            f"{lo:,} to {hi:,} parameters",
+            fix=f"pass a band that overlaps {lo:,}–{hi:,} (--min-params ≤ {hi:,}, --max-params ≥ {lo:,})",
+        )
+    return lo, hi
+
+
 def evolve(opts: EvolveOptions, config: SearchConfig, *, show_progress: bool = True,
            max_iterations: int | None = None) -> dict[str, SearchResult]:
     """Run (or resume) a search over a trained supernet; returns ``{"evolution"|strategy: result,
@@ -272,12 +318,17 @@ def evolve(opts: EvolveOptions, config: SearchConfig, *, show_progress: bool = T
         if opts.min_params is not None and opts.max_params is not None and opts.min_params > opts.max_params:
             raise LvsearchError(f"--min-params {opts.min_params:,} is above --max-params {opts.max_params:,}",
                                 fix="pass a band with --min-params ≤ --max-params")
+        if opts.min_params is not None or opts.max_params is not None:
+            check_size_band(loaded.supernet, Constraints(opts.max_params, opts.max_flops, opts.min_params))
         if opts.batch_size is not None and opts.batch_size < 1:
             raise LvsearchError(f"--batch-size must be ≥ 1 dev sequence, got {opts.batch_size}",
                                 fix="omit it to score all dev sequences in one chunk")
         if opts.second_stage.k is not None and opts.second_stage.k > config.topk:
             raise LvsearchError(f"--second-stage-k {opts.second_stage.k} is above --topk {config.topk}: the second stage "
                                 "re-ranks the search's top-k", fix=f"pass --second-stage-k ≤ {config.topk}, or raise --topk")
+        if not (isinstance(opts.racing_eta, (int, float)) and math.isfinite(opts.racing_eta) and opts.racing_eta > 1):
+            raise LvsearchError(f"--racing-eta must be a finite number > 1, got {opts.racing_eta}",
+                                fix="e.g. --racing-eta 4 (the best quarter of a batch goes on to the next rung)")
         if opts.racing and config.strategy == "nsga2":
             raise LvsearchError("--racing ranks a batch by one fitness; NSGA-II ranks by two objectives",
                                 fix="drop --racing, or use --strategy evolution/aging/random")
@@ -344,7 +395,8 @@ def evolve(opts: EvolveOptions, config: SearchConfig, *, show_progress: bool = T
                                      highlight=False, markup=False, soft_wrap=True)
 
             search = Search(loaded.space, evaluator, cfg, out=folder, write=info.is_main,
-                            on_iteration=on_iteration, extra_state=extra, on_start=record_env)
+                            on_iteration=on_iteration, extra_state=extra, on_start=record_env,
+                            on_progress=_phase_reporter(show, label))
             resume_phase = opts.resume and (folder / STATE).exists()
             if show and (ui.console.is_terminal or ui.console.is_jupyter):
                 from rich.live import Live

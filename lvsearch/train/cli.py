@@ -26,8 +26,11 @@ def register_supernet(sub: argparse._SubParsersAction) -> None:
         "train-supernet",
         help="train a weight-sharing supernet by single-path sampling",
         description="Train a weight-sharing supernet over a search space: each step trains one architecture "
-        "sampled uniformly (LV-BERT) or with strict fairness (FairNAS), with MLM on the prepared data. "
-        "Runs on one process or under torchrun (DDP: NCCL on GPU, gloo on CPU).",
+        "sampled uniformly (LV-BERT), with strict fairness (FairNAS) or by the sandwich rule (BigNAS), with MLM "
+        "on the prepared data. Reports the dev MLM loss and accuracy of a reference panel of architectures, the "
+        "unigram and neighbour-count floors on the same dev targets with a verdict per panel member on whether "
+        "it beats them (summary.json), and tokens/s. Runs on one process or under torchrun (DDP: NCCL on GPU, "
+        "gloo on CPU).",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -103,7 +106,10 @@ def register_retrain(sub: argparse._SubParsersAction) -> None:
         "retrain",
         help="train an architecture from scratch (ELECTRA replaced-token detection or MLM)",
         description="Train one architecture from scratch at size small/medium/base (LV-BERT Table 5) "
-        "with ELECTRA replaced-token detection (default) or MLM, and write a model directory.",
+        "with ELECTRA replaced-token detection (default) or MLM, and write a model directory. Reports the dev "
+        "MLM loss and accuracy curve, the unigram and neighbour-count floors with a verdict on whether the model "
+        "beats them (summary.json); with --finalists, each halving round's predictions with their bootstrap "
+        "intervals, who was kept or cut and why, and the pick (finalists.json).",
         epilog=RETRAIN_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
