@@ -45,7 +45,10 @@ def sub_supernet_recipe(one_shot: str | Path, *, steps: int, slot: int | None, o
     cfg["train"] = {**cfg["train"], "steps": int(steps),
                     "warmup_steps": int(steps // 10 if warmup_steps is None else warmup_steps),
                     "checkpoint_every": int(steps), "eval_every": 0}
-    cfg["sampling"] = {**cfg["sampling"], "fix_slot": slot, "fix_op": op}
+    sampling = {**cfg["sampling"], "fix_slot": slot, "fix_op": op}
+    if sampling.get("strategy") != "sandwich":
+        sampling.pop("paths", None)  # recorded with every run, but read (and accepted) by the sandwich rule only
+    cfg["sampling"] = sampling
     cfg["init_from"] = str(Path(one_shot).resolve())
     return cfg
 
