@@ -389,8 +389,9 @@ def markdown(result: dict) -> str:
     if dr and s.get("headroom"):
         out.append(f"* **Headroom.** Among the {dr['n']} random draws (`random:1` included): median {dr['median']:.4f}, "
                    f"top decile from {dr['top_decile_threshold']:.4f}, best {dr['best']:.4f}; (best − median) / σ_seed = "
-                   f"{s['headroom']['best_minus_median_over_sigma_seed']:.2f}. A search can gain at most that over a "
-                   "median architecture, and random search with 200 evaluations does not pick a median one.")
+                   f"{s['headroom']['best_minus_median_over_sigma_seed']:.2f}: what the random draws show of the space "
+                   "above a median architecture (a lower bound on the space's headroom: a pick above the best draw, "
+                   "below, shows more); random search with 200 evaluations does not pick a median one.")
     out.append(f"* **Floor.** {s['past_floor']} of the {s['archs_trained']} beat the neighbour-count floor on every "
                "seed; `bert` and `sandwich` do not. \"All standalone runs past the floor\" does not hold for this "
                "space at 4.1M tokens: some random draws sit just below it.")
