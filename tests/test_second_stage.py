@@ -93,6 +93,11 @@ def test_finetune_stage_gives_both_searches_the_same_compute_and_picks_the_best_
     assert _evolve(supernet_run, out, "--second-stage", "finetune", "--second-stage-steps", "2", "--resume") == 0
     assert (out / "second_stage" / "00" / "summary.json").stat().st_mtime_ns == stamp
     assert json.loads((out / "second_stage.json").read_text())["rows"] == ea["rows"]
+    # a resume that asks for another second stage (or none) is refused before anything changes
+    before = {p: p.read_bytes() for p in out.rglob("*.json")}
+    for other in (["--second-stage", "rescore"], ["--second-stage", "finetune", "--second-stage-steps", "3"], []):
+        assert _evolve(supernet_run, out, *other, "--resume") == 2
+    assert {p: p.read_bytes() for p in out.rglob("*.json")} == before
 
 
 def test_rescore_stage_equals_the_supernet_score_on_the_fresh_targets(supernet_run: Path, prepared_corpus: Path,
@@ -114,7 +119,9 @@ def test_rescore_stage_equals_the_supernet_score_on_the_fresh_targets(supernet_r
 def test_bad_second_stage_switches_exit_2(supernet_run: Path, tmp_path: Path, capsys):
     for extra in (["--second-stage", "finetune", "--second-stage-k", "4"],   # above --topk 3
                   ["--second-stage", "finetune", "--second-stage-steps", "0"],
-                  ["--second-stage", "rescore", "--second-stage-dev", "0"]):
+                  ["--second-stage", "rescore", "--second-stage-dev", "0"],
+                  ["--second-stage", "rescore", "--second-stage-dev", "100000"],  # above what the fitness leaves
+                  ["--second-stage", "rescore", "--dev-sequences", "all"]):     # nothing left: refused up front
         out = tmp_path / "bad"
         assert _evolve(supernet_run, out, *extra) == 2
         err = capsys.readouterr().err

@@ -103,7 +103,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--second-stage", choices=["none", "rescore", "finetune"], default="none",
                    help="re-rank each search's top-k on dev sequences the search never saw before the pick "
                         "(best.json): 'rescore' with the inherited weights, 'finetune' after a short run from them; "
-                        "the EA and --compare-random get the same compute (default: none)")
+                        "the EA and --compare-random get the same compute; best.json becomes the pick, "
+                        "second_stage.json holds every score and the compute; --resume needs the same switches "
+                        "(default: none)")
     p.add_argument("--second-stage-k", type=int, default=None, metavar="K", help="candidates re-ranked (default: --topk)")
     p.add_argument("--second-stage-steps", type=int, default=100, metavar="S",
                    help="finetune: optimizer steps per candidate, the supernet's recipe shortened (default 100)")
@@ -231,7 +233,17 @@ def _evolve(args: argparse.Namespace) -> int:
     results = evolve(opts, config)
     for label, res in results.items():
         b = res.best
-        ui.console.print(f"{label}: best fitness {b.fitness:.4f} ({fitness}; accuracy {b.accuracy:.4f}, loss {b.loss:.4f}, {b.params:,} params, "
+        if opts.second_stage.enabled and res.done:
+            from pathlib import Path
+
+            from lvsearch.arch import Arch
+
+            folder = Path(args.out) / "random" if label == "random" and len(results) > 1 else Path(args.out)
+
+            ui.console.print(f"{label}: best.json = the second stage's pick {Arch.from_json(folder / 'best.json').key}",
+                             highlight=False, markup=False, soft_wrap=True)
+        which = "the search's best" if opts.second_stage.enabled else "best"
+        ui.console.print(f"{label}: {which} fitness {b.fitness:.4f} ({fitness}; accuracy {b.accuracy:.4f}, loss {b.loss:.4f}, {b.params:,} params, "
                          f"{b.flops / 1e6:.2f} MFLOPs/token) after {len(res.history)} evaluations: {b.key}")
     if args.landscape:
         for line in landscape:

@@ -192,6 +192,45 @@ def _write_noise(evaluator, res: SearchResult, folder: Path, metric: str, show: 
             ui.console.print(line, highlight=False, markup=False, soft_wrap=True)
 
 
+def _check_second_stage(opts: EvolveOptions, config: SearchConfig, prepared, n_dev: int, seq_len: int,
+                        out: Path) -> None:
+    """Before anything runs: the second stage has fresh dev sequences to score on, and a resume
+    asks for the second stage its folders already hold (so the EA and its random-search control
+    never end up re-ranked with different compute, and best.json never contradicts
+    second_stage.json).
+
+    Raises:
+        LvsearchError: no fresh sequence left, ``--second-stage-dev`` above what is left, or a
+            resume whose second-stage switches differ from a recorded ``second_stage.json``.
+    """
+    from lvsearch.io import read_json
+
+    stage = opts.second_stage
+    if stage.enabled:
+        left = len(prepared.sequences("dev", seq_len)) - n_dev
+        if left < 1:
+            raise LvsearchError(f"--second-stage {stage.method} needs dev sequences the fitness does not use, but "
+                                f"--dev-sequences takes all {n_dev} of {prepared.folder}'s dev split",
+                                fix="score the search on fewer --dev-sequences (e.g. 1024), or drop --second-stage")
+        if stage.dev_sequences is not None and stage.dev_sequences > left:
+            raise LvsearchError(f"--second-stage-dev {stage.dev_sequences} is above the {left} dev sequences the "
+                                f"fitness leaves fresh in {prepared.folder}",
+                                fix=f"pass --second-stage-dev ≤ {left}, or omit it to use all {left}")
+    if not opts.resume:
+        return
+    want = {**stage.to_dict(), "k": stage.k if stage.k is not None else config.topk}
+    for folder in (out, out / RANDOM_DIR):
+        path = folder / SECOND_STAGE_FILE
+        if not path.is_file():
+            continue
+        rec = read_json(path, what="second stage")
+        had = rec.get("settings") if isinstance(rec, dict) else None
+        if not stage.enabled or had != want:
+            shown = ", ".join(f"{k}={v}" for k, v in (had or {}).items())
+            raise LvsearchError(f"--resume with other second-stage switches than {path} ({shown})",
+                                fix="resume with the same --second-stage switches, or start again with --overwrite")
+
+
 def _second_stage(opts: EvolveOptions, loaded, prepared, res: SearchResult, folder: Path, cfg: SearchConfig,
                   label: str, dev_sequences: int, info, show: bool) -> dict:
     """Re-rank ``res``'s top-k by ``opts.second_stage``; write ``second_stage.json`` and point
@@ -336,6 +375,7 @@ def evolve(opts: EvolveOptions, config: SearchConfig, *, show_progress: bool = T
             raise LvsearchError("--racing ranks a batch by one fitness; NSGA-II ranks by two objectives",
                                 fix="drop --racing, or use --strategy evolution/aging/random")
         dev, prepared = load_dev(loaded, opts.data, opts.dev_sequences)
+        _check_second_stage(opts, config, prepared, int(dev.input_ids.shape[0]), loaded.config.train.seq_len, out)
         constraints = Constraints(opts.max_params, opts.max_flops, opts.min_params)
         rungs = opts.racing
         if rungs == "default":
