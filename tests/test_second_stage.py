@@ -121,7 +121,8 @@ def test_bad_second_stage_switches_exit_2(supernet_run: Path, tmp_path: Path, ca
                   ["--second-stage", "finetune", "--second-stage-steps", "0"],
                   ["--second-stage", "rescore", "--second-stage-dev", "0"],
                   ["--second-stage", "rescore", "--second-stage-dev", "100000"],  # above what the fitness leaves
-                  ["--second-stage", "rescore", "--dev-sequences", "all"]):     # nothing left: refused up front
+                  ["--second-stage", "rescore", "--dev-sequences", "all"],      # nothing left: refused up front
+                  ["--second-stage-k", "2"], ["--second-stage-steps", "5"]):    # switches of a stage not asked for
         out = tmp_path / "bad"
         assert _evolve(supernet_run, out, *extra) == 2
         err = capsys.readouterr().err

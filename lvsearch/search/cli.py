@@ -226,6 +226,13 @@ def _evolve(args: argparse.Namespace) -> int:
         racing_eta=eta, second_stage=SecondStage(args.second_stage, args.second_stage_k, args.second_stage_steps,
                                                  args.second_stage_dev),
     )
+    if args.second_stage == "none":
+        given = [f for f, v in (("--second-stage-k", args.second_stage_k), ("--second-stage-dev", args.second_stage_dev),
+                                ("--second-stage-steps", None if args.second_stage_steps == 100 else args.second_stage_steps))
+                 if v is not None]
+        if given:
+            raise LvsearchError(f"{', '.join(given)} set the second stage, but --second-stage is none",
+                                fix="add --second-stage rescore or --second-stage finetune, or drop " + ", ".join(given))
     if args.landscape:  # read before the search: a bad file fails fast
         from lvsearch.search.noise import landscape_lines
 
