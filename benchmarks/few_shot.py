@@ -57,13 +57,11 @@ def main() -> None:
     args.work.mkdir(parents=True, exist_ok=True)
 
     import torch
-    from scipy.stats import kendalltau
-
     from lvsearch.arch import Arch
     from lvsearch.search.evaluator import SupernetEvaluator
     from lvsearch.search.few_shot import FewShotSupernets
     from lvsearch.search.job import load_dev
-    from lvsearch.search.rank_check import bootstrap_interval, top_precision
+    from lvsearch.search.rank_check import rank_quality
     from lvsearch.train.supernet import load_supernet
 
     torch.set_num_threads(args.threads)
@@ -88,10 +86,7 @@ def main() -> None:
         res = {r.key: r for r in ev.evaluate_many(archs)}
         ent = {"rows": {k: {"loss": res[k].loss, "accuracy": res[k].accuracy} for k in keys}}
         for metric, f in (("loss", lambda r: -r.loss), ("accuracy", lambda r: r.accuracy)):
-            xs = [f(res[k]) for k in keys]
-            ent[metric] = {"kendall_tau": float(kendalltau(xs, ys).statistic),
-                           "kendall_tau_ci95": list(bootstrap_interval(xs, ys, "kendall")),
-                           "top5_precision": top_precision(xs, ys, 5)}
+            ent[metric] = rank_quality([f(res[k]) for k in keys], ys)
         variants[name] = ent
     steps = {"one-shot": base.step, "one-shot+": base.step + args.steps * len(ops),
              "few-shot": f"{base.step} + {len(ops)} × {args.steps}"}

@@ -80,9 +80,7 @@ def score_all(args, keys: list[str]) -> dict:
 
 
 def statistics(scores: dict, truth: dict[str, float]) -> dict:
-    from scipy.stats import kendalltau, spearmanr
-
-    from lvsearch.search.rank_check import bootstrap_interval, top_precision
+    from lvsearch.search.rank_check import rank_quality
 
     keys = sorted(truth)
     ys = [truth[k] for k in keys]
@@ -91,13 +89,7 @@ def statistics(scores: dict, truth: dict[str, float]) -> dict:
         rows = v["rows"]
         ent = {"seconds_per_candidate": v["seconds_per_candidate"], "targets": v.get("targets")}
         for metric, f in (("loss", lambda r: -r["loss"]), ("accuracy", lambda r: r["accuracy"])):
-            xs = [f(rows[k]) for k in keys]
-            ent[metric] = {
-                "kendall_tau": float(kendalltau(xs, ys).statistic),
-                "kendall_tau_ci95": list(bootstrap_interval(xs, ys, "kendall")),
-                "spearman_rho": float(spearmanr(xs, ys).statistic),
-                "top5_precision": top_precision(xs, ys, 5),
-            }
+            ent[metric] = rank_quality([f(rows[k]) for k in keys], ys)
         out[name] = ent
     return out
 

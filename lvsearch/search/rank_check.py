@@ -148,6 +148,30 @@ def top_precision(scores, truth, k: int = 5) -> float | None:
     return len(top_s & top_t) / k
 
 
+def rank_quality(scores, truth, *, seed: int = 0) -> dict:
+    """How well ``scores`` rank items by ``truth`` (higher is better on both; equal-length
+    sequences of floats, e.g. supernet fitness and standalone MLM accuracy of the same
+    architectures): ``{"kendall_tau", "kendall_p", "kendall_tau_ci95", "spearman_rho",
+    "top5_precision"}`` — scipy's Kendall τ and Spearman ρ (None where undefined, e.g. constant
+    input), the paired percentile-bootstrap 95% interval of τ (:func:`bootstrap_interval`) and
+    :func:`top_precision` at k = 5. Raises nothing; too few items give None entries."""
+    import math
+    import warnings
+
+    from scipy.stats import kendalltau, spearmanr
+
+    def num(x) -> float | None:
+        return None if x is None or math.isnan(float(x)) else float(x)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # constant input: reported as undefined (None)
+        t = kendalltau(scores, truth)
+        rh = spearmanr(scores, truth)
+    return {"kendall_tau": num(t.statistic), "kendall_p": num(t.pvalue),
+            "kendall_tau_ci95": list(bootstrap_interval(scores, truth, "kendall", seed=seed)),
+            "spearman_rho": num(rh.statistic), "top5_precision": top_precision(scores, truth, 5)}
+
+
 def standalone_digest(rows: list[dict]) -> str:
     """sha256 over the standalone side of a rank check (key, accuracy, loss per row, in order):
     recorded in ``rank_check.json`` so that ``--reuse`` notices a hand-edited result."""
@@ -422,14 +446,7 @@ def rank_check(supernet: str | Path, *, num_archs: int = 8, steps: int = 200, po
         row.update(dc_count=a.ops.count("DC"), density=density(a), stratum_dc=dcl, stratum_density=dl)
     by_fitness = {}
     for name, score in (("accuracy", lambda r: r["supernet_accuracy"]), ("loss", lambda r: -r["supernet_loss"])):
-        sx = [score(r) for r in rows]
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            t = kendalltau(sx, ys)
-            rh = spearmanr(sx, ys)
-        by_fitness[name] = {"kendall_tau": num(t.statistic), "kendall_p": num(t.pvalue),
-                            "kendall_tau_ci95": list(bootstrap_interval(sx, ys, "kendall", seed=seed)),
-                            "spearman_rho": num(rh.statistic), "top5_precision": top_precision(sx, ys, 5)}
+        by_fitness[name] = rank_quality([score(r) for r in rows], ys, seed=seed)
     report = {
         "fitness": fitness, "by_fitness": by_fitness,
         "kendall_tau": num(tau.statistic), "kendall_p": num(tau.pvalue), "kendall_tau_ci95": list(tau_ci),
