@@ -458,6 +458,10 @@ def evolve(opts: EvolveOptions, config: SearchConfig, *, show_progress: bool = T
                     folder / "best.json", space=loaded.space.name, meta=_best_meta(best, loaded, cfg, label, opts.fitness))
                 if res.done:
                     _write_noise(evaluator, res, folder, opts.fitness, show)
+                    if racing is not None and len(res.topk) < cfg.topk:
+                        ui.warn(f"{label}: the top-k holds {len(res.topk)} of --topk {cfg.topk}: racing scored only "
+                                f"{len(res.topk)} candidates on the whole dev set (the rest stopped at a rung and never "
+                                "enter the top-k); raise --population or --iterations, or pass --racing off")
             if res.done and res.topk and opts.second_stage.enabled:
                 _second_stage(opts, loaded, prepared, res, folder, cfg, label, int(dev.input_ids.shape[0]), info, show)
             if not res.done:
