@@ -1,4 +1,4 @@
-"""Benchmark ``lvsearch data prepare`` on the whole shared corpus (issue 2).
+"""Benchmark ``lvsearch data prepare`` on the whole shared corpus.
 
 Measures, each in a fresh child process so peak RSS is that run's alone:
   * lvsearch: ``lvsearch data prepare --input ../shared/data/corpora`` (tokenizer training on the
@@ -6,7 +6,7 @@ Measures, each in a fresh child process so peak RSS is that run's alone:
   * peer: bare Hugging Face ``tokenizers`` doing the same core work on the same files
     (``BertWordPieceTokenizer.train`` on the train files, then ``encode_batch`` of every line),
     with none of lvsearch's checks, hashing, splitting or shard writing.
-Reports wall time, peak memory and the ratio lvsearch / peer, and the targets from the issue
+Reports wall time, peak memory and the ratio lvsearch / peer, and its targets
 (< 90 s, < 2 GB on 2 cores). Writes benchmarks/results/data_prepare.json.
 
 Usage: python benchmarks/data_prepare.py [--repeats 2]

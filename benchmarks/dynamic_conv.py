@@ -1,5 +1,5 @@
-"""Benchmark (issue 8): fused dynamic-convolution CUDA kernel vs the PyTorch shift loop vs the
-HF ConvBERT ``unfold`` formulation, and the supernet training step with the kernel on/off.
+"""Benchmark: fused dynamic-convolution CUDA kernel vs the PyTorch shift loop vs the HF ConvBERT
+``unfold`` formulation, and the supernet training step with the kernel on/off.
 
 Contenders, same inputs, same contract (value ``(B, L, H)``, kernel logits ``(B, L, heads, K)``,
 padding mask; softmax over the taps included in every arm, as the DC layer needs it):
@@ -278,7 +278,7 @@ def main() -> None:
     result["notes"] = (
         "median over interleaved rounds; CUDA times from CUDA events around `iters` back-to-back calls. "
         "effective_GB_per_s uses min_bytes (a minimal fused implementation's traffic) for every arm, so it "
-        "compares times, not each arm's real traffic. Targets (issue 8, H200): fused >= 3x torch for "
+        "compares times, not each arm's real traffic. Targets (H200): fused >= 3x torch for "
         "forward+backward, forward >= 50% of HBM peak at the small shape."
         + ("" if cuda else " CPU smoke run (1 thread, shared machine: see loadavg): no CUDA, so the fused "
                            "arm and the supernet speedup are unmeasured; CPU times only show the script runs.")

@@ -1,5 +1,5 @@
 """Do finalist-pruning predictions hit the loss reached? Bias and coverage of M4 under the
-linear schedule and under warmup-stable-decay (issue 16, item 4).
+linear schedule and under warmup-stable-decay.
 
 Runs ``lvsearch retrain --finalists 4 --compare-full`` (every finalist ends up trained to the
 budget, so every live prediction can be scored) for each finalist list and schedule, then pools
@@ -82,7 +82,7 @@ def report(args) -> Path:
             "cases": cases,
         }
     return write_result("finalist_bias", {
-        "what": "issue 16 item 4: M4 finalist predictions vs the loss reached (benchmarks/finalist_bias.py)",
+        "what": "M4 finalist predictions vs the loss reached (benchmarks/finalist_bias.py)",
         "settings": {"budget": args.budget, "eval_every": args.eval_every, "decay_fraction": args.decay_fraction,
                      "recipe": "retrain-quickstart", "finalists": 4, "eta": 2, "level": 0.9, "n_boot": 50,
                      "threads": args.threads},

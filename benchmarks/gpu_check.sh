@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 8 device check, one call on a GPU machine (repository root as the working directory):
+# Fused dynamic-conv device check, one call on a GPU machine (repository root as the working directory):
 #   1. build the fused dynamic-conv extension (torch.utils.cpp_extension.load, verbose),
 #   2. run tests/test_dc_kernel.py (CUDA parity + the CPU tests; nothing is skipped for lack of CUDA),
 #   3. run benchmarks/dynamic_conv.py (fused vs torch vs unfold, supernet step torch vs cuda).

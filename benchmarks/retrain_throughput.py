@@ -1,4 +1,4 @@
-"""Retrain throughput (issue 5): ``lvbert-paper`` vs ``bert`` at LV-BERT-small size, CPU.
+"""Retrain throughput: ``lvbert-paper`` vs ``bert`` at LV-BERT-small size, CPU.
 
 Both architectures are built exactly as ``lvsearch retrain`` builds them (24 slots, hidden 256,
 embedding 128, FF 1024, 4 heads, DC kernel 9; ELECTRA with a 1/4-width generator sharing the

@@ -1,4 +1,4 @@
-"""EA versus random search versus reference architectures, over seeds (issue 16, item 3).
+"""EA versus random search versus reference architectures, over seeds.
 
 For every search seed s: ``lvsearch evolve --compare-random --seed s`` on one supernet, both
 searches held to one parameter band (``--min-params``/``--max-params``: ``bert``'s count ± 5%)
@@ -260,7 +260,7 @@ def report(args) -> Path:
                                                       "params": meta.get("params"),
                                                       "evaluations": len(state.get("history", []))}
     result = {
-        "what": "issue 16 item 3: EA vs random search vs references over seeds (benchmarks/search_arms.py)",
+        "what": "EA vs random search vs references over seeds (benchmarks/search_arms.py)",
         "settings": {"supernet": str(args.supernet), "steps": args.steps, "seeds": args.seeds,
                      "population": args.population, "iterations": args.iterations,
                      "search_dev_sequences": args.search_dev_sequences, "dev_sequences": args.dev_sequences,

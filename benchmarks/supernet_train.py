@@ -1,4 +1,4 @@
-"""Supernet training throughput and memory (issue 3), on real token batches, CPU.
+"""Supernet training throughput and memory, on real token batches, CPU.
 
 Throughput — tokens/s of full training steps (forward, backward, AdamW), LV-BERT-small shape
 (hidden 256, embedding 128, FF 1024, 4 heads, DC kernel 9, 24 slots, vocab 16384 from the

@@ -1,4 +1,5 @@
-"""Why a run differs with 1 and 2 torch threads (issue 14, item 10), measured at two levels.
+"""Why a run differs with 1 and 2 torch threads (docs/results.md, "Reliability", item 10),
+measured at two levels.
 
 1. Ops: each op lvsearch's training step uses, computed with 1 and with 2 intra-op threads on
    the same inputs; ``equal`` means bitwise equal. The ones that differ are the cause.

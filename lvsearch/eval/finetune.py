@@ -330,9 +330,8 @@ def load_task_hf(spec: str) -> TaskData:
 def load_task(spec: str) -> TaskData:
     """A task folder when ``spec`` is an existing path, else a Hugging Face ``NAME:CONFIG``.
 
-    ``hf:NAME[:CONFIG]`` (the issue's spelling) always means a Hugging Face dataset: the
-    ``hf:`` prefix is stripped and the rest goes to :func:`load_task_hf`, even when a folder of
-    that name exists. Raises LvsearchError as :func:`load_task_folder` / :func:`load_task_hf`.
+    ``hf:NAME[:CONFIG]`` always means a Hugging Face dataset: the ``hf:`` prefix is stripped and
+    the rest goes to :func:`load_task_hf`, even when a folder of that name exists. Raises LvsearchError as :func:`load_task_folder` / :func:`load_task_hf`.
     """
     if spec.startswith("hf:"):
         if not spec[3:]:
