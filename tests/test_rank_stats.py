@@ -67,3 +67,44 @@ def test_stratified_tau_weights_strata_by_pairs():
     assert res["strata"]["B"]["tau"] == pytest.approx(-1.0)
     assert res["weighted_tau"] == pytest.approx((3 * 1.0 + 6 * -1.0) / 9)
     assert stratified_tau([1, 2], [1, 2], ["A", "A"])["weighted_tau"] is None
+
+
+def test_paired_tau_difference_sees_a_perfect_ranker_beat_a_shuffled_one():
+    from scipy.stats import kendalltau
+
+    from lvsearch.search.rank_check import paired_tau_difference
+
+    truth = np.linspace(0.20, 0.30, 20)
+    shuffled = truth[np.random.default_rng(3).permutation(20)]
+    res = paired_tau_difference(truth, shuffled, truth, seed=0)
+    assert res["n"] == 20
+    assert res["difference"] == pytest.approx(1.0 - kendalltau(shuffled, truth).statistic)
+    lo, hi = res["ci95"]
+    assert 0 < lo <= res["difference"] <= hi and res["verdict"] == "a better"
+    swapped = paired_tau_difference(shuffled, truth, truth, seed=0)
+    assert swapped["difference"] == pytest.approx(-res["difference"]) and swapped["verdict"] == "b better"
+    assert paired_tau_difference(truth, shuffled, truth, seed=0) == res  # seeded
+
+
+def test_paired_tau_difference_of_one_ranker_with_itself_is_exactly_zero():
+    from lvsearch.search.rank_check import paired_tau_difference
+
+    rng = np.random.default_rng(0)
+    truth = rng.normal(size=15)
+    scores = truth + rng.normal(size=15)
+    res = paired_tau_difference(scores, list(scores), truth)
+    assert res == {"difference": 0.0, "ci95": [0.0, 0.0], "n": 15, "verdict": "within noise"}
+
+
+def test_paired_tau_difference_refuses_bad_input_and_gives_no_interval_below_eight():
+    from lvsearch.search.rank_check import paired_tau_difference
+
+    with pytest.raises(ValueError, match="one length"):
+        paired_tau_difference([1, 2, 3, 4, 5], [1, 2, 3, 4], [1, 2, 3, 4, 5])
+    with pytest.raises(ValueError, match="at least 4"):
+        paired_tau_difference([1, 2, 3], [3, 2, 1], [1, 2, 3])
+    with pytest.raises(ValueError, match="finite"):
+        paired_tau_difference([1, 2, 3, float("nan")], [1, 2, 3, 4], [1, 2, 3, 4])
+    res = paired_tau_difference([1, 2, 3, 4, 5], [5, 4, 3, 2, 1], [1, 2, 3, 4, 5])
+    assert res["difference"] == pytest.approx(2.0)
+    assert (res["ci95"], res["n"], res["verdict"]) == ([None, None], 5, "undetermined")

@@ -99,11 +99,10 @@ def bootstrap_interval(xs, ys, statistic: str = "kendall", *, n_resamples: int =
     than :data:`MIN_BOOTSTRAP_PAIRS` pairs (over 4 monotone points every resample gives τ = 1:
     a "[1, 1]" interval that says nothing) or no defined resample. Percentile rather than BCa: BCa's jackknife fails on
     the ties short standalone runs produce."""
-    import math
     import warnings
 
     import numpy as np
-    from scipy.stats import bootstrap, kendalltau, spearmanr
+    from scipy.stats import kendalltau, spearmanr
 
     x, y = np.asarray(xs, dtype=float), np.asarray(ys, dtype=float)
     if len(x) < MIN_BOOTSTRAP_PAIRS:
@@ -119,9 +118,25 @@ def bootstrap_interval(xs, ys, statistic: str = "kendall", *, n_resamples: int =
                 out[i] = fn(a[i], b[i]).statistic
         return out
 
+    return _percentile_interval((x, y), stat, n_resamples=n_resamples, level=level, seed=seed)
+
+
+def _percentile_interval(data: tuple, stat, *, n_resamples: int, level: float,
+                         seed: int) -> tuple[float | None, float | None]:
+    """The paired percentile-bootstrap interval of ``stat`` over the samples in ``data``
+    (``scipy.stats.bootstrap``, ``paired=True``, seeded); resamples where ``stat`` is not
+    finite (an undefined τ) are dropped; ``(None, None)`` when none is left."""
+    import math
+    import warnings
+
+    import numpy as np
+    from scipy.stats import bootstrap
+
     rng = np.random.default_rng(seed)
-    res = bootstrap((x, y), stat, paired=True, vectorized=True, n_resamples=n_resamples, method="percentile",
-                    confidence_level=level, random_state=rng)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # scipy's own interval over NaN resamples / a degenerate one: not used
+        res = bootstrap(data, stat, paired=True, vectorized=True, n_resamples=n_resamples, method="percentile",
+                        confidence_level=level, random_state=rng)
     dist = res.bootstrap_distribution[np.isfinite(res.bootstrap_distribution)]
     if dist.size == 0:
         return None, None
@@ -170,6 +185,75 @@ def rank_quality(scores, truth, *, seed: int = 0) -> dict:
     return {"kendall_tau": num(t.statistic), "kendall_p": num(t.pvalue),
             "kendall_tau_ci95": list(bootstrap_interval(scores, truth, "kendall", seed=seed)),
             "spearman_rho": num(rh.statistic), "top5_precision": top_precision(scores, truth, 5)}
+
+
+#: Fewer items than this and a paired τ difference is refused (τ over 3 points takes 4 values).
+MIN_PAIRED_ITEMS = 4
+
+
+def paired_tau_difference(scores_a, scores_b, truth, *, n_resamples: int = 2000, level: float = 0.95,
+                          seed: int = 0) -> dict:
+    """Is ranker ``a`` better than ranker ``b`` at ranking the same items by ``truth``?
+
+    ``scores_a``, ``scores_b``, ``truth``: equal-length 1-D sequences of N finite floats, item
+    i in position i of all three (e.g. two supernet fitness variants and the standalone MLM
+    accuracy of the same N architectures; higher is better on all three). The difference
+    d = τ(a, truth) − τ(b, truth) of Kendall's τ-b (Kendall 1938, ``scipy.stats.kendalltau``)
+    gets a paired percentile-bootstrap interval (Efron & Tibshirani 1993, ch. 13): the item
+    indices are resampled once per resample and both τ are computed on that same resample
+    (``scipy.stats.bootstrap`` with ``paired=True``), so what the two rankers share (the same
+    items, the same truth) cancels instead of widening two separate intervals that then
+    overlap. Resamples where a τ is undefined (a constant side) are dropped, as in
+    :func:`bootstrap_interval`.
+
+    Returns ``{"difference": d, "ci95": [low, high], "n": N, "verdict": ...}`` (``ci95``: the
+    ``level`` interval, 95% by default) with verdict
+    ``"a better"`` (low > 0), ``"b better"`` (high < 0), ``"within noise"`` (the interval
+    holds 0), or ``"undetermined"`` with ``ci95`` ``[None, None]`` when there is no interval:
+    fewer than :data:`MIN_BOOTSTRAP_PAIRS` items (as :func:`bootstrap_interval`) or no
+    defined resample; ``difference`` is None when a τ is undefined on the whole sample.
+    Identical ``scores_a`` and ``scores_b`` give exactly 0 and ``[0, 0]``.
+
+    Raises:
+        ValueError: the three are not 1-D of one length, hold a non-finite value, or have
+            fewer than :data:`MIN_PAIRED_ITEMS` items.
+    """
+    import math
+    import warnings
+
+    import numpy as np
+    from scipy.stats import kendalltau
+
+    arrays = [np.asarray(v, dtype=float) for v in (scores_a, scores_b, truth)]
+    if any(v.ndim != 1 for v in arrays) or len({len(v) for v in arrays}) != 1:
+        raise ValueError("paired_tau_difference: scores_a, scores_b and truth must be 1-D of one length, got "
+                         + ", ".join(str(v.shape) for v in arrays))
+    a, b, t = arrays
+    n = len(t)
+    if n < MIN_PAIRED_ITEMS:
+        raise ValueError(f"paired_tau_difference: {n} items, at least {MIN_PAIRED_ITEMS} needed")
+    if not all(np.isfinite(v).all() for v in arrays):
+        raise ValueError("paired_tau_difference: scores and truth must be finite (no NaN or inf)")
+
+    def diff(x, y, z) -> float:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # constant input: τ undefined (NaN), dropped
+            return float(kendalltau(x, z).statistic - kendalltau(y, z).statistic)
+
+    def stat(x, y, z, axis=-1):
+        x, y, z = np.atleast_2d(x), np.atleast_2d(y), np.atleast_2d(z)
+        return np.array([diff(x[i], y[i], z[i]) for i in range(x.shape[0])])
+
+    d = diff(a, b, t)
+    if n < MIN_BOOTSTRAP_PAIRS:
+        lo, hi = None, None
+    else:
+        lo, hi = _percentile_interval((a, b, t), stat, n_resamples=n_resamples, level=level, seed=seed)
+    if lo is None:
+        verdict = "undetermined"
+    else:
+        verdict = "a better" if lo > 0 else "b better" if hi < 0 else "within noise"
+    return {"difference": d if math.isfinite(d) else None, "ci95": [lo, hi], "n": n, "verdict": verdict}
 
 
 def standalone_digest(rows: list[dict]) -> str:
