@@ -26,7 +26,9 @@ distribution of standalone MLM accuracy (median, top decile, best) over the rand
 Kendall τ of the parameter count (a zero-cost control, Ning et al. 2021), and a
 ``rank_check.json``-format file (``landscape_rank_check.json``) that ``lvsearch rank-check
 --reuse`` scores any supernet fitness variant against. With ``--supernet`` the report also runs
-those fitness variants (``--fitness-variants``).
+those fitness variants (``--fitness-variants``), each τ with its paired bootstrap difference
+against the search's default fitness (−loss on 1024 dev sequences; the same architectures
+resampled for both, since two overlapping marginal intervals of correlated τ say little).
 
 Every step is a CLI call, resumable: re-running the same command trains only what is missing
 (retrains resume from their checkpoints). The committed ``landscape.json`` carries the plan and
@@ -420,8 +422,25 @@ def markdown(result: dict) -> str:
             lo, hi = b["kendall_tau_ci95"]
             ci = f" [{lo:.2f}, {hi:.2f}]" if lo is not None else ""
             out.append(f"* **Supernet fitness** {metric} on {n} dev sequences: τ {b['kendall_tau']:.2f}{ci}, "
-                       f"top-5 precision {b['top5_precision']}.")
+                       f"top-5 precision {b['top5_precision']}{paired_text(b.get('vs_default'))}.")
     return "\n".join(out)
+
+
+def paired_text(d: dict | None) -> str:
+    """``"; the search's default fitness"`` or ``"; τ − τ(loss on 1024) +0.12 [−0.03, +0.27]
+    paired over the 23 architectures: within noise"`` for a :func:`vs_default` entry (empty
+    without one)."""
+    if not d:
+        return ""
+    if d["is_default"]:
+        return "; the search's default fitness"
+    verdict = {"a better": "ranks better than the default", "b better": "ranks worse than the default",
+               "within noise": "within noise", "undetermined": "no interval"}[d["verdict"]]
+    lo, hi = d["ci95"]
+    diff = "undefined" if d["difference"] is None else f"{d['difference']:+.2f}"
+    ci = f" [{lo:+.2f}, {hi:+.2f}]" if lo is not None else ""
+    return (f"; τ − τ({d['default']['fitness']} on {d['default']['dev_sequences']}) {diff}{ci} paired over the "
+            f"{d['n']} architectures: {verdict}")
 
 
 def write_docs(path: Path, result: dict) -> None:
@@ -435,16 +454,67 @@ def write_docs(path: Path, result: dict) -> None:
 
 
 def fitness_variants(args, reuse: Path) -> dict:
-    """``rank-check --reuse`` on the landscape for each ``--fitness-variants`` dev size."""
+    """``rank-check --reuse`` on the landscape for each ``--fitness-variants`` dev size, each
+    variant's τ also as a paired difference against the search's default (:func:`vs_default`)."""
     from lvsearch.search.rank_check import rank_check
 
-    out = {}
+    reports = {}
     for n in args.fitness_variants:
         size = n if n == "all" else int(n)
-        rep = rank_check(args.supernet, reuse=reuse, out=args.work / f"rank_check_{n}", dev_sequences=size,
-                         overwrite=True)
-        out[str(n)] = {k: rep.get(k) for k in ("by_fitness", "topk", "topk_overlap", "topk_chance", "strata",
-                                                "dev_sequences")}
+        reports[str(n)] = rank_check(args.supernet, reuse=reuse, out=args.work / f"rank_check_{n}",
+                                     dev_sequences=size, overwrite=True)
+    return vs_default(reports)
+
+
+#: The search's default fitness: −(dev MLM loss) on this many dev sequences (``evolve``'s default).
+DEFAULT_FITNESS = ("1024", "loss")
+#: How each ``by_fitness`` metric is read off a rank-check row (higher is better).
+FITNESS_SCORE = {"accuracy": lambda r: r["supernet_accuracy"], "loss": lambda r: -r["supernet_loss"]}
+
+
+def vs_default(reports: dict[str, dict]) -> dict:
+    """The ``fitness_variants`` entry from rank-check reports of the same architectures
+    (``{dev size: rank_check.json}``, in ``--fitness-variants`` order): per variant its
+    ``by_fitness``, top-k and strata, the per-architecture supernet scores (``archs``, in the
+    first report's order), and under ``by_fitness[metric]["vs_default"]`` the paired
+    difference τ(variant) − τ(default) (:func:`lvsearch.search.rank_check.paired_tau_difference`,
+    the same architectures resampled for both) against :data:`DEFAULT_FITNESS`, or the first
+    variant's loss when 1024 is not among the variants. Raises ``SystemExit`` (naming the
+    variant) when the reports do not hold the same architectures with the same standalone
+    accuracies."""
+    from lvsearch.search.rank_check import paired_tau_difference
+
+    if not reports:
+        return {}
+    base_n = DEFAULT_FITNESS[0] if DEFAULT_FITNESS[0] in reports else next(iter(reports))
+    base_metric = DEFAULT_FITNESS[1]
+    first = next(iter(reports.values()))
+    keys = [r["key"] for r in first["archs"]]
+    truth_of = {r["key"]: r["standalone_accuracy"] for r in first["archs"]}
+    rows_of = {}
+    for n, rep in reports.items():
+        by_key = {r["key"]: r for r in rep["archs"]}
+        if len(by_key) != len(rep["archs"]) or set(by_key) != set(keys):
+            raise SystemExit(f"fitness variant {n}: its rank check holds other architectures than variant "
+                             f"{next(iter(reports))}'s ({len(by_key)} vs {len(keys)})")
+        if any(by_key[k]["standalone_accuracy"] != truth_of[k] for k in keys):
+            raise SystemExit(f"fitness variant {n}: its standalone accuracies differ from variant "
+                             f"{next(iter(reports))}'s (not the same --reuse file)")
+        rows_of[n] = [by_key[k] for k in keys]
+    truth = [truth_of[k] for k in keys]
+    base = [FITNESS_SCORE[base_metric](r) for r in rows_of[base_n]]
+    out = {}
+    for n, rep in reports.items():
+        ent = {k: rep.get(k) for k in ("by_fitness", "topk", "topk_overlap", "topk_chance", "strata",
+                                        "dev_sequences")}
+        ent["by_fitness"] = {m: dict(b) for m, b in (ent["by_fitness"] or {}).items()}
+        for metric, b in ent["by_fitness"].items():
+            res = paired_tau_difference([FITNESS_SCORE[metric](r) for r in rows_of[n]], base, truth)
+            b["vs_default"] = {**res, "default": {"dev_sequences": base_n, "fitness": base_metric},
+                               "is_default": (n, metric) == (base_n, base_metric)}
+        ent["archs"] = [{"key": r["key"], "supernet_accuracy": r["supernet_accuracy"],
+                         "supernet_loss": r["supernet_loss"]} for r in rows_of[n]]
+        out[n] = ent
     return out
 
 
