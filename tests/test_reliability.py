@@ -743,15 +743,15 @@ def test_kill_and_resume_matrix_finalists(ws: dict[str, Path], prepared_corpus: 
 
 def _quickstart_outcome(out: Path) -> dict:
     """What a quickstart produced, without wall-clock fields: every arm's weights, the searches'
-    top-k, the finalists' decisions, the evaluation results."""
-    from lvsearch.quickstart.job import ARMS
-
+    top-k, the finalists' decisions (when the plan has them), the evaluation results."""
+    arms = tuple(json.loads((out / "quickstart.json").read_text())["plan"]["arms"])
     got = {"weights": {a: hashlib.sha256((out / "retrain" / a / "model" / "model.safetensors").read_bytes()).hexdigest()
-                       for a in ARMS},
+                       for a in arms},
            "topk": [(out / p / "topk.json").read_bytes() for p in ("search", "search/random")]}
-    fin = json.loads((out / "finalists" / "finalists.json").read_text())
-    got["finalists"] = [(r["alive"], r["decision"]["kept"]) for r in fin["rounds"]] + [fin["final"]["pick"]]
-    got["mlm"] = {a: json.loads((out / "eval" / f"{a}.json").read_text())["mlm"]["accuracy"] for a in ARMS}
+    if (out / "finalists" / "finalists.json").exists():
+        fin = json.loads((out / "finalists" / "finalists.json").read_text())
+        got["finalists"] = [(r["alive"], r["decision"]["kept"]) for r in fin["rounds"]] + [fin["final"]["pick"]]
+    got["mlm"] = {a: json.loads((out / "eval" / f"{a}.json").read_text())["mlm"]["accuracy"] for a in arms}
     return got
 
 

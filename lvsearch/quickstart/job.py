@@ -10,17 +10,20 @@ data           ``data prepare`` (WordPiece, 4096 pieces)           ``data/``
 supernet       ``train-supernet`` with ``recipes/quickstart.yaml``  ``supernet/``
 search         ``evolve --compare-random`` (EA and random search,  ``search/``,
                same number of evaluations)                         ``search/random/``
-finalists      successive halving over the EA top-k (``retrain         ``finalists/``
-               --finalists``); its pick is the EA arm
+finalists      only with ``--finalists K``: successive halving over    ``finalists/``
+               the EA top-k (``retrain --finalists``); its pick is
+               the EA arm
 retrain        every arm from scratch, same objective/steps/data   ``retrain/ARM[-seedK]/``
 evaluate       MLM dev accuracy, BLiMP, fine-tuning                ``eval/ARM[-seedK].json``
 rank           supernet fitness of every arm's architecture        ``rank.json``
 report         ``report.md`` and figures                           ``report.md``, ``*.png``
 =============  ==================================================  =========================
 
-The four arms are the EA's pick, the random search's best, ``bert`` (SA/FF interleaved) and one
-``random:SEED`` architecture; all are retrained with the same recipe, objective, steps, data and
-seeds, so the only difference between them is the architecture.
+The arms (:attr:`Plan.arms <lvsearch.quickstart.plan.Plan>`) are the EA's pick, the random search's
+best and ``bert`` (SA/FF interleaved); all are retrained with the same recipe, objective, steps, data
+and seeds, so the only difference between them is the architecture. When both searches pick the
+same architecture it is trained and evaluated once (the runs would be byte-identical) and the
+random-search arm's folder links to the EA arm's.
 
 ``OUT/quickstart.json`` records the settings, the plan (:mod:`lvsearch.quickstart.plan`) and the
 wall time and outcome of every stage; re-running the same command resumes, and a command
@@ -64,6 +67,8 @@ class QuickstartSettings:
         blimp: BLiMP folder, or None to skip BLiMP.
         supernet_recipe, retrain_recipe: recipes (bundled names or YAML paths).
         skip_bad_files: skip binary / non-UTF-8 files of ``data`` with a warning.
+        finalists: EA finalists pruned by successive halving before the EA arm is chosen
+            (0 = no finalist stage, the default; else ≥ 2).
     """
 
     data: str = DEFAULT_DATA
@@ -76,6 +81,7 @@ class QuickstartSettings:
     supernet_recipe: str = "quickstart"
     retrain_recipe: str = "retrain-quickstart"
     skip_bad_files: bool = False
+    finalists: int = 0
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -156,7 +162,7 @@ def open_context(out: str | Path, settings: QuickstartSettings, *, device: str =
     """
     _check_settings(settings)
     out = Path(out).expanduser().resolve()
-    plan = make_plan(settings.minutes, settings.seeds)
+    plan = make_plan(settings.minutes, settings.seeds, settings.finalists)
     wanted = _normalise_settings(settings)
     path = out / STATE
     if out.exists() and not out.is_dir():
@@ -240,7 +246,7 @@ def supernet_overrides(ctx: Context) -> list[str]:
     return [f"space={ctx.settings.space}", f"train.steps={p.supernet_steps}",
             f"train.warmup_steps={_warmup(ctx.settings.supernet_recipe, SupernetConfig, p.supernet_steps)}",
             f"train.eval_every={max(10, p.supernet_steps // 4)}", f"train.checkpoint_every={max(10, p.supernet_steps // 10)}",
-            f"eval.dev_sequences={p.search_dev_sequences}"]
+            f"eval.dev_sequences={p.supernet_dev_sequences}"]
 
 
 def stage_supernet(ctx: Context) -> dict:
@@ -280,11 +286,11 @@ def stage_search(ctx: Context) -> dict:
     if _search_done(folder) and _search_done(folder / RANDOM_DIR):
         return {"skipped": "already searched"}
     p = ctx.plan
-    # no racing on the plan's small dev set (the plan was measured so; its re-plan around the new
-    # search defaults is docs/results.md "Fitness noise and the landscape", not done yet)
+    # evolve's own defaults (fitness −loss, racing over up to 1024 dev sequences), so the
+    # quickstart searches as a user's `lvsearch evolve` does
     opts = EvolveOptions(supernet=ctx.supernet_dir, out=folder, dev_sequences=p.search_dev_sequences,
                          compare_random=True, resume=(folder / SEARCH_STATE).exists(), device=ctx.device,
-                         racing=None)
+                         racing=p.racing)
     cfg = SearchConfig(population=p.population, iterations=p.iterations, topk=min(p.topk, p.population), seed=0)
     results = evolve(opts, cfg, show_progress=ctx.show_progress)
     return {k: {"best": r.best.key, "fitness": r.best.fitness} for k, r in results.items()}
@@ -297,6 +303,8 @@ def stage_finalists(ctx: Context) -> dict:
     from lvsearch.scaling.finalists import BEST, FinalistOptions, run_finalists
 
     p = ctx.plan
+    if not p.finalists:
+        return {"skipped": "not in the plan (--finalists K adds it)"}
     topk = read_json(ctx.search_dir / "topk.json", what="search top-k")
     entries = topk.get("topk", topk) if isinstance(topk, dict) else topk
     k = min(p.finalists, len(entries))
@@ -372,12 +380,53 @@ def _link_finalist_pick(ctx: Context, run: Path) -> bool:
     return True
 
 
+def arm_arch_key(ctx: Context, arm: str) -> str | None:
+    """The architecture key of a searched arm (from its ``best.json``), None for the fixed arms."""
+    from lvsearch.arch import Arch
+
+    if arm not in ("ea", "random-search"):
+        return None
+    return Arch.from_dict(read_json(Path(arm_arch_spec(ctx, arm)), what="search pick")).key
+
+
+def same_as(ctx: Context, arm: str) -> str | None:
+    """The earlier arm of the plan that ``arm`` duplicates (both searches picked the same
+    architecture), or None. Such an arm is trained and evaluated once: same recipe, seed and
+    architecture give byte-identical runs."""
+    key = arm_arch_key(ctx, arm)
+    if key is None:
+        return None
+    for other in ctx.plan.arms[:ctx.plan.arms.index(arm)]:
+        if arm_arch_key(ctx, other) == key:
+            return other
+    return None
+
+
+def _link_run(run: Path, target: Path) -> None:
+    """Make ``run`` a relative symlink to ``target`` (replacing a stale link, never a folder)."""
+    import os
+
+    run.parent.mkdir(parents=True, exist_ok=True)
+    if run.is_symlink():
+        if run.resolve() == target.resolve():
+            return
+        run.unlink()
+    os.symlink(os.path.relpath(target, run.parent), run)
+
+
 def stage_retrain(ctx: Context) -> dict:
-    """Retrain every arm × seed into ``OUT/retrain/NAME`` (the EA arm's seed 0 is the finalist pick)."""
+    """Retrain every arm × seed into ``OUT/retrain/NAME`` (with finalists, the EA arm's seed 0 is
+    the finalist pick; an arm whose architecture an earlier arm has links to that arm's runs)."""
     out = {}
-    for arm in ARMS:
+    for arm in ctx.plan.arms:
+        twin = same_as(ctx, arm)
         for seed, name in enumerate(ctx.run_names(arm)):
             run = ctx.out / "retrain" / name
+            if twin is not None and not (run.exists() and not run.is_symlink()):
+                target = ctx.out / "retrain" / ctx.run_names(twin)[seed]
+                _link_run(run, target)
+                out[name] = {"from": f"same architecture as {twin}", "run": str(target.resolve())}
+                continue
             if arm == "ea" and seed == 0 and _link_finalist_pick(ctx, run):
                 out[name] = {"from": "finalist pick", "run": str(run.resolve())}
                 continue
@@ -403,17 +452,27 @@ def evaluate_options(ctx: Context, model: Path, report: Path) -> EvaluateOptions
 
 def stage_evaluate(ctx: Context) -> dict:
     """:func:`lvsearch.eval.job.evaluate` of every retrained run into ``OUT/eval/NAME.json``
-    (existing reports kept)."""
+    (existing reports kept; an arm that duplicates an earlier one gets a copy of its report)."""
+    import shutil
+
     from lvsearch.eval.job import evaluate
 
     done = {}
-    for arm in ARMS:
-        for name in ctx.run_names(arm):
+    for arm in ctx.plan.arms:
+        twin = same_as(ctx, arm)
+        for seed, name in enumerate(ctx.run_names(arm)):
             report = ctx.out / "eval" / f"{name}.json"
             if report.exists():
                 done[name] = "skipped (exists)"
                 continue
             report.parent.mkdir(parents=True, exist_ok=True)
+            if twin is not None:
+                src = ctx.out / "eval" / f"{ctx.run_names(twin)[seed]}.json"
+                tmp = report.with_name(report.name + ".tmp")
+                shutil.copyfile(src, tmp)
+                tmp.replace(report)
+                done[name] = f"copied from {src.name} (same architecture)"
+                continue
             evaluate(evaluate_options(ctx, ctx.out / "retrain" / name / "model", report))
             done[name] = "evaluated"
     return done
@@ -434,7 +493,7 @@ def stage_rank(ctx: Context) -> dict:
     dev, _ = load_dev(loaded, ctx.data_dir, ctx.plan.search_dev_sequences)
     ev = SupernetEvaluator(loaded.supernet, dev, seq_len=loaded.config.train.seq_len)
     rows = []
-    for arm in ARMS:
+    for arm in ctx.plan.arms:
         arch = Arch.from_dict(read_json(ctx.out / "retrain" / arm / "config.json")["arch"])
         fit = ev.evaluate(arch)
         accs = [read_json(ctx.out / "eval" / f"{n}.json")["mlm"]["accuracy"] for n in ctx.run_names(arm)]
@@ -518,14 +577,15 @@ def _run_stages(ctx: Context, stop_after: str | None) -> Context:
             continue
         elapsed = sum(s.get("seconds", 0.0) for s in ctx.state["stages"].values())
         done_names = [n for n, r in ctx.state["stages"].items() if r.get("status") == "done"]
-        text, pace = pace_line(ctx.plan.minutes * (2 if ctx.plan.seeds > 1 else 1), elapsed, done_names)
+        budgets = ctx.plan.stage_budgets()
+        text, pace = pace_line(ctx.plan.minutes, elapsed, done_names, budgets)
         ui.console.rule(f"[bold]stage {i}/{total}: {name}[/bold]")
         ui.console.print(text, highlight=False, soft_wrap=True)  # a rule would cut it at the console width
         if pace is not None and pace > OVERRUN_WARN and not ctx.state.get("overrun_warned"):
             ctx.state["overrun_warned"] = True
             ui.warn(f"the quickstart is running {pace:.1f}× slower than its plan (other jobs on these cores, fewer "
-                    f"cores, or a slower machine): expect ~{ctx.plan.minutes * pace:.0f} min instead of "
-                    f"~{ctx.plan.minutes:g}. The results do not depend on speed; to finish sooner, stop it and "
+                    f"cores, or a slower machine): expect ~{ctx.plan.total_minutes() * pace:.0f} min instead of "
+                    f"~{ctx.plan.total_minutes():.0f}. The results do not depend on speed; to finish sooner, stop it and "
                     f"start again with a smaller --minutes in a new --out")
         rec["status"] = "running"
         ctx.save()

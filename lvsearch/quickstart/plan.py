@@ -37,14 +37,19 @@ class Plan:
         minutes: the budget this plan was made for (minutes of wall time on 2 CPU cores).
         vocab_size: WordPiece vocabulary of the prepared corpus (4096: see recipes/quickstart.yaml).
         supernet_steps: supernet training steps (batch 32 × 64 tokens).
+        supernet_dev_sequences: dev sequences of the supernet's own panel evaluations.
         population, iterations: EA population ``P`` and iterations ``T``; random search makes
             the same ``P × T`` evaluations.
         topk: EA top-k.
-        search_dev_sequences: sequences of the fixed masked dev set that scores candidates.
-        finalists: EA top-k finalists entering successive halving (``retrain --finalists``, η = 2);
-            the pick, trained to the full budget, is the EA arm.
+        search_dev_sequences: sequences of the fixed masked dev set that scores candidates
+            (``lvsearch evolve``'s default, 1024, from 20 minutes up).
+        racing: racing rungs of the search (``"default"``: ``evolve``'s default plan, the rungs
+            that fit the dev set; None: every candidate on every dev sequence).
+        arms: the retrained arms, in report order (:data:`ARMS`).
+        finalists: EA top-k finalists entering successive halving (``retrain --finalists``, η = 2)
+            before the EA arm is chosen, or 0 (the default plan: the EA arm is the search's pick).
         finalists_compare_full: also train the cut finalists to the end and compare the
-            pruning rules with training all (only when the budget allows).
+            pruning rules with training all (only with finalists, when the budget allows).
         retrain_steps: steps of every retrained arm (same for all arms).
         curve_every: dev evaluation interval (steps) of retrain runs (learning curves).
         curve_sequences: dev sequences of those curve evaluations.
@@ -58,10 +63,13 @@ class Plan:
     minutes: float
     vocab_size: int
     supernet_steps: int
+    supernet_dev_sequences: int
     population: int
     iterations: int
     topk: int
     search_dev_sequences: int
+    racing: str | None
+    arms: tuple[str, ...]
     finalists: int
     finalists_compare_full: bool
     retrain_steps: int
@@ -77,27 +85,53 @@ class Plan:
     random_arch_seed: int = 1
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        d = asdict(self)
+        d["arms"] = list(self.arms)
+        return d
 
     def cuts(self, supernet_desc: str = "batch 32 × seq 64, 12 slots, hidden 128",
              retrain_tokens_per_step: int = 2048) -> list[tuple[str, str, str]]:
         """``(stage, this run, paper scale)`` rows for the report's "what was cut" table;
         ``supernet_desc`` and ``retrain_tokens_per_step`` describe the recipes actually used."""
+        racing = "" if self.racing is None else " (racing: most candidates scored on a first slice)"
         return [
             ("supernet", f"{self.supernet_steps} steps, {supernet_desc}", PAPER["supernet"]),
             ("search", f"population {self.population}, {self.iterations} iterations "
-                       f"({self.population * self.iterations} evaluations) on {self.search_dev_sequences} dev sequences",
-             PAPER["search"]),
-            ("retrain", f"{self.retrain_steps} steps × {retrain_tokens_per_step:,} tokens per arm, {self.seeds} seed(s)",
-             PAPER["retrain"]),
+                       f"({self.population * self.iterations} evaluations) on up to {self.search_dev_sequences} "
+                       f"dev sequences{racing}", PAPER["search"]),
+            ("retrain", f"{len(self.arms)} arms × {self.retrain_steps} steps × {retrain_tokens_per_step:,} tokens, "
+                        f"{self.seeds} seed(s)", PAPER["retrain"]),
             ("BLiMP", f"first {self.blimp_limit} pairs of each paradigm", PAPER["blimp"]),
             ("fine-tuning", f"{self.finetune_train_limit} training examples, {self.finetune_epochs} epoch(s), "
                             f"{self.finetune_seeds} seed(s), first {self.finetune_eval_limit} dev/test examples",
              PAPER["finetune"]),
         ]
 
+    def stage_budgets(self) -> dict[str, float]:
+        """Planned wall seconds of every stage on an idle 2-core machine, in stage order.
 
-#: The four retrained arms, in report order, and their titles.
+        The calibration run's measured seconds (:data:`STAGE_SHARES`) are scaled so that the
+        stages of the default plan (one seed, no finalists) add up to ``minutes``. Extra seeds
+        repeat the retrain and evaluate stages, so theirs are multiplied by ``seeds``. The
+        finalist stage, off by default, comes on top: with ``finalists`` it gets its calibrated
+        share (:data:`FINALISTS_SHARE`), so the run takes that much longer than ``--minutes``.
+        """
+        scale = self.minutes * 60 / sum(STAGE_SHARES.values())
+        out = {name: share * scale for name, share in STAGE_SHARES.items()}
+        for name in ("retrain", "evaluate"):
+            out[name] *= self.seeds
+        out["finalists"] = FINALISTS_SHARE * scale if self.finalists else 0.0
+        return {name: out[name] for name in STAGE_ORDER}
+
+    def total_minutes(self) -> float:
+        """The planned wall time: the sum of :meth:`stage_budgets`, in minutes."""
+        return sum(self.stage_budgets().values()) / 60
+
+
+#: The arms a plan can retrain, in report order, and their titles. Every plan trains the first
+#: three (the search's claim: EA pick vs random-search best, ``bert`` as the reference); a
+#: ``random:SEED`` architecture is a supported arm that no plan spends its budget on any more
+#: (the landscape benchmark measures the space's random draws far better).
 ARMS = ("ea", "random-search", "bert", "random-arch")
 ARM_TITLES = {
     "ea": "EA (searched)",
@@ -106,76 +140,92 @@ ARM_TITLES = {
     "random-arch": "random architecture",
 }
 
-#: Share of the wall time each stage took in the calibration run (``--minutes 20``, idle 2-core
-#: machine, docs/results.md "Quickstart": data 9 s, supernet 242 s, search 44 s, finalists
-#: 273 s, retrain 242 s, evaluate 365 s, rank 1 s of 1,176 s). The stage banners compare the
-#: time used with these shares of the budget to give an ETA and to warn about an overrun.
-STAGE_SHARES = {"data": 9, "supernet": 242, "search": 44, "finalists": 273, "retrain": 242, "evaluate": 365,
-                "rank": 1, "report": 0}
+#: The stages in the order they run.
+STAGE_ORDER = ("data", "supernet", "search", "finalists", "retrain", "evaluate", "rank", "report")
+
+#: Measured seconds of each stage of the default plan in the calibration run (``--minutes 20``,
+#: otherwise idle 2-core machine, docs/results.md "Quickstart"). :meth:`Plan.stage_budgets`
+#: scales them to the budget; the stage banners compare the time used with them for an ETA
+#: and an overrun warning.
+STAGE_SHARES = {"data": 9, "supernet": 161, "search": 70, "retrain": 847, "evaluate": 150, "rank": 5, "report": 2}
+
+#: Extra seconds of the optional finalist stage (``--finalists 3``): in its calibration run
+#: (docs/results.md "Quickstart", 576-step arms) it took 273 s and saved the EA arm's own
+#: retrain (242 s for three arms); scaled to 2000-step arms.
+FINALISTS_SHARE = (273 - 242 / 3) * 2000 / 576
 
 
-def expected_fraction_done(done_stages) -> float:
-    """Fraction of the planned wall time the stages in ``done_stages`` take (by
-    :data:`STAGE_SHARES`), in [0, 1]."""
-    total = sum(STAGE_SHARES.values())
-    return sum(STAGE_SHARES.get(n, 0) for n in done_stages) / total
-
-
-def pace_line(minutes: float, used_s: float, done_stages) -> tuple[str, float | None]:
-    """``(text, pace)`` for a stage banner: the time used of the budget and, once a stage with a
-    share has finished, the pace (used / planned for the stages done: 1.0 = on plan) and the
-    whole run's ETA at that pace. ``pace`` is None before there is anything to compare."""
+def pace_line(minutes: float, used_s: float, done_stages, budgets: dict[str, float] | None = None
+              ) -> tuple[str, float | None]:
+    """``(text, pace)`` for a stage banner: the time used of the planned total and, once a stage
+    with a budget has finished, the pace (used / planned for the stages done: 1.0 = on plan)
+    and the whole run's ETA at that pace. ``budgets`` are planned seconds per stage
+    (:meth:`Plan.stage_budgets`; default :data:`STAGE_SHARES` scaled to ``minutes``). ``pace``
+    is None before there is anything to compare."""
+    if budgets is None:
+        budgets = {n: v * minutes * 60 / sum(STAGE_SHARES.values()) for n, v in STAGE_SHARES.items()}
+    total_min = sum(budgets.values()) / 60
+    planned_done = sum(budgets.get(n, 0.0) for n in done_stages)
     used_min = used_s / 60
-    frac = expected_fraction_done(done_stages)
-    if frac <= 0.01 or used_s <= 0:
-        return f"{used_min:.1f} of ~{minutes:g} min used", None
-    pace = used_s / (frac * minutes * 60)
-    eta_total = minutes * pace
-    return (f"{used_min:.1f} of ~{minutes:g} min used; at this pace ({pace:.2f}× the plan) the whole run takes "
+    if planned_done <= 0.01 * total_min * 60 or used_s <= 0:
+        return f"{used_min:.1f} of ~{total_min:.0f} min used", None
+    pace = used_s / planned_done
+    eta_total = total_min * pace
+    return (f"{used_min:.1f} of ~{total_min:.0f} min used; at this pace ({pace:.2f}× the plan) the whole run takes "
             f"~{eta_total:.0f} min, ~{max(0.0, eta_total - used_min):.0f} min left"), pace
 
 
-def make_plan(minutes: float = BASE_MINUTES, seeds: int = 1) -> Plan:
-    """The plan for a budget of ``minutes`` (default 20) and ``seeds`` pretraining seeds per arm.
+def make_plan(minutes: float = BASE_MINUTES, seeds: int = 1, finalists: int = 0) -> Plan:
+    """The plan for a budget of ``minutes`` (default 20), ``seeds`` pretraining seeds per arm
+    and ``finalists`` EA finalists (0: none, the default).
 
-    Budget shares at the calibration point (measured, docs/results.md): supernet ≈ 35%,
-    search ≈ 8%, retraining four arms (+ finalists) ≈ 40%, evaluation ≈ 15%. Every training
-    length scales linearly with ``minutes``; search size and evaluation sizes scale more slowly
-    and have floors. Extra seeds multiply the retrain and evaluation stages: a run with
-    ``seeds=3`` needs roughly ``minutes × 2`` of wall time.
+    The default plan spends the budget on what shows the search's claim: the searched arms
+    (EA pick and random-search best) and ``bert`` are retrained for 2000 steps (4.1M tokens),
+    where the arms benchmark measured searched architectures clearing the MLM neighbour-count
+    floor (docs/results.md, "Does the search work?"). Retraining is ~70% of the time, the
+    supernet ~16%, the search ~6%, evaluation ~15%. Every training length scales linearly with
+    ``minutes``; search size and evaluation sizes scale more slowly and have floors. Extra
+    seeds repeat the retrain and evaluate stages (:meth:`Plan.stage_budgets`): ``seeds=3``
+    needs about 2.7 × ``minutes``.
 
     Raises:
-        LvsearchError: ``minutes`` ≤ 0 or ``seeds`` < 1.
+        LvsearchError: ``minutes`` ≤ 0, ``seeds`` < 1 or ``finalists`` not 0 or ≥ 2.
     """
     if not minutes > 0:
         raise LvsearchError(f"--minutes must be > 0, got {minutes}", fix="e.g. --minutes 20 (the default)")
     if seeds < 1:
         raise LvsearchError(f"--seeds must be ≥ 1, got {seeds}", fix="e.g. --seeds 1 (the default) or 3")
+    if finalists < 0 or finalists == 1:
+        raise LvsearchError(f"--finalists must be 0 (no finalist stage) or ≥ 2, got {finalists}",
+                            fix="e.g. --finalists 3, or leave it out")
     s = minutes / BASE_MINUTES
     small = s < 0.5
 
     def steps(base: int, floor: int, multiple: int) -> int:
         return max(floor, int(round(base * s / multiple)) * multiple)
 
-    retrain = steps(576, 48, 24)
+    retrain = steps(2000, 48, 8)
     return Plan(
         minutes=float(minutes),
         vocab_size=4096,
-        supernet_steps=steps(1500, 40, 10),
+        supernet_steps=steps(1000, 40, 10),
+        supernet_dev_sequences=32 if small else 128,
         population=8 if small else min(50, int(round(20 * s ** 0.5))),
         iterations=2 if small else max(3, min(20, int(round(5 * s)))),
         topk=4 if small else 10,
-        search_dev_sequences=32 if small else min(256, int(round(128 * s ** 0.5))),
-        finalists=3,
-        finalists_compare_full=s >= 2,
+        search_dev_sequences=32 if small else min(1024, max(256, int(round(1024 * s)))),
+        racing="default",
+        arms=ARMS[:3],
+        finalists=int(finalists),
+        finalists_compare_full=bool(finalists) and s >= 2,
         retrain_steps=retrain,
-        curve_every=retrain // 24,
+        curve_every=max(1, retrain // 20),
         curve_sequences=32 if small else 64,
         seeds=int(seeds),
-        mlm_dev_sequences=64 if small else 256,
-        blimp_limit=max(1, min(1000, int(round(50 * s)))),
+        mlm_dev_sequences=64 if small else 512,
+        blimp_limit=max(1, min(1000, int(round(30 * s)))),
         finetune_train_limit=max(64, int(round(1500 * s))),
         finetune_eval_limit=max(64, min(2000, int(round(500 * s ** 0.5)))),
         finetune_epochs=1 if small else 3,
-        finetune_seeds=1 if s < 1 else 2,
+        finetune_seeds=1 if s < 2 else 2,
     )

@@ -1,7 +1,8 @@
-"""``report.md`` of a quickstart run: the four arms, their differences with their spread, the
-search, the finalists, the rank check, the cost per stage and what was cut to fit.
+"""``report.md`` of a quickstart run: the verdict of every arm against its floors, the arms, their
+differences with their spread, the search and its fitness noise, the finalists (when run), the
+rank check, the cost per stage and what was cut to fit.
 
-Honesty rules (issue 7): every arm is trained identically (the table shows the shared
+Honesty rules: every arm is trained identically (the table shows the shared
 settings); a difference is called a win only when its 95% interval excludes zero:
 
 * MLM dev accuracy and BLiMP: paired bootstrap over the evaluation items (the same masked dev
@@ -31,7 +32,7 @@ import numpy as np
 from lvsearch.eval.finetune import FAILED_TEXT
 from lvsearch.eval.floors import NOT_ARCH_EFFECT, NOT_PAST_FLOOR
 from lvsearch.io import atomic_write_bytes, read_json
-from lvsearch.quickstart.plan import ARM_TITLES, ARMS, STAGE_SHARES
+from lvsearch.quickstart.plan import ARM_TITLES, STAGE_ORDER
 
 if TYPE_CHECKING:  # pragma: no cover
     from lvsearch.quickstart.job import Context
@@ -351,10 +352,11 @@ def write_quickstart_report(ctx: "Context") -> Path:
     from lvsearch.search.job import RANDOM_DIR
 
     out, plan, settings = ctx.out, ctx.plan, ctx.settings
-    names = {arm: ctx.run_names(arm) for arm in ARMS}
-    reports = {n: read_json(out / "eval" / f"{n}.json", what="evaluation report") for arm in ARMS for n in names[arm]}
-    archs = {arm: Arch.from_dict(read_json(out / "retrain" / arm / "config.json")["arch"]) for arm in ARMS}
-    summaries = {n: read_json(out / "retrain" / n / "summary.json") for arm in ARMS for n in names[arm]}
+    arms = plan.arms  # the arms this run trained, in report order
+    names = {arm: ctx.run_names(arm) for arm in arms}
+    reports = {n: read_json(out / "eval" / f"{n}.json", what="evaluation report") for arm in arms for n in names[arm]}
+    archs = {arm: Arch.from_dict(read_json(out / "retrain" / arm / "config.json")["arch"]) for arm in arms}
+    summaries = {n: read_json(out / "retrain" / n / "summary.json") for arm in arms for n in names[arm]}
     lines: list[str] = []
     w = lines.append
 
@@ -367,11 +369,15 @@ def write_quickstart_report(ctx: "Context") -> Path:
       f"pretraining seeds per arm: {plan.seeds}.\n")
     w(f"Every arm was retrained from scratch with the same recipe (`{settings.retrain_recipe}`), objective, "
       f"{plan.retrain_steps} steps × {summaries[names['bert'][0]].get('tokens', 0) // max(1, plan.retrain_steps):,} "
-      f"tokens, data and seeds; only the architecture differs. The EA arm is the pick of successive halving over "
-      f"the EA's top finalists: its rungs are exact prefixes of a full run and its resumes are exact, so its weights "
-      f"equal a fresh retrain's (verified byte for byte, docs/results.md), but it was selected among the finalists "
-      f"by dev loss while the random-search arm is a single pick — a selection advantage the comparisons below do "
-      f"not remove.\n")
+      f"tokens, data and seeds; only the architecture differs." + (
+          " The EA arm is the pick of successive halving over the EA's top finalists: its rungs are exact prefixes "
+          "of a full run and its resumes are exact, so its weights equal a fresh retrain's (verified byte for byte, "
+          "docs/results.md), but it was selected among the finalists by dev loss while the random-search arm is a "
+          "single pick — a selection advantage the comparisons below do not remove." if plan.finalists else
+          " The EA arm is the evolutionary search's pick and the random-search arm random search's, each chosen by "
+          "the same supernet fitness after the same number of evaluations.")
+      + (" Both searches picked the same architecture, so it was trained and evaluated once and the two arms "
+         "share one run." if _same_pick(archs) else "") + "\n")
     w("Wall time is the sum over every process that worked on this folder (a resumed run adds up).\n")
     budget_min = plan.minutes * (2 if plan.seeds > 1 else 1)
     if total_s > 1.5 * budget_min * 60:
@@ -383,7 +389,7 @@ def write_quickstart_report(ctx: "Context") -> Path:
     # ---- verdicts first: each arm (and seed) against its MLM, BLiMP and fine-tuning floors
     from lvsearch.eval.report import verdict_lines
 
-    run_names = [n for a in ARMS for n in names[a]]
+    run_names = [n for a in arms for n in names[a]]
     verdict = verdict_lines([reports[n] for n in run_names], run_names)
     if verdict:
         lines.extend(verdict[:2])
@@ -392,43 +398,45 @@ def write_quickstart_report(ctx: "Context") -> Path:
           "same training examples). \"Beats\" = the paired-bootstrap 95% interval of arm − floor lies above 0.\n")
         lines.extend(verdict[2:])
 
+    w(one_seed_sentence(plan.seeds) + "\n")
+
     # ---- arms table
-    w("## The four arms\n")
-    head = ["", *[ARM_TITLES[a] for a in ARMS]]
+    w("## The arms\n")
+    head = ["", *[ARM_TITLES[a] for a in arms]]
     rows = [
-        ("architecture", [f"`{archs[a].compact}`" for a in ARMS]),
-        ("parameters", [f"{summaries[names[a][0]].get('params', 0):,}" for a in ARMS]),
-        ("MLM dev accuracy", [_pm([reports[n]["mlm"]["accuracy"] for n in names[a]]) for a in ARMS]),
-        ("MLM dev loss (nats)", [_pm([reports[n]["mlm"]["loss"] for n in names[a]], 3) for a in ARMS]),
+        ("architecture", [f"`{archs[a].compact}`" for a in arms]),
+        ("parameters", [f"{summaries[names[a][0]].get('params', 0):,}" for a in arms]),
+        ("MLM dev accuracy", [_pm([reports[n]["mlm"]["accuracy"] for n in names[a]]) for a in arms]),
+        ("MLM dev loss (nats)", [_pm([reports[n]["mlm"]["loss"] for n in names[a]], 3) for a in arms]),
     ]
-    floor_cmp = {a: floor_comparison([reports[n] for n in names[a]]) for a in ARMS}
-    rows += floor_table_rows({a: [reports[n] for n in names[a]] for a in ARMS}, floor_cmp)
+    floor_cmp = {a: floor_comparison([reports[n] for n in names[a]]) for a in arms}
+    rows += floor_table_rows({a: [reports[n] for n in names[a]] for a in arms}, floor_cmp)
     if all((reports[n].get("blimp") or {}).get("status") == "done" for n in reports):
-        rows.append(("BLiMP mean over paradigms", [_pm([reports[n]["blimp"]["mean_over_paradigms"] for n in names[a]]) for a in ARMS]))
-        bfl = {a: [(reports[n]["blimp"].get("floor") or {}) for n in names[a]] for a in ARMS}
-        if all(f.get("status") == "done" for a in ARMS for f in bfl[a]):
+        rows.append(("BLiMP mean over paradigms", [_pm([reports[n]["blimp"]["mean_over_paradigms"] for n in names[a]]) for a in arms]))
+        bfl = {a: [(reports[n]["blimp"].get("floor") or {}) for n in names[a]] for a in arms}
+        if all(f.get("status") == "done" for a in arms for f in bfl[a]):
             order = bfl["bert"][0]["order"]
-            rows.append((f"BLiMP floor ({order}-gram Kneser-Ney)", [_pm([f["mean_over_paradigms"] for f in bfl[a]]) for a in ARMS]))
-            rows.append(("BLiMP − floor", [_pm([f["vs_floor"]["difference"] for f in bfl[a]]) for a in ARMS]))
+            rows.append((f"BLiMP floor ({order}-gram Kneser-Ney)", [_pm([f["mean_over_paradigms"] for f in bfl[a]]) for a in arms]))
+            rows.append(("BLiMP − floor", [_pm([f["vs_floor"]["difference"] for f in bfl[a]]) for a in arms]))
         terms = sorted(reports[names["bert"][0]]["blimp"]["phenomena"])
         for t in terms:
-            rows.append((f"  BLiMP {t}", [_pm([reports[n]["blimp"]["phenomena"][t]["accuracy"] for n in names[a]]) for a in ARMS]))
+            rows.append((f"  BLiMP {t}", [_pm([reports[n]["blimp"]["phenomena"][t]["accuracy"] for n in names[a]]) for a in arms]))
     else:
         b = reports[names["bert"][0]].get("blimp") or {}
-        rows.append(("BLiMP", [f"{b.get('status', 'skipped')}: {b.get('reason', '')}"] * len(ARMS)))
+        rows.append(("BLiMP", [f"{b.get('status', 'skipped')}: {b.get('reason', '')}"] * len(arms)))
     task_scores = {n: _task_scores(r) for n, r in reports.items()}
     for task in sorted(task_scores[names["bert"][0]]):
         metric = task_scores[names["bert"][0]][task][0]
-        pooled = {a: [v for n in names[a] for v in task_scores[n][task][1]] for a in ARMS}
-        rows.append((f"{task} {metric}", [_pm(pooled[a]) if pooled[a] else FAILED_TEXT for a in ARMS]))
+        pooled = {a: [v for n in names[a] for v in task_scores[n][task][1]] for a in arms}
+        rows.append((f"{task} {metric}", [_pm(pooled[a]) if pooled[a] else FAILED_TEXT for a in arms]))
         mcc = {a: [r[_split(reports[n], task)]["mcc"] for n in names[a] for r in reports[n]["finetune"][task]["per_seed"]
-                   if _learned(r) and (r.get(_split(reports[n], task)) or {}).get("mcc") is not None] for a in ARMS}
+                   if _learned(r) and (r.get(_split(reports[n], task)) or {}).get("mcc") is not None] for a in arms}
         if all(mcc.values()):
-            rows.append((f"{task} MCC (0 = one class / chance)", [_pm(mcc[a]) for a in ARMS]))
-        tfl = {a: [(reports[n]["finetune"][task].get("floor") or {}) for n in names[a]] for a in ARMS}
-        if all(f.get("status") == "done" and f.get("test") for a in ARMS for f in tfl[a]):
+            rows.append((f"{task} MCC (0 = one class / chance)", [_pm(mcc[a]) for a in arms]))
+        tfl = {a: [(reports[n]["finetune"][task].get("floor") or {}) for n in names[a]] for a in arms}
+        if all(f.get("status") == "done" and f.get("test") for a in arms for f in tfl[a]):
             m = reports[names["bert"][0]]["finetune"][task]["select_metric"]
-            rows.append((f"{task} test {m} floor (bag of words)", [_pm([f["test"][m] for f in tfl[a]]) for a in ARMS]))
+            rows.append((f"{task} test {m} floor (bag of words)", [_pm([f["test"][m] for f in tfl[a]]) for a in arms]))
     w("| " + " | ".join(head) + " |")
     w("|" + "---|" * len(head))
     for label, vals in rows:
@@ -442,7 +450,7 @@ def write_quickstart_report(ctx: "Context") -> Path:
       "token between the same left/right neighbours, backing off to one neighbour, then unigram), counted on "
       "exactly the training sequences each arm saw and scored on the same masked dev targets; the last row is "
       "the paired bootstrap of the arm against its floor.\n")
-    below = [a for a in ARMS if floor_cmp[a] is not None and floor_cmp[a]["verdict"] != "ahead"]
+    below = [a for a in arms if floor_cmp[a] is not None and floor_cmp[a]["verdict"] != "ahead"]
     if settings.objective == "electra":
         w("Objective **ELECTRA** (replaced-token detection): the discriminator has no MLM head, so MLM dev "
           "accuracy/loss and BLiMP pseudo-log-likelihoods are those of each arm's ELECTRA *generator* "
@@ -456,7 +464,7 @@ def write_quickstart_report(ctx: "Context") -> Path:
     w("| arm | MLM dev accuracy − bert | BLiMP accuracy − bert | tasks |")
     w("|---|---|---|---|")
     comparisons = {}
-    for arm in ARMS:
+    for arm in arms:
         if arm == "bert":
             continue
         cells = []
@@ -494,7 +502,7 @@ def write_quickstart_report(ctx: "Context") -> Path:
       "picking at random?):\n")
     w("| comparison | MLM dev accuracy | BLiMP accuracy |")
     w("|---|---|---|")
-    for other in ("random-search", "random-arch"):
+    for other in [a for a in ("random-search", "random-arch") if a in arms]:
         cells = []
         for kind, get in (("mlm", _mlm_outcomes), ("blimp", _blimp_outcomes)):
             a = [get(reports[n]) for n in names["ea"]]
@@ -517,10 +525,10 @@ def write_quickstart_report(ctx: "Context") -> Path:
 
     # ---- figures
     strip = out / "architectures.png"
-    plot_arch_strips({ARM_TITLES[a]: archs[a] for a in ARMS}, strip)
+    plot_arch_strips({ARM_TITLES[a]: archs[a] for a in arms}, strip)
     w("## Architectures\n")
     w(f"![architectures]({strip.name})\n")
-    for a in ARMS:
+    for a in arms:
         w(f"- {ARM_TITLES[a]}: `{archs[a].key}`")
     w("")
     from lvsearch.modeldir import load_model
@@ -541,7 +549,7 @@ def write_quickstart_report(ctx: "Context") -> Path:
         w("The searched model reads only the previous slot everywhere (α is one-hot).\n")
 
     curves = {}
-    for arm in ARMS:
+    for arm in arms:
         path = out / "retrain" / arm / "curve.jsonl"
         if path.exists():
             curves[ARM_TITLES[arm]] = [o for _, o in iter_jsonl(path, path.read_text(encoding="utf-8"),
@@ -577,6 +585,7 @@ def write_quickstart_report(ctx: "Context") -> Path:
       f"mean EA {_fmt(curve_ea.get('topk_mean'))}, random {_fmt(curve_rs.get('topk_mean'))}. "
       + search_gap_sentence(ea_best["meta"]["fitness"], rs_best["meta"]["fitness"], curve_ea.get("topk_mean"),
                             curve_rs.get("topk_mean")) + "\n")
+    lines.extend(search_noise_lines(ctx.search_dir, ctx.search_dir / RANDOM_DIR))
 
     fin_path = out / "finalists" / "finalists.json"
     if fin_path.exists():
@@ -607,12 +616,14 @@ def write_quickstart_report(ctx: "Context") -> Path:
 
     # ---- cost and plan
     w("## Wall time per stage\n")
-    w("| stage | seconds |")
-    w("|---|---|")
-    for name in STAGE_SHARES:
+    budgets = plan.stage_budgets()
+    w("| stage | seconds | planned (idle 2-core machine) |")
+    w("|---|---|---|")
+    for name in STAGE_ORDER:
         if name in stages and name != "report":
-            w(f"| {name} | {stages[name].get('seconds', 0.0):.0f} |")
-    w(f"| **total** (before this report) | {sum(r.get('seconds', 0.0) for k, r in stages.items() if k != 'report'):.0f} |")
+            w(f"| {name} | {stages[name].get('seconds', 0.0):.0f} | {budgets.get(name, 0.0):.0f} |")
+    w(f"| **total** (before this report) | {sum(r.get('seconds', 0.0) for k, r in stages.items() if k != 'report'):.0f} "
+      f"| {sum(v for k, v in budgets.items() if k != 'report'):.0f} |")
     w("")
     w("## What was cut to fit the budget\n")
     w("| stage | this run | paper scale |")
@@ -658,7 +669,7 @@ def fingerprint_section(out: Path, names: dict[str, list[str]]) -> list[str]:
                             "uninterrupted run only within tolerance." if changed else ", always in the same environment."))
         lines.append("")
     lines += ["| arm | model.safetensors sha256 |", "|---|---|"]
-    for arm in ARMS:
+    for arm in names:
         for n in names[arm]:
             f = out / "retrain" / n / "model" / WEIGHTS
             lines.append(f"| {n} | `{sha256_file(f)[:16]}` |" if f.is_file() else f"| {n} | missing |")
@@ -674,6 +685,40 @@ def fingerprint_section(out: Path, names: dict[str, list[str]]) -> list[str]:
     return lines
 
 
+def _same_pick(archs: dict) -> bool:
+    """Whether the EA and random-search arms have the same architecture."""
+    return "ea" in archs and "random-search" in archs and archs["ea"].key == archs["random-search"].key
+
+
+def one_seed_sentence(seeds: int) -> str:
+    """What a reader can and cannot conclude from this run's seeds, in one sentence."""
+    if seeds == 1:
+        return ("**What one run shows:** with one search seed and one pretraining seed, this report can show whether "
+                "each arm learned past its floors and how these three trained models differ on these evaluation "
+                "items; it cannot show that evolution finds better architectures than random search in general, "
+                "which needs several search seeds (`benchmarks/search_arms.py`; docs/results.md, \"Does the search "
+                "work?\"), nor how much of a difference is pretraining-seed noise (`--seeds 3`).")
+    return (f"**What this run shows:** with {seeds} pretraining seeds but one search seed, this report can show whether "
+            "each arm learned past its floors and whether the arms' differences exceed pretraining-seed noise; it "
+            "cannot show that evolution finds better architectures than random search in general, which needs several "
+            "search seeds (`benchmarks/search_arms.py`; docs/results.md, \"Does the search work?\").")
+
+
+def search_noise_lines(*folders: Path) -> list[str]:
+    """The fitness-noise sentences (:func:`lvsearch.search.noise.verdict_lines`) of each search
+    folder's ``noise.json`` (EA first, then random search), as Markdown bullets; empty when none
+    was written."""
+    from lvsearch.search.noise import verdict_lines as noise_verdict
+
+    lines = []
+    for label, folder in zip(("EA", "random search"), folders):
+        path = folder / "noise.json"
+        if path.is_file():
+            text = "; ".join(noise_verdict(read_json(path, what="search fitness noise")))
+            lines.append(f"- {label} top-k: {text}.")
+    return ([*lines, ""] if lines else [])
+
+
 def search_gap_sentence(ea_best: float, rs_best: float, ea_mean: float | None, rs_mean: float | None) -> str:
     """One sentence saying which search is ahead on supernet fitness (best and top-k mean), in
     the direction the numbers show, and that one seed per search leaves it untested."""
@@ -686,7 +731,7 @@ def search_gap_sentence(ea_best: float, rs_best: float, ea_mean: float | None, r
     lead = (f"{best} ahead on best fitness and top-k mean" if best == mean else
             f"{best} ahead on best fitness, {mean} on the top-k mean")
     return (f"Here: {lead}. One seed per search: whether that gap is systematic is not measured "
-            "(issue 16 runs several search seeds).")
+            "(`benchmarks/search_arms.py` runs several search seeds; docs/results.md, \"Does the search work?\").")
 
 
 def summary_sentences(comparisons: dict, ea_below_floor: bool) -> str:
