@@ -132,11 +132,17 @@ def warm_start(supernet: Supernet, run: str | Path, space: SearchSpace, dims) ->
             α̂ layout differ from this run's.
     """
     src = load_supernet(run, device="cpu")
-    if src.space.to_dict() != space.to_dict() or src.dims.to_dict() != dims.to_dict() \
-            or src.supernet.mixing_per_op != supernet.mixing_per_op:
-        raise LvsearchError(f"init_from {run}: its supernet ({src.space.name}, {src.space.num_slots} slots, dims "
-                            f"{src.dims.to_dict()}) differs from this run's ({space.name}, {space.num_slots} slots, "
-                            f"dims {dims.to_dict()})",
+    diffs = []
+    if src.space.to_dict() != space.to_dict():
+        diffs.append(f"space {src.space.name} with {src.space.num_slots} slots vs {space.name} with {space.num_slots}")
+    theirs, ours = src.dims.to_dict(), dims.to_dict()
+    diffs += [f"model.{k} {theirs.get(k)} vs {ours.get(k)}" for k in sorted(set(theirs) | set(ours))
+              if theirs.get(k) != ours.get(k)]
+    if src.supernet.mixing_per_op != supernet.mixing_per_op:
+        diffs.append(f"model.mixing_per_op {src.supernet.mixing_per_op} vs {supernet.mixing_per_op}")
+    if diffs:
+        raise LvsearchError(f"init_from {run}: its supernet differs from this run's ({'; '.join(diffs)}; "
+                            "theirs vs this run's)",
                             fix="warm-start from a supernet trained with the same space and model settings")
     supernet.load_state_dict(src.supernet.state_dict(), strict=True)
 
