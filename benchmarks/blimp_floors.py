@@ -28,6 +28,7 @@ def main() -> None:
     ap.add_argument("--orders", type=int, nargs="+", default=[2, 3, 4, 5])
     ap.add_argument("--precision", default="auto")
     ap.add_argument("--metrics", nargs="+", default=["pll", "pll-word-l2r"])
+    ap.add_argument("--name", default="blimp_floors", help="result file name under benchmarks/results (no .json)")
     args = ap.parse_args()
 
     import torch
@@ -79,8 +80,8 @@ def main() -> None:
         entry["floors"] = {o: {**compact_blimp_floor(f), "mean_over_paradigms": f.get("mean_over_paradigms")}
                            for o, f in entry["floors"].items()}
         out["models"][name] = entry
-        write_result("blimp_floors", out)  # after every model: a partial result survives an interruption
-    print(write_result("blimp_floors", out))
+        write_result(args.name, out)  # after every model: a partial result survives an interruption
+    print(write_result(args.name, out))
 
 
 if __name__ == "__main__":

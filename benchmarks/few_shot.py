@@ -61,7 +61,7 @@ def main() -> None:
     from lvsearch.search.evaluator import SupernetEvaluator
     from lvsearch.search.few_shot import FewShotSupernets
     from lvsearch.search.job import load_dev
-    from lvsearch.search.rank_check import rank_quality
+    from lvsearch.search.rank_check import paired_tau_difference, rank_quality
     from lvsearch.train.supernet import load_supernet
 
     torch.set_num_threads(args.threads)
@@ -88,17 +88,29 @@ def main() -> None:
         for metric, f in (("loss", lambda r: -r.loss), ("accuracy", lambda r: r.accuracy)):
             ent[metric] = rank_quality([f(res[k]) for k in keys], ys)
         variants[name] = ent
+    # the rankers share the architectures and the truth: their τ difference gets a paired interval
+    paired = {}
+    for a, b in (("few-shot", "one-shot+"), ("few-shot", "one-shot"), ("one-shot+", "one-shot")):
+        for metric, sign in (("loss", -1.0), ("accuracy", 1.0)):
+            sa = [sign * variants[a]["rows"][k][metric] for k in keys]
+            sb = [sign * variants[b]["rows"][k][metric] for k in keys]
+            paired[f"{a} − {b}, {metric}"] = paired_tau_difference(sa, sb, ys)
     steps = {"one-shot": base.step, "one-shot+": base.step + args.steps * len(ops),
              "few-shot": f"{base.step} + {len(ops)} × {args.steps}"}
     result = {"what": "few-shot sub-supernets vs the one-shot supernet at equal extra compute, ranked against the "
                       "landscape's standalone accuracies", "machine": machine(), "slot": args.slot,
               "steps_per_part": args.steps, "supernet_steps": steps, "dev_sequences": len(dev),
-              "num_archs": len(keys), "variants": variants}
+              "num_archs": len(keys), "variants": variants, "paired_tau_differences": paired}
     path = write_result("few_shot", result)
     print(f"wrote {path} ({len(keys)} architectures)")
     for name, v in variants.items():
         print(f"{name:>10}: τ(−loss) {v['loss']['kendall_tau']:+.3f} {v['loss']['kendall_tau_ci95']}, top-5 "
-              f"{v['loss']['top5_precision']}; τ(acc) {v['accuracy']['kendall_tau']:+.3f}")
+              f"{v['loss']['top5_precision']}; τ(acc) {v['accuracy']['kendall_tau']:+.3f}, top-5 "
+              f"{v['accuracy']['top5_precision']}")
+    for name, d in paired.items():
+        lo, hi = d["ci95"]
+        ci = "no interval" if lo is None else f"[{lo:+.3f}, {hi:+.3f}]"
+        print(f"τ({name}): {d['difference']:+.3f} {ci} paired over {d['n']}: {d['verdict']}")
 
 
 if __name__ == "__main__":
