@@ -244,9 +244,9 @@ def test_plan_scales_with_minutes():
     assert small.retrain_steps <= default.retrain_steps < large.retrain_steps
     assert default.population * default.iterations <= large.population * large.iterations
     assert make_plan(20, seeds=3).seeds == 3
-    # the default plan: three arms retrained 2000 steps (where searched arms clear the MLM floor),
+    # the default plan: three arms retrained 1800 steps (where searched arms clear the MLM floor),
     # no finalist stage, the search with evolve's defaults (1024 dev sequences, racing)
-    assert default.arms == ("ea", "random-search", "bert") and default.retrain_steps == 2000
+    assert default.arms == ("ea", "random-search", "bert") and default.retrain_steps == 1800
     assert default.finalists == 0 and default.search_dev_sequences == 1024 and default.racing == "default"
     assert make_plan(20, finalists=3).finalists == 3
     assert {c[0] for c in default.cuts()} == {"supernet", "search", "retrain", "BLiMP", "fine-tuning"}
@@ -320,8 +320,10 @@ def test_same_pick_is_trained_and_evaluated_once(tmp_path):
     from lvsearch.arch import Arch
     from lvsearch.quickstart.job import Context, QuickstartSettings, same_as, stage_evaluate, stage_retrain
 
-    settings = QuickstartSettings(blimp=None)
-    ctx = Context(tmp_path, settings, make_plan(20), {"stages": {}}, show_progress=False)
+    from dataclasses import replace
+
+    settings = QuickstartSettings(blimp=None)  # arms in this process, so the fake retrain below is used
+    ctx = Context(tmp_path, settings, replace(make_plan(20), arm_processes=0), {"stages": {}}, show_progress=False)
     pick = Arch.from_key("cfcfsfsfsfsf").to_dict(space="lvbert@12")
     for folder in (tmp_path / "search", tmp_path / "search" / "random"):
         folder.mkdir(parents=True, exist_ok=True)
@@ -374,3 +376,32 @@ def test_finalists_stage_on_request(tmp_path, corpora):
     assert (out / "retrain" / "ea").resolve().parent == (out / "finalists" / "finalists").resolve()
     state = json.loads((out / "quickstart.json").read_text())
     assert state["settings"]["finalists"] == 2 and state["plan"]["finalists"] == 2
+
+
+def test_worker_processes_train_as_one_thread_in_process(tmp_path, prepared_corpus):
+    """An arm trained in a single-threaded worker process equals the same retrain with one
+    thread in this process, bit for bit; a worker's error arrives as the same message."""
+    import torch
+
+    from lvsearch.errors import LvsearchError
+    from lvsearch.quickstart.workers import WorkerJob, run_jobs
+    from lvsearch.train.retrain import retrain
+
+    recipe = _recipes(tmp_path)[1]
+    kwargs = {"arch_spec": "bert", "recipe": recipe, "data_dir": str(prepared_corpus), "overrides": ["num_slots=4"]}
+    jobs = run_jobs([WorkerJob("a", "retrain", {**kwargs, "out": str(tmp_path / "a")}, steps=10, run=str(tmp_path / "a")),
+                     WorkerJob("b", "retrain", {**kwargs, "arch_spec": "sandwich", "out": str(tmp_path / "b")}, steps=10)],
+                    tmp_path / "logs", show_progress=False)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        here = retrain("bert", recipe, prepared_corpus, tmp_path / "here", overrides=["num_slots=4"], show_progress=False)
+    finally:
+        torch.set_num_threads(threads)
+    assert jobs[0].result["weights_sha256"] == here["weights_sha256"]
+    assert jobs[1].result["weights_sha256"] != here["weights_sha256"]  # another architecture
+    env = json.loads((tmp_path / "a" / "environment.json").read_text())
+    assert env["started"]["threads"] == 1
+    with pytest.raises(LvsearchError, match="retrain of bad: .*nosuch"):
+        run_jobs([WorkerJob("bad", "retrain", {**kwargs, "recipe": str(tmp_path / "nosuch.yaml"), "out": str(tmp_path / "c")})],
+                 tmp_path / "logs", show_progress=False)

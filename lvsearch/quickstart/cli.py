@@ -8,7 +8,7 @@ DESCRIPTION = (
     "The whole pipeline on real text in one command: prepare the corpus (WordPiece, 4096 pieces), "
     "train the quickstart supernet, search it with evolution and with random search (same number of "
     "evaluations, lvsearch evolve's fitness and racing), retrain three arms from scratch identically "
-    "for 2000 steps (EA pick, random-search best, bert), evaluate them (MLM dev accuracy, BLiMP, "
+    "for 1800 steps at once (EA pick, random-search best, bert), evaluate them (MLM dev accuracy, BLiMP, "
     "fine-tuning) and write OUT/report.md with figures. The report opens with each arm against its three "
     "floors (MLM neighbour-count, BLiMP n-gram, fine-tuning bag-of-words), then EA vs random search and vs "
     "bert with paired-bootstrap 95% intervals (a win only when the interval excludes zero), the search's "
@@ -33,10 +33,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="retrain objective of every arm: mlm (default; MLM accuracy and BLiMP compare across "
                         "arms) or electra (the paper's replaced-token detection)")
     p.add_argument("--seeds", type=int, default=1,
-                   help="pretraining seeds per arm (default: 1; 3 measures the seed spread at ~2.7× the time)")
+                   help="pretraining seeds per arm (default: 1; 3 measures the seed spread at ~2.5× the time)")
     p.add_argument("--finalists", type=int, default=0, metavar="K",
                    help="prune the EA's top K by successive halving on retraining (retrain --finalists) and take "
-                        "its pick as the EA arm; adds ~11 min at the default budget (default: 0, no finalist stage)")
+                        "its pick as the EA arm; adds ~10 min at the default budget (default: 0, no finalist stage)")
     p.add_argument("--space", default="lvbert-elc", choices=("lvbert-elc", "lvbert"),
                    help="search-space family: lvbert-elc (layer order and ELC connectivity, default) or lvbert (order only)")
     p.add_argument("--skip-bad-files", action="store_true",

@@ -348,17 +348,38 @@ def retrain_overrides(ctx: Context, seed: int) -> list[str]:
             f"train.checkpoint_every={max(p.curve_every, p.retrain_steps // 6)}", f"eval.dev_sequences={p.curve_sequences}"]
 
 
-def retrain_arm(ctx: Context, arm: str, seed: int, run: Path) -> dict:
-    from lvsearch.train.retrain import retrain
-
+def retrain_kwargs(ctx: Context, arm: str, seed: int, run: Path) -> dict:
+    """The :func:`lvsearch.train.retrain.retrain` arguments that train (or resume) ``arm`` × ``seed``
+    into ``run``; None when the run is already done."""
     status = _train_state(run, ctx.plan.retrain_steps)
     if status == "done":
+        return None
+    partial = status == "partial"
+    return {"arch_spec": None if partial else arm_arch_spec(ctx, arm),
+            "recipe": None if partial else ctx.settings.retrain_recipe, "data_dir": str(ctx.data_dir), "out": str(run),
+            "overrides": [] if partial else retrain_overrides(ctx, seed), "resume": partial,
+            "overwrite": status == "new" and run.exists(), "device": ctx.device}
+
+
+def retrain_arm(ctx: Context, arm: str, seed: int, run: Path) -> dict:
+    """Train (or resume) one arm × seed in this process; returns its summary."""
+    from lvsearch.train.retrain import retrain
+
+    kwargs = retrain_kwargs(ctx, arm, seed, run)
+    if kwargs is None:
         return read_json(run / "summary.json")
-    spec = None if status == "partial" else arm_arch_spec(ctx, arm)
-    return retrain(spec, None if status == "partial" else ctx.settings.retrain_recipe, ctx.data_dir, run,
-                   overrides=[] if status == "partial" else retrain_overrides(ctx, seed),
-                   resume=status == "partial", overwrite=status == "new" and run.exists(),
-                   device=ctx.device, show_progress=ctx.show_progress)
+    return retrain(**kwargs, show_progress=ctx.show_progress)
+
+
+def use_workers(ctx: Context) -> bool:
+    """Whether the arms run in worker processes: the plan asks for them and training is on a CPU."""
+    if ctx.plan.arm_processes < 1:
+        return False
+    if ctx.device == "auto":
+        import torch
+
+        return not torch.cuda.is_available()
+    return ctx.device == "cpu"
 
 
 def _link_finalist_pick(ctx: Context, run: Path) -> bool:
@@ -416,8 +437,11 @@ def _link_run(run: Path, target: Path) -> None:
 
 def stage_retrain(ctx: Context) -> dict:
     """Retrain every arm × seed into ``OUT/retrain/NAME`` (with finalists, the EA arm's seed 0 is
-    the finalist pick; an arm whose architecture an earlier arm has links to that arm's runs)."""
-    out = {}
+    the finalist pick; an arm whose architecture an earlier arm has links to that arm's runs).
+    On a CPU the arms train at once in single-threaded worker processes (:func:`use_workers`)."""
+    from lvsearch.quickstart.workers import WorkerJob, run_jobs
+
+    out, jobs = {}, []
     for arm in ctx.plan.arms:
         twin = same_as(ctx, arm)
         for seed, name in enumerate(ctx.run_names(arm)):
@@ -430,8 +454,19 @@ def stage_retrain(ctx: Context) -> dict:
             if arm == "ea" and seed == 0 and _link_finalist_pick(ctx, run):
                 out[name] = {"from": "finalist pick", "run": str(run.resolve())}
                 continue
-            s = retrain_arm(ctx, arm, seed, run)
-            out[name] = {"tokens_per_s": s.get("tokens_per_s"), "params": s.get("params")}
+            if not use_workers(ctx):
+                s = retrain_arm(ctx, arm, seed, run)
+                out[name] = {"tokens_per_s": s.get("tokens_per_s"), "params": s.get("params")}
+                continue
+            kwargs = retrain_kwargs(ctx, arm, seed, run)
+            if kwargs is None:
+                s = read_json(run / "summary.json")
+                out[name] = {"tokens_per_s": s.get("tokens_per_s"), "params": s.get("params")}
+            else:
+                jobs.append(WorkerJob(name, "retrain", kwargs, steps=ctx.plan.retrain_steps, run=str(run)))
+    for job in run_jobs(jobs, ctx.out / "logs", show_progress=ctx.show_progress, label="retrain"):
+        out[job.name] = {"tokens_per_s": job.result.get("tokens_per_s"), "params": job.result.get("params"),
+                         "worker": "1 thread"}
     return out
 
 
@@ -452,12 +487,15 @@ def evaluate_options(ctx: Context, model: Path, report: Path) -> EvaluateOptions
 
 def stage_evaluate(ctx: Context) -> dict:
     """:func:`lvsearch.eval.job.evaluate` of every retrained run into ``OUT/eval/NAME.json``
-    (existing reports kept; an arm that duplicates an earlier one gets a copy of its report)."""
+    (existing reports kept; an arm that duplicates an earlier one gets a copy of its report). On a
+    CPU the arms are evaluated at once in single-threaded worker processes (:func:`use_workers`)."""
     import shutil
+    from dataclasses import asdict
 
     from lvsearch.eval.job import evaluate
+    from lvsearch.quickstart.workers import WorkerJob, run_jobs
 
-    done = {}
+    done, jobs, copies = {}, [], []
     for arm in ctx.plan.arms:
         twin = same_as(ctx, arm)
         for seed, name in enumerate(ctx.run_names(arm)):
@@ -467,14 +505,24 @@ def stage_evaluate(ctx: Context) -> dict:
                 continue
             report.parent.mkdir(parents=True, exist_ok=True)
             if twin is not None:
-                src = ctx.out / "eval" / f"{ctx.run_names(twin)[seed]}.json"
-                tmp = report.with_name(report.name + ".tmp")
-                shutil.copyfile(src, tmp)
-                tmp.replace(report)
-                done[name] = f"copied from {src.name} (same architecture)"
+                copies.append((name, ctx.out / "eval" / f"{ctx.run_names(twin)[seed]}.json", report))
                 continue
-            evaluate(evaluate_options(ctx, ctx.out / "retrain" / name / "model", report))
-            done[name] = "evaluated"
+            opts = evaluate_options(ctx, ctx.out / "retrain" / name / "model", report)
+            if use_workers(ctx):
+                kwargs = {k: (str(v) if isinstance(v, Path) else list(v) if isinstance(v, tuple) else v)
+                          for k, v in asdict(opts).items()}
+                kwargs["threads"] = 1
+                jobs.append(WorkerJob(name, "evaluate", kwargs))
+            else:
+                evaluate(opts)
+                done[name] = "evaluated"
+    for job in run_jobs(jobs, ctx.out / "logs", show_progress=ctx.show_progress, label="evaluate"):
+        done[job.name] = "evaluated (1-thread worker)"
+    for name, src, report in copies:
+        tmp = report.with_name(report.name + ".tmp")
+        shutil.copyfile(src, tmp)
+        tmp.replace(report)
+        done[name] = f"copied from {src.name} (same architecture)"
     return done
 
 

@@ -46,6 +46,10 @@ class Plan:
         racing: racing rungs of the search (``"default"``: ``evolve``'s default plan, the rungs
             that fit the dev set; None: every candidate on every dev sequence).
         arms: the retrained arms, in report order (:data:`ARMS`).
+        arm_processes: on a CPU, retrain and evaluate the arms in this many single-threaded
+            worker processes at once (:mod:`lvsearch.quickstart.workers`; measured faster than
+            one two-threaded process), or 0: one after the other in this process. GPUs always
+            use 0.
         finalists: EA top-k finalists entering successive halving (``retrain --finalists``, η = 2)
             before the EA arm is chosen, or 0 (the default plan: the EA arm is the search's pick).
         finalists_compare_full: also train the cut finalists to the end and compare the
@@ -70,6 +74,7 @@ class Plan:
     search_dev_sequences: int
     racing: str | None
     arms: tuple[str, ...]
+    arm_processes: int
     finalists: int
     finalists_compare_full: bool
     retrain_steps: int
@@ -147,12 +152,12 @@ STAGE_ORDER = ("data", "supernet", "search", "finalists", "retrain", "evaluate",
 #: otherwise idle 2-core machine, docs/results.md "Quickstart"). :meth:`Plan.stage_budgets`
 #: scales them to the budget; the stage banners compare the time used with them for an ETA
 #: and an overrun warning.
-STAGE_SHARES = {"data": 9, "supernet": 161, "search": 70, "retrain": 847, "evaluate": 150, "rank": 5, "report": 2}
+STAGE_SHARES = {"data": 14, "supernet": 170, "search": 127, "retrain": 732, "evaluate": 165, "rank": 5, "report": 3}
 
 #: Extra seconds of the optional finalist stage (``--finalists 3``): in its calibration run
 #: (docs/results.md "Quickstart", 576-step arms) it took 273 s and saved the EA arm's own
-#: retrain (242 s for three arms); scaled to 2000-step arms.
-FINALISTS_SHARE = (273 - 242 / 3) * 2000 / 576
+#: retrain (242 s for three arms); scaled to 1800-step arms.
+FINALISTS_SHARE = (273 - 242 / 3) * 1800 / 576
 
 
 def pace_line(minutes: float, used_s: float, done_stages, budgets: dict[str, float] | None = None
@@ -180,13 +185,14 @@ def make_plan(minutes: float = BASE_MINUTES, seeds: int = 1, finalists: int = 0)
     and ``finalists`` EA finalists (0: none, the default).
 
     The default plan spends the budget on what shows the search's claim: the searched arms
-    (EA pick and random-search best) and ``bert`` are retrained for 2000 steps (4.1M tokens),
-    where the arms benchmark measured searched architectures clearing the MLM neighbour-count
-    floor (docs/results.md, "Does the search work?"). Retraining is ~70% of the time, the
-    supernet ~16%, the search ~6%, evaluation ~15%. Every training length scales linearly with
-    ``minutes``; search size and evaluation sizes scale more slowly and have floors. Extra
-    seeds repeat the retrain and evaluate stages (:meth:`Plan.stage_budgets`): ``seeds=3``
-    needs about 2.7 × ``minutes``.
+    (EA pick and random-search best) and ``bert`` are retrained for 1800 steps (3.7M tokens), in
+    the range where the arms benchmark measured searched architectures clearing the MLM
+    neighbour-count floor (3.6–4.1M tokens; docs/results.md, "Does the search work?"), all three
+    at once in single-threaded worker processes. Retraining is ~60% of the time, the supernet
+    and the search ~25%, evaluation ~15% (:data:`STAGE_SHARES`). Every training length scales
+    linearly with ``minutes``; search size and evaluation sizes scale more slowly and have
+    floors. Extra seeds repeat the retrain and evaluate stages (:meth:`Plan.stage_budgets`):
+    ``seeds=3`` needs about 2.5 × ``minutes``.
 
     Raises:
         LvsearchError: ``minutes`` ≤ 0, ``seeds`` < 1 or ``finalists`` not 0 or ≥ 2.
@@ -204,11 +210,11 @@ def make_plan(minutes: float = BASE_MINUTES, seeds: int = 1, finalists: int = 0)
     def steps(base: int, floor: int, multiple: int) -> int:
         return max(floor, int(round(base * s / multiple)) * multiple)
 
-    retrain = steps(2000, 48, 8)
+    retrain = steps(1800, 48, 8)
     return Plan(
         minutes=float(minutes),
         vocab_size=4096,
-        supernet_steps=steps(1000, 40, 10),
+        supernet_steps=steps(800, 40, 10),
         supernet_dev_sequences=32 if small else 128,
         population=8 if small else min(50, int(round(20 * s ** 0.5))),
         iterations=2 if small else max(3, min(20, int(round(5 * s)))),
@@ -216,6 +222,7 @@ def make_plan(minutes: float = BASE_MINUTES, seeds: int = 1, finalists: int = 0)
         search_dev_sequences=32 if small else min(1024, max(256, int(round(1024 * s)))),
         racing="default",
         arms=ARMS[:3],
+        arm_processes=3,
         finalists=int(finalists),
         finalists_compare_full=bool(finalists) and s >= 2,
         retrain_steps=retrain,
@@ -223,9 +230,9 @@ def make_plan(minutes: float = BASE_MINUTES, seeds: int = 1, finalists: int = 0)
         curve_sequences=32 if small else 64,
         seeds=int(seeds),
         mlm_dev_sequences=64 if small else 512,
-        blimp_limit=max(1, min(1000, int(round(30 * s)))),
+        blimp_limit=max(1, min(1000, int(round(25 * s)))),
         finetune_train_limit=max(64, int(round(1500 * s))),
         finetune_eval_limit=max(64, min(2000, int(round(500 * s ** 0.5)))),
-        finetune_epochs=1 if small else 3,
+        finetune_epochs=1 if small else 2,
         finetune_seeds=1 if s < 2 else 2,
     )

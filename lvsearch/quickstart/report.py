@@ -378,6 +378,11 @@ def write_quickstart_report(ctx: "Context") -> Path:
           "the same supernet fitness after the same number of evaluations.")
       + (" Both searches picked the same architecture, so it was trained and evaluated once and the two arms "
          "share one run." if _same_pick(archs) else "") + "\n")
+    retrained = (stages.get("retrain", {}).get("result") or {})
+    if any(isinstance(r, dict) and r.get("worker") for r in retrained.values()):
+        w("The arms were retrained and evaluated at once, each in its own single-threaded worker process (on two "
+          "cores faster than one two-threaded process; the weights are those of a one-thread retrain, bit for bit; "
+          "logs in `logs/`).\n")
     w("Wall time is the sum over every process that worked on this folder (a resumed run adds up).\n")
     budget_min = plan.minutes * (2 if plan.seeds > 1 else 1)
     if total_s > 1.5 * budget_min * 60:

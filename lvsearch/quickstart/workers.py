@@ -1,0 +1,205 @@
+"""The quickstart's per-arm work (retraining, evaluation) in parallel worker processes.
+
+On a CPU the arms' small models use two cores better as separate single-threaded processes than
+as one two-threaded process (``benchmarks/arm_parallelism.py``; docs/results.md "Quickstart"):
+intra-op parallelism over a 128-wide model leaves cores waiting at every op. So each arm's
+``retrain`` / ``evaluate`` runs in its own process (``python -m lvsearch.quickstart.workers
+SPEC``) with one torch thread, all arms at once; the results are those of the same call with
+one thread in this process, bit for bit (the thread count is recorded in each run's
+``environment.json``).
+
+A worker writes its result (or its error message) to a JSON file and its console output to
+``OUT/logs/NAME.log``. Workers die with the parent (``PR_SET_PDEATHSIG`` on Linux), so a killed
+quickstart leaves no orphan writing into its folders; a Ctrl-C reaches them as well and each
+saves its checkpoint, as a single ``retrain`` does. Re-running the quickstart resumes every arm.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lvsearch.errors import LvsearchError
+from lvsearch.io import atomic_write_json
+
+KINDS = ("retrain", "evaluate")
+
+
+@dataclass
+class WorkerJob:
+    """One arm's unit of work.
+
+    Attributes:
+        name: the run name (``ea``, ``bert-seed1``, ...), used for the log and the progress bar.
+        kind: ``retrain`` (:func:`lvsearch.train.retrain.retrain`) or ``evaluate``
+            (:func:`lvsearch.eval.job.evaluate` with :class:`~lvsearch.eval.job.EvaluateOptions`).
+        kwargs: JSON-serialisable keyword arguments of that call (``show_progress`` / ``show``
+            are set by the worker).
+        steps: total training steps, for the progress bar (retrain only).
+        run: the training run folder whose ``metrics.jsonl`` shows progress (retrain only).
+    """
+
+    name: str
+    kind: str
+    kwargs: dict
+    steps: int = 0
+    run: str | None = None
+    result: dict = field(default_factory=dict)
+
+
+def _set_pdeathsig() -> None:  # pragma: no cover - runs in the child between fork and exec
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _last_step(run: str | None) -> int:
+    """The newest ``step`` in ``RUN/metrics.jsonl`` (0 when there is none yet); cheap: reads the tail."""
+    if not run:
+        return 0
+    path = Path(run) / "metrics.jsonl"
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - 4096))
+            tail = f.read().decode("utf-8", errors="replace").splitlines()
+    except OSError:
+        return 0
+    for line in reversed(tail):
+        try:
+            return int(json.loads(line).get("step", 0))
+        except (ValueError, AttributeError):
+            continue
+    return 0
+
+
+def run_jobs(jobs: list[WorkerJob], folder: Path, *, show_progress: bool = True, label: str = "arms") -> list[WorkerJob]:
+    """Run ``jobs`` at once, one single-threaded worker process each; returns them with ``result`` set.
+
+    Args:
+        folder: where the workers' spec/result files and logs go (``OUT/logs``).
+
+    Raises:
+        LvsearchError: a worker's own error (its message, e.g. a bad recipe), or a worker that
+            crashed or was killed (naming its log; re-running resumes). The other workers are
+            stopped with SIGINT first, so they save their checkpoints.
+        KeyboardInterrupt: Ctrl-C, after the workers saved their checkpoints and stopped.
+    """
+    from lvsearch import ui
+    from lvsearch.faults import ENV as KILL_ENV
+
+    if not jobs:
+        return jobs
+    folder.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    procs: list[tuple[WorkerJob, subprocess.Popen, Path, Path]] = []
+    for job in jobs:
+        if job.kind not in KINDS:
+            raise ValueError(f"unknown worker kind {job.kind!r}")
+        spec, result, log = (folder / f"{job.name}.{job.kind}.{ext}" for ext in ("spec.json", "result.json", "log"))
+        result.unlink(missing_ok=True)
+        atomic_write_json(spec, {"kind": job.kind, "kwargs": job.kwargs, "result": str(result)})
+        with open(log, "ab") as out:
+            p = subprocess.Popen([sys.executable, "-m", "lvsearch.quickstart.workers", str(spec)], env=env,
+                                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                 preexec_fn=_set_pdeathsig if sys.platform.startswith("linux") else None)
+        procs.append((job, p, result, log))
+    try:
+        with ui.progress(enabled=show_progress) as bar:
+            tasks = {job.name: bar.add_task(f"{label}: {job.kind} {job.name}", total=max(1, job.steps), info="")
+                     for job, *_ in procs}
+            while True:
+                alive = False
+                for job, p, _, _ in procs:
+                    done = p.poll() is not None
+                    alive |= not done
+                    step = job.steps if done else _last_step(job.run) if job.kind == "retrain" else 0
+                    bar.update(tasks[job.name], completed=min(step, max(1, job.steps)))
+                failed = [x for x in procs if x[1].poll() not in (None, 0)]
+                if failed or not alive:
+                    break
+                time.sleep(0.5)
+    except KeyboardInterrupt:
+        _stop(procs)
+        raise
+    failed = [x for x in procs if x[1].returncode != 0]
+    if failed:
+        _stop(procs)
+        job, p, result, log = failed[0]
+        if p.returncode == -signal.SIGKILL and os.environ.get(KILL_ENV):
+            os.kill(os.getpid(), signal.SIGKILL)  # fault injection: a killed worker is a crash of the whole run
+        msg = _read_error(result)
+        if msg:
+            raise LvsearchError(f"{job.kind} of {job.name}: {msg}")
+        how = f"was killed by signal {-p.returncode}" if p.returncode < 0 else f"failed (exit {p.returncode})"
+        raise LvsearchError(f"the {job.kind} worker of {job.name} {how}; its output is in {log}",
+                            fix="fix what the log says (out of memory?) and re-run the same command to resume")
+    for job, _, result, _ in procs:
+        job.result = json.loads(result.read_text(encoding="utf-8")).get("result") or {}
+    return jobs
+
+
+def _read_error(path: Path) -> str | None:
+    try:
+        return json.loads(path.read_text(encoding="utf-8")).get("error")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def _stop(procs) -> None:
+    """SIGINT every running worker (each saves its checkpoint at the next step) and wait for them."""
+    for _, p, _, _ in procs:
+        if p.poll() is None:
+            try:
+                p.send_signal(signal.SIGINT)
+            except ProcessLookupError:
+                pass
+    deadline = time.monotonic() + 120
+    for _, p, _, _ in procs:
+        try:
+            p.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+def _worker_main(spec_path: str) -> int:
+    """Child side: run one job from ``spec_path`` with one torch thread; write the result file."""
+    import torch
+
+    torch.set_num_threads(1)
+    spec = json.loads(Path(spec_path).read_text(encoding="utf-8"))
+    result_path = Path(spec["result"])
+    try:
+        if spec["kind"] == "retrain":
+            from lvsearch.train.retrain import retrain
+
+            summary = retrain(**spec["kwargs"], show_progress=False)
+            result = {k: summary.get(k) for k in ("tokens_per_s", "params", "steps", "weights_sha256")}
+        else:
+            from lvsearch.eval.job import EvaluateOptions, evaluate
+
+            evaluate(EvaluateOptions(**spec["kwargs"]), show=False)
+            result = {"report": spec["kwargs"].get("out")}
+    except LvsearchError as e:
+        atomic_write_json(result_path, {"error": str(e)})
+        print(f"lvsearch: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    atomic_write_json(result_path, {"result": result})
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover - the worker process
+    sys.exit(_worker_main(sys.argv[1]))
