@@ -90,7 +90,7 @@ def test_report_has_every_section_with_numbers(finished):
     for section in ("## The arms", "## Differences against `bert`", "## Architectures", "α of the searched model",
                     "## Retraining curves", "## Search: evolution vs random search", "## Supernet rank check",
                     "## Wall time per stage", "## What was cut to fit the budget", "**What one run shows:**",
-                    "fitness noise (loss,"):
+                    "fitness noise (loss,", "fitness −(mean dev MLM loss) on 32 fixed masked dev sequences"):
         assert section in text, section
     assert "## Finalist pruning" not in text  # only with --finalists
     assert not re.search(r"issue \d", text, re.I)  # the report speaks to its reader, not to the tracker

@@ -32,7 +32,7 @@ import numpy as np
 from lvsearch.eval.finetune import FAILED_TEXT
 from lvsearch.eval.floors import NOT_ARCH_EFFECT, NOT_PAST_FLOOR
 from lvsearch.io import atomic_write_bytes, read_json
-from lvsearch.quickstart.plan import ARM_TITLES, STAGE_ORDER
+from lvsearch.quickstart.plan import ARM_TITLES, STAGE_ORDER, make_plan
 
 if TYPE_CHECKING:  # pragma: no cover
     from lvsearch.quickstart.job import Context
@@ -277,17 +277,24 @@ def _interval(d: dict) -> str:
     return f"{_signed(d['diff'])} [{_signed(d['low'])}, {_signed(d['high'])}] → **{d['verdict']}**"
 
 
-def _search_targets(folder: Path) -> str:
-    """Masked targets of the search's dev set, from the first line of its history."""
-    import json
-
-    path = folder / "history.jsonl"
-    with open(path, encoding="utf-8") as f:
-        first = f.readline()
-    try:
-        return f"{int(json.loads(first)['targets']):,}"
-    except (ValueError, KeyError, TypeError):
-        return "the same"
+def search_fitness_phrase(folder: Path) -> str:
+    """How the search in ``folder`` scored candidates, for the report: the fitness, the dev
+    sequences and masked targets, and the racing rungs (from ``state.json`` and ``noise.json``)."""
+    state = read_json(folder / "state.json", what="search state")
+    extra = state.get("extra") or {}
+    metric = extra.get("fitness", "accuracy")
+    n = extra.get("dev_sequences")
+    noise = folder / "noise.json"
+    targets = read_json(noise, what="search fitness noise").get("targets") if noise.is_file() else None
+    what = "−(mean dev MLM loss)" if metric == "loss" else "dev MLM accuracy (moves in steps of one target)"
+    text = f"fitness {what} on {n} fixed masked dev sequences" + (f" ({targets:,} masked targets)" if targets else "")
+    racing = extra.get("racing") or {}
+    if racing.get("rungs"):
+        keep = f"the best 1/{racing.get('eta', 4):g}"
+        steps = [f"every candidate on the first {racing['rungs'][0]}"]
+        steps += [f"{keep} of those on {r}" for r in racing["rungs"][1:]] + [f"{keep} of those on all"]
+        text += f", raced ({', '.join(steps)})"
+    return text
 
 
 def floor_table_rows(arm_reports: dict[str, list[dict]], floor_cmp: dict[str, dict | None]) -> list[tuple[str, list[str]]]:
@@ -523,7 +530,7 @@ def write_quickstart_report(ctx: "Context") -> Path:
     if plan.seeds == 1:
         w("With one pretraining seed per arm these intervals cover evaluation-sample noise only; "
           "the spread between pretraining seeds is **unmeasured** at this budget "
-          "(`--seeds 3` measures it, at about twice the wall time).\n")
+          f"(`--seeds 3` measures it, in about {make_plan(plan.minutes, 3).total_minutes():.0f} min).\n")
     summary = summary_sentences(comparisons, "ea" in below)
     if summary:
         w(summary + "\n")
@@ -583,8 +590,7 @@ def write_quickstart_report(ctx: "Context") -> Path:
     curve_ea = (read_json(ctx.search_dir / "state.json").get("curve") or [{}])[-1]
     curve_rs = (read_json(ctx.search_dir / RANDOM_DIR / "state.json").get("curve") or [{}])[-1]
     w(f"Both searches made {plan.population} × {plan.iterations} = {plan.population * plan.iterations} evaluations "
-      f"(supernet weights, {plan.search_dev_sequences} fixed masked dev sequences, "
-      f"{_search_targets(ctx.search_dir)} masked targets: fitness moves in steps of one target). Best supernet fitness: "
+      f"(supernet weights; {search_fitness_phrase(ctx.search_dir)}). Best supernet fitness: "
       f"EA {_fmt(ea_best['meta']['fitness'])} (`{Arch.from_dict(ea_best).compact}`), random search "
       f"{_fmt(rs_best['meta']['fitness'])} (`{Arch.from_dict(rs_best).compact}`); top-{min(plan.topk, plan.population)} "
       f"mean EA {_fmt(curve_ea.get('topk_mean'))}, random {_fmt(curve_rs.get('topk_mean'))}. "
