@@ -116,7 +116,7 @@ def run_jobs(jobs: list[WorkerJob], folder: Path, *, show_progress: bool = True,
         procs.append((job, p, result, log))
     try:
         with ui.progress(enabled=show_progress) as bar:
-            tasks = {job.name: bar.add_task(f"{label}: {job.kind} {job.name}", total=max(1, job.steps), info="")
+            tasks = {job.name: bar.add_task(f"{job.kind} {job.name}" if label == job.kind else f"{label}: {job.kind} {job.name}", total=max(1, job.steps), info="")
                      for job, *_ in procs}
             while True:
                 alive = False
