@@ -149,10 +149,10 @@ ARM_TITLES = {
 STAGE_ORDER = ("data", "supernet", "search", "finalists", "retrain", "evaluate", "rank", "report")
 
 #: Measured seconds of each stage of the default plan in the calibration run (``--minutes 20``,
-#: otherwise idle 2-core machine, docs/results.md "Quickstart"). :meth:`Plan.stage_budgets`
-#: scales them to the budget; the stage banners compare the time used with them for an ETA
-#: and an overrun warning.
-STAGE_SHARES = {"data": 14, "supernet": 170, "search": 127, "retrain": 732, "evaluate": 165, "rank": 5, "report": 3}
+#: otherwise idle 2-core machine, docs/results.md "Quickstart": 1,277 s, i.e. 21.3 min, over
+#: the 20-minute budget). :meth:`Plan.stage_budgets` scales them to the budget; the stage
+#: banners compare the time used with them for an ETA and an overrun warning.
+STAGE_SHARES = {"data": 13, "supernet": 153, "search": 129, "retrain": 795, "evaluate": 176, "rank": 9, "report": 1}
 
 #: Extra seconds of the optional finalist stage (``--finalists 3``): in its calibration run
 #: (docs/results.md "Quickstart", 576-step arms) it took 273 s and saved the EA arm's own
