@@ -101,6 +101,8 @@ def test_report_has_every_section_with_numbers(finished):
         # a number for each arm (a task score may instead say its fine-tuning failed)
         assert len(re.findall(r"\d\.\d{4}|\d[\d,]{3,}|failed \(loss did not fall\)", line)) >= len(arms), line
     assert re.search(r"Kendall τ = (-?\d\.\d\d|—)", text)
+    # the rank check scores the arms with the search's own fitness (−loss)
+    assert json.loads((out / "rank.json").read_text())["fitness"] == "loss"
     # every report leads with the verdicts against the three floors, then the arms
     assert text.index("## Verdict against the floors") < text.index("## The arms")
     verdict = text.split("## Verdict against the floors")[1].split("## The arms")[0]
@@ -190,6 +192,7 @@ def test_bad_inputs(tmp_path, capsys):
     bad("--minutes", "0", match="--minutes must be > 0")
     bad("--seeds", "0", match="--seeds must be ≥ 1")
     bad("--finalists", "1", match="--finalists must be 0")
+    bad("--minutes", "inf", match="--minutes must be > 0")
     bad("--data", str(tmp_path / "missing"), match="does not exist")
     with pytest.raises(SystemExit):  # argparse: invalid choice
         main(["quickstart", "--out", str(tmp_path / "o"), "--space", "dc-ff"])

@@ -539,7 +539,9 @@ def stage_rank(ctx: Context) -> dict:
 
     loaded = load_supernet(ctx.supernet_dir)
     dev, _ = load_dev(loaded, ctx.data_dir, ctx.plan.search_dev_sequences)
-    ev = SupernetEvaluator(loaded.supernet, dev, seq_len=loaded.config.train.seq_len)
+    # the search's own fitness (evolve's default −loss, or what the search recorded)
+    fitness = (read_json(ctx.search_dir / "state.json", what="search state").get("extra") or {}).get("fitness", "accuracy")
+    ev = SupernetEvaluator(loaded.supernet, dev, seq_len=loaded.config.train.seq_len, fitness=fitness)
     rows = []
     for arm in ctx.plan.arms:
         arch = Arch.from_dict(read_json(ctx.out / "retrain" / arm / "config.json")["arch"])
@@ -553,7 +555,7 @@ def stage_rank(ctx: Context) -> dict:
         warnings.simplefilter("ignore")
         tau = stats.kendalltau(x, y)
         rho = stats.spearmanr(x, y)
-    result = {"rows": rows, "n": len(rows), "kendall_tau": _finite(tau.statistic), "kendall_p": _finite(tau.pvalue),
+    result = {"rows": rows, "n": len(rows), "fitness": fitness, "kendall_tau": _finite(tau.statistic), "kendall_p": _finite(tau.pvalue),
               "spearman_rho": _finite(rho.statistic), "spearman_p": _finite(rho.pvalue),
               "dev_sequences": int(dev.input_ids.shape[0]), "supernet_step": loaded.step}
     from lvsearch.search.rank_check import bootstrap_interval

@@ -10,6 +10,7 @@ report, together with what was cut compared with the paper settings.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 
 from lvsearch.errors import LvsearchError
@@ -197,7 +198,7 @@ def make_plan(minutes: float = BASE_MINUTES, seeds: int = 1, finalists: int = 0)
     Raises:
         LvsearchError: ``minutes`` ≤ 0, ``seeds`` < 1 or ``finalists`` not 0 or ≥ 2.
     """
-    if not minutes > 0:
+    if not (math.isfinite(minutes) and minutes > 0):
         raise LvsearchError(f"--minutes must be > 0, got {minutes}", fix="e.g. --minutes 20 (the default)")
     if seeds < 1:
         raise LvsearchError(f"--seeds must be ≥ 1, got {seeds}", fix="e.g. --seeds 1 (the default) or 3")

@@ -768,4 +768,4 @@ def summary_sentences(comparisons: dict, ea_below_floor: bool) -> str:
         caveat = (f" The searched architecture {NOT_PAST_FLOOR} (below the neighbour-count floor), so none of "
                   "these differences is to be read as an architecture effect.")
     return (f"**Summary:** {'; '.join(parts)}. Differences inside their interval are not wins; MLM dev accuracy is "
-            f"the objective the search optimised.{caveat}")
+            f"the standalone counterpart of what the search optimised (the supernet's MLM dev loss or accuracy).{caveat}")

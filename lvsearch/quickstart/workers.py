@@ -175,12 +175,12 @@ def _stop(procs) -> None:
 
 def _worker_main(spec_path: str) -> int:
     """Child side: run one job from ``spec_path`` with one torch thread; write the result file."""
-    import torch
-
-    torch.set_num_threads(1)
     spec = json.loads(Path(spec_path).read_text(encoding="utf-8"))
     result_path = Path(spec["result"])
     try:
+        import torch
+
+        torch.set_num_threads(1)
         if spec["kind"] == "retrain":
             from lvsearch.train.retrain import retrain
 
