@@ -270,11 +270,15 @@ def test_stage_budgets_add_up_to_minutes(minutes):
     assert fin["finalists"] > 0 and sum(fin.values()) > minutes * 60
 
 
-def test_electra_objective_is_stated(tmp_path, corpora):
-    recipes = _recipes(tmp_path)
+def _tiny_run(tmp_path: Path, corpora: Path, extra: list[str]) -> tuple[Path, str]:
+    """A tiny quickstart without BLiMP with ``extra`` switches: ``(OUT, report text)``."""
     out = tmp_path / "run"
-    assert main(_argv(out, recipes, str(corpora), ["--no-blimp", "--objective", "electra"])) == 0
-    text = (out / "report.md").read_text()
+    assert main(_argv(out, _recipes(tmp_path), str(corpora), ["--no-blimp", *extra])) == 0
+    return out, (out / "report.md").read_text()
+
+
+def test_electra_objective_is_stated(tmp_path, corpora):
+    out, text = _tiny_run(tmp_path, corpora, ["--objective", "electra"])
     assert "retrain objective **electra**" in text and "ELECTRA *generator*" in text
     rc = json.loads((out / "retrain" / "bert" / "config.json").read_text())
     assert rc["config"]["objective"] == "electra" and rc["generator_dims"] is not None
@@ -370,10 +374,7 @@ def test_same_pick_is_trained_and_evaluated_once(tmp_path):
 
 def test_finalists_stage_on_request(tmp_path, corpora):
     """`--finalists K` adds successive halving over the EA top-k; its pick is the EA arm."""
-    recipes = _recipes(tmp_path)
-    out = tmp_path / "run"
-    assert main(_argv(out, recipes, str(corpora), ["--no-blimp", "--finalists", "2"])) == 0
-    text = (out / "report.md").read_text()
+    out, text = _tiny_run(tmp_path, corpora, ["--finalists", "2"])
     assert "## Finalist pruning" in text and "ranked by the current dev MLM loss" in text
     assert (out / "retrain" / "ea").is_symlink()
     assert (out / "retrain" / "ea").resolve().parent == (out / "finalists" / "finalists").resolve()

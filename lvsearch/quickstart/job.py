@@ -385,19 +385,12 @@ def use_workers(ctx: Context) -> bool:
 def _link_finalist_pick(ctx: Context, run: Path) -> bool:
     """Make ``retrain/ea`` the finalist job's pick (a relative symlink): it was trained with the
     same recipe, overrides and seed to the full budget, so it is not trained again."""
-    import os
-
     pick = ctx.state.get("stages", {}).get("finalists", {}).get("result", {}).get("run")
     if not pick:
         return False
-    run.parent.mkdir(parents=True, exist_ok=True)
-    if run.is_symlink():
-        if run.resolve() == Path(pick).resolve():
-            return True
-        run.unlink()
-    elif run.exists():
+    if run.exists() and not run.is_symlink():
         return False  # trained here before the finalist stage existed: keep it
-    os.symlink(os.path.relpath(pick, run.parent), run)
+    _link_run(run, Path(pick))
     return True
 
 
