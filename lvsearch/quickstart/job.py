@@ -348,7 +348,7 @@ def retrain_overrides(ctx: Context, seed: int) -> list[str]:
             f"train.checkpoint_every={max(p.curve_every, p.retrain_steps // 6)}", f"eval.dev_sequences={p.curve_sequences}"]
 
 
-def retrain_kwargs(ctx: Context, arm: str, seed: int, run: Path) -> dict:
+def retrain_kwargs(ctx: Context, arm: str, seed: int, run: Path) -> dict | None:
     """The :func:`lvsearch.train.retrain.retrain` arguments that train (or resume) ``arm`` × ``seed``
     into ``run``; None when the run is already done."""
     status = _train_state(run, ctx.plan.retrain_steps)
