@@ -92,7 +92,7 @@ def arch_arg(args, arm: str, seed: int) -> list[str]:
 def run_arm(args, arm: str, seed: int) -> str:
     run = args.work / "runs" / f"{arm}-s{seed}"
     log = args.work / "logs" / f"{arm}-s{seed}.log"
-    report = run / "eval.json"
+    report = run / ("mlm.json" if args.mlm_only else "eval.json")
     if report.exists():
         return f"{arm}-s{seed}: done"
     t0 = time.time()
@@ -106,6 +106,8 @@ def run_arm(args, arm: str, seed: int) -> str:
                    "--set", f"eval.dev_sequences={args.dev_sequences}", "--overwrite"]
         lvsearch(cmd, log, args.threads)
     mlm_eval(args, run, log)
+    if args.mlm_only:
+        return f"{arm}-s{seed}: {time.time() - t0:.0f} s (MLM only)"
     lvsearch(["evaluate", "--model", str(run / "model"), "--out", str(report), "--blimp", str(args.blimp),
               "--blimp-limit", str(args.blimp_limit),
               "--task", str(args.task), "--seeds", "1", "--train-limit", "1500", "--eval-limit", "500",
@@ -146,20 +148,25 @@ def train_all(args) -> None:
 # ----------------------------------------------------------------------------------------
 
 
-def _metrics(report: dict, mlm_report: dict) -> dict:
-    mlm, blimp = mlm_report["mlm"], report["blimp"]
+def _metrics(report: dict | None, mlm_report: dict) -> dict:
+    """One run's metrics from its ``mlm.json`` and (None with ``--mlm-only``) its ``eval.json``."""
+    mlm = mlm_report["mlm"]
+    out = {
+        "mlm_accuracy": mlm["accuracy"], "mlm_loss": mlm["loss"], "mlm_targets": mlm["predicted_tokens"],
+        "floor": mlm["floors"]["neighbour-count"]["accuracy"], "beats_floor": mlm["floors"]["beats_floor"],
+        "tokens_seen": mlm["floors"]["tokens_seen"], "_mlm_correct": mlm["per_target_correct"],
+        "blimp": None, "blimp_pairs": None, "polarity": None, "polarity_metric": None, "_blimp_correct": None,
+    }
+    if report is None:
+        return out
+    blimp = report["blimp"]
     pol = report["finetune"]["sentence_polarity"]
     test = pol["aggregate"]["test"]
     metric = pol.get("primary_metric", pol.get("select_metric", "accuracy"))
-    return {
-        "mlm_accuracy": mlm["accuracy"], "mlm_loss": mlm["loss"], "mlm_targets": mlm["predicted_tokens"],
-        "floor": mlm["floors"]["neighbour-count"]["accuracy"], "beats_floor": mlm["floors"]["beats_floor"],
-        "tokens_seen": mlm["floors"]["tokens_seen"],
-        "blimp": blimp["mean_over_pairs"], "blimp_pairs": blimp["pairs"],
-        "polarity": (test.get(metric) or test.get("accuracy") or {}).get("mean"), "polarity_metric": metric,
-        "_mlm_correct": mlm["per_target_correct"],
-        "_blimp_correct": "".join(p["per_pair_correct"] for _, p in sorted(blimp["paradigms"].items())),
-    }
+    out.update(blimp=blimp["mean_over_pairs"], blimp_pairs=blimp["pairs"],
+               polarity=(test.get(metric) or test.get("accuracy") or {}).get("mean"), polarity_metric=metric,
+               _blimp_correct="".join(p["per_pair_correct"] for _, p in sorted(blimp["paradigms"].items())))
+    return out
 
 
 def _intervals(a: list[float], b: list[float], a_bits: list[str] | None, b_bits: list[str] | None) -> dict:
@@ -223,10 +230,12 @@ def report(args) -> Path:
     for arm in args.arms:
         for s in range(args.seeds):
             run = args.work / "runs" / f"{arm}-s{s}"
-            if not (run / "eval.json").exists():
+            full = (run / "eval.json").exists()
+            if not (full or (args.mlm_only and (run / "mlm.json").exists())):
                 continue
             mlm_eval(args, run, args.work / "logs" / f"{arm}-s{s}.log")
-            m = _metrics(json.loads((run / "eval.json").read_text()), json.loads((run / "mlm.json").read_text()))
+            m = _metrics(json.loads((run / "eval.json").read_text()) if full else None,
+                         json.loads((run / "mlm.json").read_text()))
             summ = json.loads((run / "summary.json").read_text())
             cfg = json.loads((run / "config.json").read_text())
             m.update(arch=cfg["arch"]["ops"], params=summ["params"], steps=summ["steps"], tokens=summ["tokens"],
@@ -252,10 +261,12 @@ def report(args) -> Path:
             "seeds": common,
             "mlm_accuracy": _intervals([ra[s]["mlm_accuracy"] for s in common], [rb[s]["mlm_accuracy"] for s in common],
                                        [ra[s]["_mlm_correct"] for s in common], [rb[s]["_mlm_correct"] for s in common]),
-            "blimp": _intervals([ra[s]["blimp"] for s in common], [rb[s]["blimp"] for s in common],
-                                [ra[s]["_blimp_correct"] for s in common], [rb[s]["_blimp_correct"] for s in common]),
-            "polarity": _intervals([ra[s]["polarity"] for s in common], [rb[s]["polarity"] for s in common], None, None),
         }
+        if all(r[s]["blimp"] is not None for r in (ra, rb) for s in common):
+            pairs[f"{a} - {b}"].update(
+                blimp=_intervals([ra[s]["blimp"] for s in common], [rb[s]["blimp"] for s in common],
+                                 [ra[s]["_blimp_correct"] for s in common], [rb[s]["_blimp_correct"] for s in common]),
+                polarity=_intervals([ra[s]["polarity"] for s in common], [rb[s]["polarity"] for s in common], None, None))
     searches = {}
     for s in range(args.seeds):
         for label, folder in (("evolution", args.work / f"search-{s}"), ("random", args.work / f"search-{s}" / "random")):
@@ -273,7 +284,7 @@ def report(args) -> Path:
         "settings": {"supernet": str(args.supernet), "steps": args.steps, "seeds": args.seeds,
                      "population": args.population, "iterations": args.iterations,
                      "search_dev_sequences": args.search_dev_sequences, "dev_sequences": args.dev_sequences,
-                     "blimp_limit": args.blimp_limit, "task": str(args.task), "threads_per_run": args.threads,
+                     "blimp_limit": None if args.mlm_only else args.blimp_limit, "mlm_only": args.mlm_only, "task": str(args.task), "threads_per_run": args.threads,
                      "jobs": args.jobs, "param_band": BAND, "recipe": "retrain-quickstart", "arms": args.arms,
                      "search_fitness": "lvsearch evolve's defaults at the time of the run (fitness, racing; see its "
                                        "search folders' state.json)"},
@@ -301,6 +312,8 @@ def main() -> None:
                         "128 with the accuracy fitness and no racing, evolve's defaults then")
     p.add_argument("--arms", nargs="+", choices=ARMS, default=ARMS, help="arms to train (default: all five)")
     p.add_argument("--name", default="search_arms", help="result file name under benchmarks/results (no .json)")
+    p.add_argument("--mlm-only", action="store_true",
+                   help="evaluate MLM dev accuracy and its floor only (no BLiMP, no fine-tuning): ~25%% less time")
     p.add_argument("--blimp-limit", type=int, default=100)
     p.add_argument("--task", type=Path, default=None, help="fine-tuning task (default: shared sentence_polarity)")
     p.add_argument("--jobs", type=int, default=2)
