@@ -10,6 +10,7 @@ valid key. The resolved configuration is written into the run folder as ``config
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import difflib
 import typing
@@ -460,8 +461,9 @@ def _check_recipe_kind(cls: type, raw: dict, source: str) -> None:
             )
 
 
-def load_config(cls: type, recipe: str | None, overrides: list[str] = ()) -> tuple[Any, dict]:  # type: ignore[assignment]
-    """Read a recipe (optional) + ``--set`` overrides into dataclass ``cls``.
+def load_config(cls: type, recipe: str | dict | None, overrides: list[str] = ()) -> tuple[Any, dict]:  # type: ignore[assignment]
+    """Read a recipe (optional: a YAML path or bundled name, or an already built mapping such as
+    :func:`lvsearch.search.few_shot.sub_supernet_recipe`'s) + ``--set`` overrides into dataclass ``cls``.
 
     Returns:
         ``(config, raw)`` where ``raw`` is the merged mapping (for the record).
@@ -471,7 +473,9 @@ def load_config(cls: type, recipe: str | None, overrides: list[str] = ()) -> tup
     """
     raw: dict = {}
     source = "defaults"
-    if recipe:
+    if isinstance(recipe, dict):
+        raw, source = copy.deepcopy(recipe), "the recipe mapping"
+    elif recipe:
         path = resolve_recipe(recipe)
         source = str(path)
         try:

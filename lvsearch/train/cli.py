@@ -10,6 +10,12 @@ examples:
   lvsearch train-supernet --config quickstart --data data/corpus --out runs/sn --set train.steps=50
   lvsearch train-supernet --data data/corpus --out runs/sn --resume
   torchrun --nproc_per_node 2 -m lvsearch train-supernet --config quickstart --data data/corpus --out runs/sn
+  lvsearch train-supernet --few-shot-from runs/sn --slot 1 --op SA --steps 300 --data data/corpus --out runs/part-SA
+
+--few-shot-from trains one few-shot sub-supernet (part) of runs/sn: runs/sn's recorded recipe with
+train.steps = --steps (warm-up a tenth), init_from = runs/sn and the op fixed at the slot
+(sampling.fix_slot/fix_op). One run per op of the space makes a split for
+'lvsearch evolve --supernet runs/sn --few-shot PART...'.
 
 The recipe's sections (space, num_slots, model, train, masking, sampling, eval) are documented
 in recipes/lvbert-small.yaml and docs/architecture.md.
@@ -38,10 +44,41 @@ def register_supernet(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--data", required=True, metavar="DIR", help="folder written by 'lvsearch data prepare'")
     p.add_argument("--out", required=True, metavar="RUN", help="run folder (new, or an existing run with --resume)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="override a recipe value, e.g. train.lr=3e-4 (repeatable)")
+    p.add_argument("--few-shot-from", default=None, metavar="RUN",
+                   help="train a few-shot sub-supernet of the supernet run RUN instead of --config: RUN's recipe, "
+                        "warm-started from its weights, with the op --op fixed at slot --slot (see below)")
+    p.add_argument("--slot", type=int, default=None, metavar="N", help="--few-shot-from: the split's slot, 1-based (default 1)")
+    p.add_argument("--op", default=None, metavar="OP", help="--few-shot-from: the op this part runs at --slot (e.g. SA)")
+    p.add_argument("--steps", type=int, default=None, metavar="S",
+                   help="--few-shot-from: training steps of the part (warm-up S // 10); required")
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its latest checkpoint")
     p.add_argument("--overwrite", action="store_true", help="replace the run already in --out")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="default: cuda when available")
     p.set_defaults(func=_train_supernet)
+
+
+def _few_shot_recipe(args: argparse.Namespace) -> dict | None:
+    """The recipe of ``--few-shot-from``, or None without it."""
+    from lvsearch.errors import LvsearchError
+
+    part = [f for f, v in (("--slot", args.slot), ("--op", args.op), ("--steps", args.steps)) if v is not None]
+    if args.few_shot_from is None:
+        if part:
+            raise LvsearchError(f"{', '.join(part)} set a few-shot part, but --few-shot-from is not given",
+                                fix="add --few-shot-from ONE_SHOT_RUN, or drop " + ", ".join(part))
+        return None
+    from lvsearch.search.few_shot import sub_supernet_recipe
+
+    if args.config:
+        raise LvsearchError("--few-shot-from takes its recipe from the one-shot run, and --config gives another one",
+                            fix="drop --config (use --set to change a value of the one-shot's recipe)")
+    if args.op is None or args.steps is None:
+        raise LvsearchError("--few-shot-from needs --op (the op of this part) and --steps (its training steps)",
+                            fix=f"e.g. --few-shot-from {args.few_shot_from} --slot 1 --op SA --steps 300")
+    if args.steps < 1:
+        raise LvsearchError(f"--steps must be ≥ 1, got {args.steps}", fix="e.g. --steps 300")
+    return sub_supernet_recipe(args.few_shot_from, steps=args.steps, slot=1 if args.slot is None else args.slot,
+                               op=args.op)
 
 
 def _train_supernet(args: argparse.Namespace) -> int:
@@ -49,10 +86,14 @@ def _train_supernet(args: argparse.Namespace) -> int:
     from lvsearch.errors import LvsearchError
     from lvsearch.train.supernet import train_supernet
 
-    if not args.config and not args.resume:
-        raise LvsearchError("--config is required for a new run", fix="e.g. --config recipes/quickstart.yaml")
+    recipe = _few_shot_recipe(args)
+    if recipe is None:
+        recipe = args.config
+    if not recipe and not args.resume:
+        raise LvsearchError("--config is required for a new run",
+                            fix="e.g. --config recipes/quickstart.yaml (or --few-shot-from RUN for a few-shot part)")
     summary = train_supernet(
-        args.config, args.data, args.out, overrides=args.overrides, resume=args.resume, overwrite=args.overwrite, device=args.device
+        recipe, args.data, args.out, overrides=args.overrides, resume=args.resume, overwrite=args.overwrite, device=args.device
     )
     final = summary.get("final_eval") or {}
     if final:

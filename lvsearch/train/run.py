@@ -79,7 +79,7 @@ def read_run_config(run_dir: Path, run_format: str, cls: type, *, missing_fix: s
     return build_dataclass(cls, recorded["config"], str(run_dir / CONFIG)), recorded
 
 
-def resume_config(out: Path, cls: type, run_format: str, recipe: str | None, overrides: list[str]) -> tuple[Any, dict]:
+def resume_config(out: Path, cls: type, run_format: str, recipe: str | dict | None, overrides: list[str]) -> tuple[Any, dict]:
     """The recorded configuration of the run in ``out`` (for ``--resume``).
 
     Raises:
@@ -139,7 +139,7 @@ def select_config(
     out: Path,
     cls: type,
     run_format: str,
-    recipe: str | None,
+    recipe: str | dict | None,
     overrides: list[str],
     *,
     resume: bool,

@@ -225,7 +225,7 @@ class SupernetObjective:
 
 
 def train_supernet(
-    recipe: str | None,
+    recipe: str | dict | None,
     data_dir: str | Path,
     out: str | Path,
     *,
@@ -236,7 +236,8 @@ def train_supernet(
     show_progress: bool = True,
 ) -> dict:
     """Train (or resume) a supernet; returns the summary also written to ``summary.json``.
-    ``resume`` of a run already finished at ``train.steps`` changes no file and returns the
+    ``recipe`` is a YAML path, a bundled name or a recipe mapping (e.g. a few-shot part's,
+    :func:`lvsearch.search.few_shot.sub_supernet_recipe`). ``resume`` of a run already finished at ``train.steps`` changes no file and returns the
     recorded summary (:func:`lvsearch.train.run.finished_summary`).
 
     Raises:
