@@ -78,7 +78,7 @@ def main() -> None:
     scorers = {
         "one-shot": SupernetEvaluator(base.supernet, dev, seq_len=seq_len, fitness="loss"),
         "one-shot+": SupernetEvaluator(load_supernet(control).supernet, dev, seq_len=seq_len, fitness="loss"),
-        "few-shot": FewShotSupernets.load(parts).evaluators(dev, seq_len=seq_len),
+        "few-shot": FewShotSupernets.load(parts).evaluator(dev, seq_len=seq_len),
     }
     ys = [truth[k] for k in keys]
     variants = {}

@@ -10,11 +10,18 @@ examples:
   lvsearch evolve --supernet runs/sn --out runs/search --population 20 --iterations 5 --compare-random
   lvsearch evolve --supernet runs/sn --out runs/search --resume
   lvsearch evolve --supernet runs/sn --out runs/nsga --strategy nsga2 --max-params 5000000
+  lvsearch evolve --supernet runs/sn --few-shot runs/part-SA runs/part-FF runs/part-DC --out runs/fs
   torchrun --nproc_per_node 2 -m lvsearch evolve --supernet runs/sn --out runs/search
 
 Defaults are LV-BERT's (Yu et al. 2021): population 50, 20 iterations, 25 crossovers +
 25 mutations, mutation probability 0.1, top-k 10. --crossover + --mutation must equal
 --population (given one, the other is derived; given neither, half and half).
+
+few-shot sub-supernets (--few-shot): one train-supernet run per op of the space, each
+warm-started from --supernet with the op fixed at one slot, e.g. for op SA at slot 1:
+  lvsearch train-supernet --few-shot-from runs/sn --slot 1 --op SA --steps 300 --data D --out runs/part-SA
+(runs/sn's recipe with --set init_from=runs/sn --set sampling.fix_slot=1 --set sampling.fix_op=SA
+--set train.steps=300; docs/architecture.md, "Few-shot sub-supernets").
 """
 
 
@@ -100,6 +107,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--data", default=None, metavar="DIR", help="prepared data (default: the folder recorded in the run)")
     p.add_argument("--space", default=None, metavar="NAME", help="expected search space, checked against the supernet's (a bare family name such as lvbert matches the supernet's lvbert@N)")
     p.add_argument("--compare-random", action="store_true", help="also run random search with the same number of evaluations")
+    p.add_argument("--few-shot", nargs="+", default=None, metavar="RUN",
+                   help="score every candidate (EA and --compare-random alike) with the few-shot sub-supernet of its "
+                        "op at the split slot instead of --supernet: the runs are the sub-supernets of one split, one "
+                        "per op (train-supernet --few-shot-from, i.e. --set sampling.fix_slot=N --set "
+                        "sampling.fix_op=OP warm-started from --supernet by --set init_from; see below), with "
+                        "--supernet's space, dims and tokenizer; "
+                        "--supernet still gives the dev set and the counts; --resume needs the same runs")
     p.add_argument("--second-stage", choices=["none", "rescore", "finetune"], default="none",
                    help="re-rank each search's top-k on dev sequences the search never saw before the pick "
                         "(best.json): 'rescore' with the inherited weights, 'finetune' after a short run from them; "
@@ -225,6 +239,7 @@ def _evolve(args: argparse.Namespace) -> int:
         space=args.space, fitness=fitness, racing=racing if racing == "default" else (tuple(racing) or None),
         racing_eta=eta, second_stage=SecondStage(args.second_stage, args.second_stage_k, args.second_stage_steps,
                                                  args.second_stage_dev),
+        few_shot=tuple(args.few_shot) if args.few_shot else None,
     )
     if args.second_stage == "none":
         given = [f for f, v in (("--second-stage-k", args.second_stage_k), ("--second-stage-dev", args.second_stage_dev),

@@ -388,10 +388,18 @@ class SupernetEvaluator(BaseEvaluator):
             return 0
         return min(self.num_slots + 1, self.cache_bytes // max(1, self.state_bytes))
 
+    def net_for(self, arch: Arch):
+        """The supernet whose weights score ``arch``: :attr:`net` here. A subclass that scores
+        parts of the space with other weights of the same space and dims overrides it
+        (:class:`lvsearch.search.few_shot.FewShotEvaluator`); parameter and FLOP counts, the
+        padding mask and the prefix-cache budget always come from :attr:`net`."""
+        return self.net
+
     def _run(self, archs: list[Arch], chunks: range, on_hidden: Callable) -> None:
         """Run every architecture on dev ``chunks`` through the prefix trie, calling
         ``on_hidden(arch, chunk_index, final_hidden, labels)`` once per (arch, chunk), in chunk
-        order and, within a chunk, in the trie's deterministic order."""
+        order and, within a chunk, per scoring supernet (:meth:`net_for`, in order of first
+        appearance) in the trie's deterministic order."""
         import torch
 
         depth_limit = self.cache_depth
@@ -404,40 +412,45 @@ class SupernetEvaluator(BaseEvaluator):
                 done[0] += 1
                 report(done[0], total)
 
-        def finish_alone(arch: Arch, states: list, c: int, mask, labels) -> None:
+        def finish_alone(net, arch: Arch, states: list, c: int, mask, labels) -> None:
             st = list(states)
             for n in range(len(st), self.num_slots + 1):
-                st.append(self.net.run_slot(n, arch, st, mask))
+                st.append(net.run_slot(n, arch, st, mask))
                 self.stats.slot_runs += 1
-            on_hidden(arch, c, self.net.finish(st), labels)
+            on_hidden(arch, c, net.finish(st), labels)
 
-        def dfs(group: list[Arch], states: list, c: int, mask, labels) -> None:
+        def dfs(net, group: list[Arch], states: list, c: int, mask, labels) -> None:
             d = len(states) - 1  # slots 1..d are computed
             if d == self.num_slots:
                 for a in group:  # unique keys: one arch per leaf
-                    on_hidden(a, c, self.net.finish(states), labels)
+                    on_hidden(a, c, net.finish(states), labels)
                 return
             if len(group) == 1 or len(states) + 1 > depth_limit:
                 for a in group:
-                    finish_alone(a, states, c, mask, labels)
+                    finish_alone(net, a, states, c, mask, labels)
                 return
             children: dict[tuple, list[Arch]] = {}
             for a in group:  # same slot d+1  <=>  same prefix(d+1).key, given the same prefix(d)
                 children.setdefault((a.ops[d], a.inputs[d]), []).append(a)
             for sub in children.values():
-                h = self.net.run_slot(d + 1, sub[0], states, mask)
+                h = net.run_slot(d + 1, sub[0], states, mask)
                 self.stats.slot_runs += 1
-                dfs(sub, states + [h], c, mask, labels)
+                dfs(net, sub, states + [h], c, mask, labels)
                 del h
 
+        groups: dict[int, tuple] = {}  # one trie per scoring supernet (one group unless net_for is overridden)
+        for a in archs:
+            net = self.net_for(a)
+            groups.setdefault(id(net), (net, []))[1].append(a)
         with torch.inference_mode():
             for c in chunks:
                 ids, mask, labels = self.chunks[c]
-                if depth_limit >= 1:
-                    dfs(list(archs), [self.net.embed(ids)], c, mask, labels)
-                else:
-                    for a in archs:
-                        finish_alone(a, [self.net.embed(ids)], c, mask, labels)
+                for net, group in groups.values():
+                    if depth_limit >= 1:
+                        dfs(net, group, [net.embed(ids)], c, mask, labels)
+                    else:
+                        for a in group:
+                            finish_alone(net, a, [net.embed(ids)], c, mask, labels)
 
     def _result(self, arch: Arch, sums: list, partial: bool) -> EvalResult:
         loss_sum, correct, count = sums
@@ -454,7 +467,7 @@ class SupernetEvaluator(BaseEvaluator):
         sums = {a.key: list(start[a.key]) if start else [0.0, 0, 0] for a in archs}  # loss_sum, correct, count
 
         def add(arch: Arch, c: int, hidden, labels) -> None:
-            r = mlm_sums(self.net, hidden, labels)
+            r = mlm_sums(self.net_for(arch), hidden, labels)
             acc = sums[arch.key]
             acc[0] += float(r["loss_sum"])
             acc[1] += int(r["correct"])
@@ -511,7 +524,7 @@ class SupernetEvaluator(BaseEvaluator):
 
         def keep(arch: Arch, c: int, hidden, labels) -> None:
             t = labels != IGNORE_INDEX
-            logits = self.net.mlm_logits(hidden[t]).float()
+            logits = self.net_for(arch).mlm_logits(hidden[t]).float()
             gold = labels[t]
             parts[arch.key].append(((logits.argmax(-1) == gold).cpu().numpy(),
                                     F.cross_entropy(logits, gold, reduction="none").double().cpu().numpy()))

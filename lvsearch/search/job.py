@@ -12,6 +12,8 @@ Search folder::
     search_curve.png   top-k best/mean per iteration (EA and, with --compare-random, random)
     noise.json         the fitness noise of the final top-k (standard errors, ties, verdict)
     second_stage.json  --second-stage: the top-k re-ranked on fresh dev targets; best.json is its pick
+                       (state.json's extra and best.json's meta hold ``few_shot``: the split slot and
+                       each part's run, step and weights sha256, when --few-shot scored the search)
     second_stage/      --second-stage finetune: one short run per candidate
     random/            --compare-random: the random search with the same number of evaluations
 """
@@ -74,6 +76,10 @@ class EvolveOptions:
         second_stage: re-rank each finished search's top-k on fresh dev targets before the pick
             (:mod:`lvsearch.search.second_stage`); the same settings for the EA and its
             random-search control, so both get the same compute.
+        few_shot: ``train-supernet`` runs of the sub-supernets of one split
+            (:mod:`lvsearch.search.few_shot`), or None. Every candidate (EA and random search)
+            is then scored by its part on ``supernet``'s dev set with the same fitness, racing
+            and constraints; ``supernet`` still defines the space, the dev set and the counts.
     """
 
     supernet: str | Path
@@ -94,6 +100,7 @@ class EvolveOptions:
     racing: tuple[int, ...] | str | None = "default"
     racing_eta: float = 4.0
     second_stage: SecondStage = SecondStage()
+    few_shot: tuple[str | Path, ...] | None = None
 
 
 def _check_out(out: Path, resume: bool, overwrite: bool) -> None:
@@ -154,13 +161,64 @@ def load_dev(loaded, data_dir: str | Path | None, dev_sequences: int | None):
     return dev, data
 
 
-def _best_meta(r: EvalResult, loaded, config: SearchConfig, strategy: str, metric: str = "accuracy") -> dict:
-    return {
+def _best_meta(r: EvalResult, loaded, config: SearchConfig, strategy: str, metric: str = "accuracy",
+               few_shot: dict | None = None) -> dict:
+    meta = {
         "fitness": r.fitness, "fitness_metric": metric, "accuracy": r.accuracy, "loss": r.loss,
         "targets": r.targets, "params": r.params, "flops": r.flops,
         "supernet": str(Path(loaded.run_dir).resolve()), "supernet_step": loaded.step,
         "search": dict(config.resolved().to_dict(), strategy=strategy),
     }
+    if few_shot is not None:  # only when used: best.json of a one-shot search is unchanged
+        meta["few_shot"] = few_shot
+    return meta
+
+
+def _load_few_shot(opts: EvolveOptions, loaded, out: Path, device):
+    """The split of ``opts.few_shot``, checked against the supernet and, on resume, against the
+    parts the search in ``out`` was scored with; None without ``--few-shot``.
+
+    Raises:
+        LvsearchError: a bad part (:meth:`FewShotSupernets.load`), ``--second-stage`` (it
+            re-ranks with the one-shot weights), or a resume with other parts (or none) than
+            recorded in ``out``'s state.
+    """
+    from lvsearch import ui
+    from lvsearch.io import read_json
+    from lvsearch.search.few_shot import FewShotSupernets
+
+    split = None
+    if opts.few_shot:
+        if opts.second_stage.enabled:
+            raise LvsearchError("--second-stage re-ranks with the one-shot supernet's weights, so it does not combine "
+                                "with --few-shot", fix="drop --second-stage, or search without --few-shot")
+        split = FewShotSupernets.load(list(opts.few_shot), device=device, like=loaded)
+        home = Path(loaded.run_dir).resolve()
+        strays = [str(ld.run_dir) for ld in split.parts.values()
+                  if ld.config.init_from is None or Path(ld.config.init_from).resolve() != home]
+        if strays:
+            ui.warn(f"few-shot parts {', '.join(strays)} were not warm-started from --supernet {opts.supernet} "
+                    "(init_from): they score with weights of their own")
+    if opts.resume:
+        try:
+            state = read_json(out / STATE, what="search state")
+        except LvsearchError:
+            return split  # the search's own resume check reports it
+        extra = state.get("extra") if isinstance(state, dict) else None
+        if isinstance(extra, dict):
+            had, want = extra.get("few_shot"), split.record() if split is not None else None
+            if had != want:
+                if had is None:
+                    raise LvsearchError(f"--resume with --few-shot: the search in {out} was scored with the one-shot "
+                                        "supernet", fix="resume without --few-shot, or start a new --out")
+                ok = isinstance(had, dict) and isinstance(had.get("parts"), dict)
+                runs = " ".join(str(p.get("run")) for p in had["parts"].values() if isinstance(p, dict)) if ok else "?"
+                scored = f"few-shot parts (split at slot {had.get('slot') if ok else '?'}: {runs})"
+                what = ("with other few-shot parts (or retrained ones) than" if want is not None
+                        else "without --few-shot, but")
+                raise LvsearchError(f"--resume {what} the search in {out} was scored with {scored}",
+                                    fix=f"resume with --few-shot {runs}, or start a new --out")
+    return split
 
 
 def topk_table(search: Search, title: str):
@@ -374,6 +432,8 @@ def evolve(opts: EvolveOptions, config: SearchConfig, *, show_progress: bool = T
         if opts.racing and config.strategy == "nsga2":
             raise LvsearchError("--racing ranks a batch by one fitness; NSGA-II ranks by two objectives",
                                 fix="drop --racing, or use --strategy evolution/aging/random")
+        split = _load_few_shot(opts, loaded, out, info.device)
+        few_shot = split.record() if split is not None else None
         dev, prepared = load_dev(loaded, opts.data, opts.dev_sequences)
         _check_second_stage(opts, config, prepared, int(dev.input_ids.shape[0]), loaded.config.train.seq_len, out)
         constraints = Constraints(opts.max_params, opts.max_flops, opts.min_params)
@@ -381,11 +441,13 @@ def evolve(opts: EvolveOptions, config: SearchConfig, *, show_progress: bool = T
         if rungs == "default":
             rungs = tuple(r for r in DEFAULT_RACING if r < dev.input_ids.shape[0])
         racing = Racing(tuple(rungs), opts.racing_eta) if rungs else None
-        evaluator = SupernetEvaluator(
-            loaded.supernet, dev, seq_len=loaded.config.train.seq_len, batch_size=opts.batch_size,
-            cache_bytes=int(opts.cache_mb * (1 << 20)), constraints=constraints, device=info.device, info=info,
-            fitness=opts.fitness, racing=racing,
-        )
+        settings = {"seq_len": loaded.config.train.seq_len, "batch_size": opts.batch_size,
+                    "cache_bytes": int(opts.cache_mb * (1 << 20)), "constraints": constraints, "device": info.device,
+                    "info": info, "fitness": opts.fitness, "racing": racing}
+        if split is None:
+            evaluator = SupernetEvaluator(loaded.supernet, dev, **settings)
+        else:
+            evaluator = split.evaluator(dev, supernet=loaded.supernet, **settings)
         extra = {
             "supernet": str(Path(loaded.run_dir).resolve()), "supernet_step": loaded.step,
             "supernet_sha256": loaded.weights_sha256,
@@ -399,6 +461,8 @@ def evolve(opts: EvolveOptions, config: SearchConfig, *, show_progress: bool = T
             extra["fitness"] = opts.fitness
         if racing is not None:
             extra["racing"] = {"rungs": list(racing.rungs), "eta": racing.eta}
+        if few_shot is not None:  # likewise: a one-shot search's state is unchanged
+            extra["few_shot"] = few_shot
         if info.is_main:
             if opts.overwrite and not opts.resume and out.is_dir():
                 _clear(out)
@@ -428,7 +492,8 @@ def evolve(opts: EvolveOptions, config: SearchConfig, *, show_progress: bool = T
                 best = search.evaluator.memo[search.topk[0]]
                 if info.is_main:
                     Arch.from_key(best.key).to_json(search.out / "best.json", space=loaded.space.name,
-                                                    meta=_best_meta(best, loaded, search.config, label, opts.fitness))
+                                                    meta=_best_meta(best, loaded, search.config, label, opts.fitness,
+                                                                    few_shot))
                 title = (f"{label}: iteration {t + 1}/{search.config.iterations} — "
                          f"{len(search.history)} evaluated, {evaluator.stats.seconds:.0f}s computing")
                 if live is not None:
@@ -455,7 +520,8 @@ def evolve(opts: EvolveOptions, config: SearchConfig, *, show_progress: bool = T
             if res.iteration and info.is_main:
                 best = res.best
                 Arch.from_key(best.key).to_json(
-                    folder / "best.json", space=loaded.space.name, meta=_best_meta(best, loaded, cfg, label, opts.fitness))
+                    folder / "best.json", space=loaded.space.name, meta=_best_meta(best, loaded, cfg, label, opts.fitness,
+                                                                              few_shot))
                 if res.done:
                     _write_noise(evaluator, res, folder, opts.fitness, show)
                     if racing is not None and len(res.topk) < cfg.topk:
@@ -468,7 +534,8 @@ def evolve(opts: EvolveOptions, config: SearchConfig, *, show_progress: bool = T
                 break
         if info.is_main:
             plot_curves({k: v.curve for k, v in results.items()}, out / "search_curve.png",
-                        title=f"search over {loaded.space.name} (supernet step {loaded.step})",
+                        title=f"search over {loaded.space.name} (supernet step {loaded.step}"
+                              + (f", few-shot parts split at slot {split.slot})" if split is not None else ")"),
                         ylabel="fitness (dev MLM accuracy)" if opts.fitness == "accuracy" else "fitness (− dev MLM loss, nats)")
         barrier(info)
         return results
