@@ -5,8 +5,11 @@ trained on the real shared corpus."""
 from __future__ import annotations
 
 import json
+import os
 import random
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -26,6 +29,7 @@ from lvsearch.search.job import load_dev
 from lvsearch.space import SearchSpace
 from lvsearch.train.supernet import ArchSampler, load_supernet, train_supernet
 
+REPO = Path(__file__).resolve().parents[1]
 TINY = [
     "space=lvbert-elc", "num_slots=4", "model.hidden=32", "model.embedding=16", "model.ff_inner=64",
     "model.heads=2", "model.conv_kernel=3", "train.seq_len=32", "train.batch_size=8", "train.steps=8",
@@ -196,6 +200,16 @@ def test_evolve_few_shot_scores_every_candidate_with_its_part(one_shot: Path, pa
         assert json.loads((folder / "best.json").read_text())["meta"]["few_shot"] == recorded
     best = json.loads((out / "best.json").read_text())["meta"]
     assert best["fitness"] == max(r["fitness"] for r in ea if not r["partial"])
+
+    # two gloo processes (candidates sharded by prefix subtree across parts) give the same history
+    ddp = tmp_path / "ddp"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29831",
+           "-m", "lvsearch", "evolve", "--supernet", str(one_shot), "--few-shot", *map(str, parts), "--out", str(ddp),
+           *SEARCH, "--max-params", "1e9"]
+    env = {**os.environ, "LVSEARCH_QUIET": "1", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert _rows(ddp) == ea
 
     # resume: the same parts continue; other parts, or none, are refused and nothing is written
     code, text = run_cli(capsys, "evolve", "--supernet", str(one_shot), "--few-shot", *map(str, parts), "--out", str(out),

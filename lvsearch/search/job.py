@@ -174,7 +174,7 @@ def _best_meta(r: EvalResult, loaded, config: SearchConfig, strategy: str, metri
     return meta
 
 
-def _load_few_shot(opts: EvolveOptions, loaded, out: Path, device):
+def _load_few_shot(opts: EvolveOptions, loaded, out: Path, info):
     """The split of ``opts.few_shot``, checked against the supernet and, on resume, against the
     parts the search in ``out`` was scored with; None without ``--few-shot``.
 
@@ -192,11 +192,11 @@ def _load_few_shot(opts: EvolveOptions, loaded, out: Path, device):
         if opts.second_stage.enabled:
             raise LvsearchError("--second-stage re-ranks with the one-shot supernet's weights, so it does not combine "
                                 "with --few-shot", fix="drop --second-stage, or search without --few-shot")
-        split = FewShotSupernets.load(list(opts.few_shot), device=device, like=loaded)
+        split = FewShotSupernets.load(list(opts.few_shot), device=info.device, like=loaded)
         home = Path(loaded.run_dir).resolve()
         strays = [str(ld.run_dir) for ld in split.parts.values()
                   if ld.config.init_from is None or Path(ld.config.init_from).resolve() != home]
-        if strays:
+        if strays and info.is_main:
             ui.warn(f"few-shot parts {', '.join(strays)} were not warm-started from --supernet {opts.supernet} "
                     "(init_from): they score with weights of their own")
     if opts.resume:
@@ -432,7 +432,7 @@ def evolve(opts: EvolveOptions, config: SearchConfig, *, show_progress: bool = T
         if opts.racing and config.strategy == "nsga2":
             raise LvsearchError("--racing ranks a batch by one fitness; NSGA-II ranks by two objectives",
                                 fix="drop --racing, or use --strategy evolution/aging/random")
-        split = _load_few_shot(opts, loaded, out, info.device)
+        split = _load_few_shot(opts, loaded, out, info)
         few_shot = split.record() if split is not None else None
         dev, prepared = load_dev(loaded, opts.data, opts.dev_sequences)
         _check_second_stage(opts, config, prepared, int(dev.input_ids.shape[0]), loaded.config.train.seq_len, out)
