@@ -8,12 +8,12 @@ Search folder::
     topk.json          the current top-k set
     best.json          the best architecture (lvsearch.arch/v1) with meta: fitness, loss,
                        params, flops, supernet run dir and step, search config
+                       (with --few-shot, best.json's meta and state.json's extra also hold
+                       few_shot: the split slot and each part's run, step and weights sha256)
     pareto.json        NSGA-II only: non-dominated (accuracy, params|flops) set
     search_curve.png   top-k best/mean per iteration (EA and, with --compare-random, random)
     noise.json         the fitness noise of the final top-k (standard errors, ties, verdict)
     second_stage.json  --second-stage: the top-k re-ranked on fresh dev targets; best.json is its pick
-                       (state.json's extra and best.json's meta hold ``few_shot``: the split slot and
-                       each part's run, step and weights sha256, when --few-shot scored the search)
     second_stage/      --second-stage finetune: one short run per candidate
     random/            --compare-random: the random search with the same number of evaluations
 """
