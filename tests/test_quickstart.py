@@ -141,6 +141,12 @@ def test_arms_trained_identically(finished):
     assert state["stages"]["finalists"]["result"]["skipped"].startswith("not in the plan")
     first = next(iter(configs.values()))
     assert all(c == first for c in configs.values())  # only the architecture differs
+    from lvsearch.quickstart.job import cpu_cores
+
+    if cpu_cores() >= 2:  # bert trained beside the supernet and the search, restarted after the kill
+        assert "background" in state["stages"]["retrain"]["result"]["bert"]
+        assert "`bert` (whose architecture does not depend on the search) trained in the background" in (
+            out / "report.md").read_text()
     archs = {json.loads((out / "retrain" / a / "config.json").read_text())["arch"]["ops"].__repr__()
              for a in configs}
     assert len(archs) >= 2
@@ -372,6 +378,26 @@ def test_same_pick_is_trained_and_evaluated_once(tmp_path):
     assert same_as(ctx, "random-search") is None
 
 
+def test_fixed_arms_train_beside_the_search(tmp_path, monkeypatch):
+    """On a CPU, up to cores − 1 runs of the fixed arms (bert) train in the background while this
+    process trains the supernet with that many fewer threads; none on one core or a GPU."""
+    import lvsearch.quickstart.job as job
+    from lvsearch.quickstart.job import Context, QuickstartSettings, fixed_runs, search_threads
+
+    def ctx(seeds=1, device="cpu"):
+        return Context(tmp_path, QuickstartSettings(), make_plan(20, seeds), {"stages": {}}, device=device)
+
+    monkeypatch.setattr(job, "cpu_cores", lambda: 1)
+    assert fixed_runs(ctx()) == [] and search_threads(ctx(), 1) == 1
+    monkeypatch.setattr(job, "cpu_cores", lambda: 2)
+    assert fixed_runs(ctx()) == [("bert", 0, "bert")] and search_threads(ctx(), 2) == 1
+    assert fixed_runs(ctx(seeds=3)) == [("bert", 0, "bert")]
+    monkeypatch.setattr(job, "cpu_cores", lambda: 16)
+    assert [r[2] for r in fixed_runs(ctx(seeds=3))] == ["bert", "bert-seed1", "bert-seed2"]
+    assert search_threads(ctx(seeds=3), 16) == 13
+    assert fixed_runs(ctx(device="cuda")) == []
+
+
 def test_finalists_stage_on_request(tmp_path, corpora):
     """`--finalists K` adds successive halving over the EA top-k; its pick is the EA arm."""
     out, text = _tiny_run(tmp_path, corpora, ["--finalists", "2"])
@@ -409,3 +435,13 @@ def test_worker_processes_train_as_one_thread_in_process(tmp_path, prepared_corp
     with pytest.raises(LvsearchError, match="retrain of bad: .*nosuch"):
         run_jobs([WorkerJob("bad", "retrain", {**kwargs, "recipe": str(tmp_path / "nosuch.yaml"), "out": str(tmp_path / "c")})],
                  tmp_path / "logs", show_progress=False)
+    # a background worker's failure is raised by the next check, without waiting for the others
+    from lvsearch.quickstart.workers import WorkerPool
+
+    pool = WorkerPool(tmp_path / "logs")
+    pool.start([WorkerJob("bad2", "retrain", {**kwargs, "recipe": str(tmp_path / "nosuch.yaml"), "out": str(tmp_path / "d")})])
+    deadline = time.monotonic() + 120
+    while pool.running() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    with pytest.raises(LvsearchError, match="retrain of bad2: .*nosuch"):
+        pool.check()

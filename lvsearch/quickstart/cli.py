@@ -65,7 +65,8 @@ def _quickstart(args: argparse.Namespace) -> int:
         elif default_blimp_dir().is_dir():
             blimp = str(default_blimp_dir())
         else:
-            ui.warn(f"BLiMP skipped: no --blimp given and {default_blimp_dir()} is absent")
+            ui.warn(f"BLiMP skipped: no --blimp given and {default_blimp_dir()} is absent; pass --blimp DIR "
+                    f"(a folder of BLiMP *.jsonl files) to score it, or --no-blimp to silence this")
     settings = QuickstartSettings(
         data=args.data or DEFAULT_DATA, minutes=args.minutes, seeds=args.seeds, objective=args.objective,
         space=args.space, tasks=list(args.task), blimp=blimp, supernet_recipe=args.supernet_config,

@@ -36,13 +36,16 @@ import time
 import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from lvsearch.errors import LvsearchError
 from lvsearch.eval.job import EvaluateOptions
 from lvsearch.faults import kill_point
 from lvsearch.io import atomic_write_json, check_same_settings, check_writable_folder, read_json
 from lvsearch.quickstart.plan import ARM_TITLES, ARMS, Plan, make_plan, pace_line  # noqa: F401 (re-exported)
+
+if TYPE_CHECKING:
+    from lvsearch.quickstart.workers import WorkerJob, WorkerPool
 
 #: Warn once when the run is this many times slower than its plan.
 OVERRUN_WARN = 1.5
@@ -95,6 +98,8 @@ class Context:
     state: dict
     device: str = "auto"
     show_progress: bool = True
+    #: the worker processes of the fixed arms started before the search (:func:`start_fixed_arms`)
+    pool: "WorkerPool | None" = None
 
     @property
     def data_dir(self) -> Path:
@@ -308,6 +313,11 @@ def stage_finalists(ctx: Context) -> dict:
     topk = read_json(ctx.search_dir / "topk.json", what="search top-k")
     entries = topk.get("topk", topk) if isinstance(topk, dict) else topk
     k = min(p.finalists, len(entries))
+    if k < p.finalists:
+        from lvsearch import ui
+
+        ui.warn(f"--finalists {p.finalists}: the search's top-k holds {len(entries)} architectures, so {k} enter "
+                f"the finalist stage")
     if k < 2:
         return {"skipped": f"the search's top-k holds {len(entries)} architecture(s); pruning needs 2"}
     folder = ctx.out / "finalists"
@@ -334,12 +344,25 @@ def arm_arch_spec(ctx: Context, arm: str) -> str:
     raise ValueError(arm)
 
 
+def supernet_slots(ctx: Context) -> int:
+    """Slots of the supernet's space: from ``OUT/supernet/config.json`` once it is trained, before
+    that from its recipe and :func:`supernet_overrides` (the same value: what the run will record)."""
+    from lvsearch.config import SupernetConfig, load_config
+    from lvsearch.train.supernet import build_space
+
+    path = ctx.supernet_dir / "config.json"
+    if path.exists():
+        return int(read_json(path, what="supernet run config")["space"]["num_slots"])
+    cfg, _ = load_config(SupernetConfig, ctx.settings.supernet_recipe, supernet_overrides(ctx))
+    return build_space(cfg).num_slots
+
+
 def retrain_overrides(ctx: Context, seed: int) -> list[str]:
     """Recipe overrides shared by every retrained arm (only ``train.seed`` differs by seed)."""
     from lvsearch.config import RetrainConfig
 
     p = ctx.plan
-    slots = read_json(ctx.supernet_dir / "config.json", what="supernet run config")["space"]["num_slots"]
+    slots = supernet_slots(ctx)
     # The recipe's 40% masking is measured for MLM only; ELECTRA keeps its paper rate (15%).
     electra = ["masking.probability=0.15"] if ctx.settings.objective == "electra" else []
     return [f"space={ctx.settings.space}", f"num_slots={slots}", f"objective={ctx.settings.objective}", *electra,
@@ -432,9 +455,10 @@ def stage_retrain(ctx: Context) -> dict:
     """Retrain every arm × seed into ``OUT/retrain/NAME`` (with finalists, the EA arm's seed 0 is
     the finalist pick; an arm whose architecture an earlier arm has links to that arm's runs).
     On a CPU the arms train at once in single-threaded worker processes (:func:`use_workers`)."""
-    from lvsearch.quickstart.workers import WorkerJob, run_jobs
+    from lvsearch.quickstart.workers import WorkerPool
 
     out, jobs = {}, []
+    started = set(ctx.pool.names) if ctx.pool is not None else set()
     for arm in ctx.plan.arms:
         twin = same_as(ctx, arm)
         for seed, name in enumerate(ctx.run_names(arm)):
@@ -451,16 +475,87 @@ def stage_retrain(ctx: Context) -> dict:
                 s = retrain_arm(ctx, arm, seed, run)
                 out[name] = {"tokens_per_s": s.get("tokens_per_s"), "params": s.get("params")}
                 continue
-            kwargs = retrain_kwargs(ctx, arm, seed, run)
-            if kwargs is None:
+            if name in started:
+                continue  # training in the background since the supernet stage
+            job = retrain_job(ctx, arm, seed, name)
+            if job is None:
                 s = read_json(run / "summary.json")
                 out[name] = {"tokens_per_s": s.get("tokens_per_s"), "params": s.get("params")}
             else:
-                jobs.append(WorkerJob(name, "retrain", kwargs, steps=ctx.plan.retrain_steps, run=str(run)))
-    for job in run_jobs(jobs, ctx.out / "logs", show_progress=ctx.show_progress, label="retrain"):
+                jobs.append(job)
+    pool = ctx.pool if ctx.pool is not None else WorkerPool(ctx.out / "logs")
+    pool.start(jobs)
+    for job in pool.wait(show_progress=ctx.show_progress, label="retrain"):
         out[job.name] = {"tokens_per_s": job.result.get("tokens_per_s"), "params": job.result.get("params"),
                          "worker": "1 thread"}
+        if job.name in started:
+            out[job.name]["background"] = "started before the search, while the supernet trained"
+    ctx.pool = None
     return out
+
+
+def retrain_job(ctx: Context, arm: str, seed: int, name: str) -> "WorkerJob | None":
+    """The worker job that trains (or resumes) ``arm`` × ``seed`` into ``OUT/retrain/NAME``; None
+    when that run is already done."""
+    from lvsearch.quickstart.workers import WorkerJob
+
+    run = ctx.out / "retrain" / name
+    kwargs = retrain_kwargs(ctx, arm, seed, run)
+    return None if kwargs is None else WorkerJob(name, "retrain", kwargs, steps=ctx.plan.retrain_steps, run=str(run))
+
+
+#: Arms whose architecture does not depend on the search: on a CPU they can train while it runs.
+FIXED_ARMS = ("bert", "random-arch")
+
+
+def cpu_cores() -> int:
+    """Cores this process may run on (the affinity mask where the OS has one)."""
+    import os
+
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def fixed_runs(ctx: Context) -> list[tuple[str, int, str]]:
+    """``(arm, seed, name)`` of the fixed-arm runs that train in the background while this process
+    trains the supernet and searches (:func:`start_fixed_arms`): on a CPU with workers, up to
+    ``cores − 1`` of them, so one core stays with this process. A pure function of the plan and
+    the machine (not of what is already done), so a resumed run uses the same thread counts."""
+    if not use_workers(ctx):
+        return []
+    runs = [(arm, seed, name) for arm in ctx.plan.arms if arm in FIXED_ARMS
+            for seed, name in enumerate(ctx.run_names(arm))]
+    return runs[:max(0, cpu_cores() - 1)]
+
+
+def search_threads(ctx: Context, threads: int) -> int:
+    """Torch threads of this process while :func:`fixed_runs` train beside it: ``threads`` less
+    one per background worker (at least 1)."""
+    return max(1, threads - len(fixed_runs(ctx)))
+
+
+def start_fixed_arms(ctx: Context) -> None:
+    """Start :func:`fixed_runs` not yet done in single-threaded worker processes (``ctx.pool``);
+    ``stage_retrain`` waits for them. Their weights are those of the retrain stage, bit for bit:
+    the same call in the same kind of worker, only earlier."""
+    from lvsearch.quickstart.workers import WorkerPool
+
+    jobs = []
+    for arm, seed, name in fixed_runs(ctx):
+        job = retrain_job(ctx, arm, seed, name)
+        if job is not None:
+            jobs.append(job)
+    if not jobs:
+        return
+    ctx.pool = WorkerPool(ctx.out / "logs")
+    ctx.pool.start(jobs)
+    from lvsearch import ui
+
+    names = ", ".join(j.name for j in jobs)
+    ui.console.print(f"retraining {names} in the background meanwhile (its architecture does not depend on the "
+                     f"search; log: {ctx.out / 'logs'}/{jobs[0].name}.retrain.log)", highlight=False, soft_wrap=True)
 
 
 def evaluate_options(ctx: Context, model: Path, report: Path) -> EvaluateOptions:
@@ -608,7 +703,26 @@ def run_quickstart(out: str | Path, settings: QuickstartSettings, *, device: str
         RESUME_HINT.reset(token)
 
 
+#: Stages that run while the fixed arms train in the background (:func:`start_fixed_arms`).
+SEARCH_STAGES = ("supernet", "search", "finalists")
+
+
 def _run_stages(ctx: Context, stop_after: str | None) -> Context:
+    import torch
+
+    threads = torch.get_num_threads()
+    try:
+        return _run_stage_loop(ctx, stop_after, threads)
+    finally:
+        torch.set_num_threads(threads)
+        if ctx.pool is not None:  # an error, Ctrl-C or stop_after: the workers save a checkpoint and stop
+            ctx.pool.stop()
+            ctx.pool = None
+
+
+def _run_stage_loop(ctx: Context, stop_after: str | None, threads: int) -> Context:
+    import torch
+
     from lvsearch import ui
 
     total = len(STAGES)
@@ -616,7 +730,9 @@ def _run_stages(ctx: Context, stop_after: str | None) -> Context:
     for i, (name, fn) in enumerate(STAGES, start=1):
         rec = ctx.state["stages"].setdefault(name, {"seconds": 0.0})
         if rec.get("status") == "done" and name != "report":
-            ui.console.rule(f"[bold]stage {i}/{total}: {name}[/bold] — done earlier ({rec['seconds']:.0f} s)")
+            skipped = (rec.get("result") or {}).get("skipped")
+            how = f"skipped: {skipped}" if skipped and rec["seconds"] < 1 else f"done earlier ({rec['seconds']:.0f} s)"
+            ui.console.rule(f"[bold]stage {i}/{total}: {name}[/bold] — {how}")
             continue
         elapsed = sum(s.get("seconds", 0.0) for s in ctx.state["stages"].values())
         done_names = [n for n, r in ctx.state["stages"].items() if r.get("status") == "done"]
@@ -630,6 +746,14 @@ def _run_stages(ctx: Context, stop_after: str | None) -> Context:
                     f"cores, or a slower machine): expect ~{ctx.plan.total_minutes() * pace:.0f} min instead of "
                     f"~{ctx.plan.total_minutes():.0f}. The results do not depend on speed; to finish sooner, stop it and "
                     f"start again with a smaller --minutes in a new --out")
+        if name in SEARCH_STAGES:
+            if ctx.pool is None:
+                start_fixed_arms(ctx)
+            # the same count whether or not the fixed arms are still training: a resumed run
+            # trains the supernet and searches with the thread count of an uninterrupted one
+            torch.set_num_threads(search_threads(ctx, threads))
+        else:
+            torch.set_num_threads(threads)
         rec["status"] = "running"
         ctx.save()
         t0 = time.perf_counter()
@@ -641,6 +765,8 @@ def _run_stages(ctx: Context, stop_after: str | None) -> Context:
             ctx.save()
         rec.update(status="done", result=result)
         ctx.save()
+        if ctx.pool is not None:
+            ctx.pool.check()  # a background arm that failed stops the run now, not after the search
         if stop_after == name:
             break
     ctx.state["wall_seconds_this_process"] = time.perf_counter() - t_run

@@ -390,6 +390,11 @@ def write_quickstart_report(ctx: "Context") -> Path:
         w("The arms were retrained and evaluated at once, each in its own single-threaded worker process (on two "
           "cores faster than one two-threaded process; the weights are those of a one-thread retrain, bit for bit; "
           "logs in `logs/`).\n")
+    early = [n for n, r in retrained.items() if isinstance(r, dict) and r.get("background")]
+    if early:
+        w(f"{', '.join(f'`{n}`' for n in early)} (whose architecture does not depend on the search) trained in the "
+          "background while the supernet trained and the search ran, one core each, so its time is part of "
+          "those stages'.\n")
     w("Wall time is the sum over every process that worked on this folder (a resumed run adds up).\n")
     budget_min = plan.minutes * (2 if plan.seeds > 1 else 1)
     if total_s > 1.5 * budget_min * 60:

@@ -83,8 +83,137 @@ def _last_step(run: str | None) -> int:
     return 0
 
 
+class WorkerPool:
+    """Worker processes started now and waited for later, e.g. an arm that trains in the background
+    while this process trains the supernet (:func:`run_jobs` is start + wait).
+
+    Args:
+        folder: where the workers' spec/result files and logs go (``OUT/logs``).
+    """
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = Path(folder)
+        self.procs: list[tuple[WorkerJob, subprocess.Popen, Path, Path]] = []
+
+    @property
+    def names(self) -> list[str]:
+        """Run names of the jobs started so far."""
+        return [job.name for job, *_ in self.procs]
+
+    def start(self, jobs: list[WorkerJob]) -> None:
+        """Start one single-threaded worker process per job (``OMP_NUM_THREADS=1``, one torch thread).
+
+        Raises:
+            ValueError: a job of an unknown kind.
+        """
+        if not jobs:
+            return
+        self.folder.mkdir(parents=True, exist_ok=True)
+        env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+        for job in jobs:
+            if job.kind not in KINDS:
+                raise ValueError(f"unknown worker kind {job.kind!r}")
+            spec, result, log = (self.folder / f"{job.name}.{job.kind}.{ext}" for ext in ("spec.json", "result.json", "log"))
+            result.unlink(missing_ok=True)
+            atomic_write_json(spec, {"kind": job.kind, "kwargs": job.kwargs, "result": str(result)})
+            with open(log, "ab") as out:
+                p = subprocess.Popen([sys.executable, "-m", "lvsearch.quickstart.workers", str(spec)], env=env,
+                                     stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                     preexec_fn=_set_pdeathsig if sys.platform.startswith("linux") else None)
+            self.procs.append((job, p, result, log))
+
+    def running(self) -> int:
+        """How many workers have not exited yet."""
+        return sum(p.poll() is None for _, p, _, _ in self.procs)
+
+    def check(self) -> None:
+        """Raise now if a worker has already failed (the others are stopped first).
+
+        Raises:
+            LvsearchError: as :meth:`wait`.
+        """
+        if any(p.poll() not in (None, 0) for _, p, _, _ in self.procs):
+            self._raise_failed()
+
+    def wait(self, *, show_progress: bool = True, label: str = "arms") -> list[WorkerJob]:
+        """Wait for every started worker, with a progress bar per job; returns the jobs with
+        ``result`` set. A failing worker stops the others at once.
+
+        Raises:
+            LvsearchError: a worker's own error (its message, e.g. a bad recipe), or a worker that
+                crashed or was killed (naming its log; re-running resumes). The other workers are
+                stopped with SIGINT first, so they save their checkpoints.
+            KeyboardInterrupt: Ctrl-C, after the workers saved their checkpoints and stopped.
+        """
+        from lvsearch import ui
+
+        if not self.procs:
+            return []
+        try:
+            with ui.progress(enabled=show_progress) as bar:
+                tasks = {job.name: bar.add_task(f"{job.kind} {job.name}" if label == job.kind else f"{label}: {job.kind} {job.name}",
+                                                total=max(1, job.steps), info="")
+                         for job, *_ in self.procs}
+                while True:
+                    for job, p, _, _ in self.procs:
+                        done = p.poll() is not None
+                        step = job.steps if done else _last_step(job.run) if job.kind == "retrain" else 0
+                        bar.update(tasks[job.name], completed=min(step, max(1, job.steps)))
+                    if any(p.poll() not in (None, 0) for _, p, _, _ in self.procs) or not self.running():
+                        break
+                    time.sleep(0.5)
+        except KeyboardInterrupt:
+            self.stop()
+            from lvsearch.train.loop import RESUME_HINT
+
+            ui.console.print(f"interrupted: {', '.join(self.names)} saved a checkpoint; {RESUME_HINT.get()}",
+                             highlight=False, soft_wrap=True)
+            raise
+        if any(p.returncode != 0 for _, p, _, _ in self.procs):
+            self._raise_failed()
+        jobs = []
+        for job, _, result, _ in self.procs:
+            job.result = json.loads(result.read_text(encoding="utf-8")).get("result") or {}
+            jobs.append(job)
+        self.procs = []
+        return jobs
+
+    def _raise_failed(self) -> None:
+        from lvsearch.faults import ENV as KILL_ENV
+
+        failed = [x for x in self.procs if x[1].poll() not in (None, 0)]
+        self.stop()
+        job, p, result, log = failed[0]
+        if p.returncode == -signal.SIGKILL and os.environ.get(KILL_ENV):
+            os.kill(os.getpid(), signal.SIGKILL)  # fault injection: a killed worker is a crash of the whole run
+        msg = _read_error(result)
+        if msg:
+            raise LvsearchError(f"{job.kind} of {job.name}: {msg}")
+        how = f"was killed by signal {-p.returncode}" if p.returncode < 0 else f"failed (exit {p.returncode})"
+        raise LvsearchError(f"the {job.kind} worker of {job.name} {how}; its output is in {log}",
+                            fix="fix what the log says (out of memory?) and re-run the same command to resume")
+
+    def stop(self) -> None:
+        """SIGINT every running worker (each saves its checkpoint at the next step) and wait for
+        them (SIGKILL after 120 s)."""
+        for _, p, _, _ in self.procs:
+            if p.poll() is None:
+                try:
+                    p.send_signal(signal.SIGINT)
+                except ProcessLookupError:
+                    pass
+        deadline = time.monotonic() + 120
+        for _, p, _, _ in self.procs:
+            try:
+                p.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
 def run_jobs(jobs: list[WorkerJob], folder: Path, *, show_progress: bool = True, label: str = "arms") -> list[WorkerJob]:
-    """Run ``jobs`` at once, one single-threaded worker process each; returns them with ``result`` set.
+    """Run ``jobs`` at once, one single-threaded worker process each; returns them with ``result``
+    set (:class:`WorkerPool` ``start`` then ``wait``).
 
     Args:
         folder: where the workers' spec/result files and logs go (``OUT/logs``).
@@ -95,58 +224,9 @@ def run_jobs(jobs: list[WorkerJob], folder: Path, *, show_progress: bool = True,
             stopped with SIGINT first, so they save their checkpoints.
         KeyboardInterrupt: Ctrl-C, after the workers saved their checkpoints and stopped.
     """
-    from lvsearch import ui
-    from lvsearch.faults import ENV as KILL_ENV
-
-    if not jobs:
-        return jobs
-    folder.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    procs: list[tuple[WorkerJob, subprocess.Popen, Path, Path]] = []
-    for job in jobs:
-        if job.kind not in KINDS:
-            raise ValueError(f"unknown worker kind {job.kind!r}")
-        spec, result, log = (folder / f"{job.name}.{job.kind}.{ext}" for ext in ("spec.json", "result.json", "log"))
-        result.unlink(missing_ok=True)
-        atomic_write_json(spec, {"kind": job.kind, "kwargs": job.kwargs, "result": str(result)})
-        with open(log, "ab") as out:
-            p = subprocess.Popen([sys.executable, "-m", "lvsearch.quickstart.workers", str(spec)], env=env,
-                                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                 preexec_fn=_set_pdeathsig if sys.platform.startswith("linux") else None)
-        procs.append((job, p, result, log))
-    try:
-        with ui.progress(enabled=show_progress) as bar:
-            tasks = {job.name: bar.add_task(f"{job.kind} {job.name}" if label == job.kind else f"{label}: {job.kind} {job.name}", total=max(1, job.steps), info="")
-                     for job, *_ in procs}
-            while True:
-                alive = False
-                for job, p, _, _ in procs:
-                    done = p.poll() is not None
-                    alive |= not done
-                    step = job.steps if done else _last_step(job.run) if job.kind == "retrain" else 0
-                    bar.update(tasks[job.name], completed=min(step, max(1, job.steps)))
-                failed = [x for x in procs if x[1].poll() not in (None, 0)]
-                if failed or not alive:
-                    break
-                time.sleep(0.5)
-    except KeyboardInterrupt:
-        _stop(procs)
-        raise
-    failed = [x for x in procs if x[1].returncode != 0]
-    if failed:
-        _stop(procs)
-        job, p, result, log = failed[0]
-        if p.returncode == -signal.SIGKILL and os.environ.get(KILL_ENV):
-            os.kill(os.getpid(), signal.SIGKILL)  # fault injection: a killed worker is a crash of the whole run
-        msg = _read_error(result)
-        if msg:
-            raise LvsearchError(f"{job.kind} of {job.name}: {msg}")
-        how = f"was killed by signal {-p.returncode}" if p.returncode < 0 else f"failed (exit {p.returncode})"
-        raise LvsearchError(f"the {job.kind} worker of {job.name} {how}; its output is in {log}",
-                            fix="fix what the log says (out of memory?) and re-run the same command to resume")
-    for job, _, result, _ in procs:
-        job.result = json.loads(result.read_text(encoding="utf-8")).get("result") or {}
-    return jobs
+    pool = WorkerPool(folder)
+    pool.start(jobs)
+    return pool.wait(show_progress=show_progress, label=label)
 
 
 def _read_error(path: Path) -> str | None:
@@ -154,23 +234,6 @@ def _read_error(path: Path) -> str | None:
         return json.loads(path.read_text(encoding="utf-8")).get("error")
     except (OSError, ValueError, AttributeError):
         return None
-
-
-def _stop(procs) -> None:
-    """SIGINT every running worker (each saves its checkpoint at the next step) and wait for them."""
-    for _, p, _, _ in procs:
-        if p.poll() is None:
-            try:
-                p.send_signal(signal.SIGINT)
-            except ProcessLookupError:
-                pass
-    deadline = time.monotonic() + 120
-    for _, p, _, _ in procs:
-        try:
-            p.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
 
 
 def _worker_main(spec_path: str) -> int:
