@@ -454,7 +454,9 @@ def _link_run(run: Path, target: Path) -> None:
 def stage_retrain(ctx: Context) -> dict:
     """Retrain every arm × seed into ``OUT/retrain/NAME`` (with finalists, the EA arm's seed 0 is
     the finalist pick; an arm whose architecture an earlier arm has links to that arm's runs).
-    On a CPU the arms train at once in single-threaded worker processes (:func:`use_workers`)."""
+    On a CPU the arms train at once in single-threaded worker processes (:func:`use_workers`);
+    runs already training in the background (``ctx.pool``, :func:`start_fixed_arms`) are waited
+    for, not started again."""
     from lvsearch.quickstart.workers import WorkerPool
 
     out, jobs = {}, []
