@@ -33,7 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="retrain objective of every arm: mlm (default; MLM accuracy and BLiMP compare across "
                         "arms) or electra (the paper's replaced-token detection)")
     p.add_argument("--seeds", type=int, default=1,
-                   help="pretraining seeds per arm (default: 1; 3 measures the seed spread at ~2.5× the time)")
+                   help="pretraining seeds per arm (default: 1; 3 measures the seed spread at ~2.1× the time)")
     p.add_argument("--finalists", type=int, default=0, metavar="K",
                    help="prune the EA's top K by successive halving on retraining (retrain --finalists) and take "
                         "its pick as the EA arm; adds ~10 min at the default budget (default: 0, no finalist stage)")

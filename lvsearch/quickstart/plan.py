@@ -150,10 +150,12 @@ ARM_TITLES = {
 STAGE_ORDER = ("data", "supernet", "search", "finalists", "retrain", "evaluate", "rank", "report")
 
 #: Measured seconds of each stage of the default plan in the calibration run (``--minutes 20``,
-#: otherwise idle 2-core machine, docs/results.md "Quickstart": 1,277 s, i.e. 21.3 min, over
-#: the 20-minute budget). :meth:`Plan.stage_budgets` scales them to the budget; the stage
-#: banners compare the time used with them for an ETA and an overrun warning.
-STAGE_SHARES = {"data": 13, "supernet": 153, "search": 129, "retrain": 795, "evaluate": 176, "rank": 9, "report": 1}
+#: otherwise idle 2-core machine, docs/results.md "Quickstart", run E: 1,196 s over the stages,
+#: 20.0 min wall; ``bert`` trains in the background during the supernet and search stages, so
+#: those are longer and the retrain stage shorter than without it). :meth:`Plan.stage_budgets`
+#: scales them to the budget; the stage banners compare the time used with them for an ETA and
+#: an overrun warning.
+STAGE_SHARES = {"data": 14, "supernet": 237, "search": 252, "retrain": 502, "evaluate": 176, "rank": 13, "report": 2}
 
 #: Extra seconds of the optional finalist stage (``--finalists 3``): in its calibration run
 #: (docs/results.md "Quickstart", 576-step arms) it took 273 s and saved the EA arm's own
@@ -189,11 +191,12 @@ def make_plan(minutes: float = BASE_MINUTES, seeds: int = 1, finalists: int = 0)
     (EA pick and random-search best) and ``bert`` are retrained for 1800 steps (3.7M tokens), in
     the range where the arms benchmark measured searched architectures clearing the MLM
     neighbour-count floor (3.6–4.1M tokens; docs/results.md, "Does the search work?"), all three
-    at once in single-threaded worker processes. Retraining is ~60% of the time, the supernet
-    and the search ~25%, evaluation ~15% (:data:`STAGE_SHARES`). Every training length scales
+    at once in single-threaded worker processes (``bert`` already while the supernet trains and
+    the search runs). Retraining is ~40% of the time, the supernet and the search ~40% (with
+    ``bert`` training beside them), evaluation ~15% (:data:`STAGE_SHARES`). Every training length scales
     linearly with ``minutes``; search size and evaluation sizes scale more slowly and have
     floors. Extra seeds repeat the retrain and evaluate stages (:meth:`Plan.stage_budgets`):
-    ``seeds=3`` needs about 2.5 × ``minutes``.
+    ``seeds=3`` needs about 2.1 × ``minutes``.
 
     Raises:
         LvsearchError: ``minutes`` ≤ 0, ``seeds`` < 1 or ``finalists`` not 0 or ≥ 2.
