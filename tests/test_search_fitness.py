@@ -130,6 +130,30 @@ def test_noise_measures():
     assert rep["paired_se_neighbours"][0] < rep["se"][0] / 10
 
 
+def test_landscape_verdict_follows_headroom_and_power(tmp_path: Path):
+    """The landscape lines say search cannot be shown to beat random search exactly when the
+    room above a median random architecture is below the 6-seed detectable difference."""
+    import json
+
+    from lvsearch.search.noise import landscape_lines
+
+    def lines(best_all: float, mde6: float) -> str:
+        summary = {"distribution_random": {"n": 19, "median": 0.275, "top_decile_threshold": 0.286, "best": 0.2864},
+                   "distribution_all": {"best": best_all}, "sigma_seed": {"pooled_std": 0.006},
+                   "power": {"minimum_detectable_difference": {"training_noise_only": {"6": mde6}}},
+                   "best_of_k_random": [{"k": 1, "expected_best": 0.2757}, {"k": 5, "expected_best": 0.2844}]}
+        path = tmp_path / f"landscape-{best_all}-{mde6}.json"
+        path.write_text(json.dumps({"summary": summary}))
+        return "\n".join(landscape_lines(path))
+
+    small = lines(best_all=0.2864, mde6=0.012)  # room 1.14 pp < 1.2 pp
+    assert "no search can be shown to beat random search with 6 seeds" in small
+    assert "gain at most 1.1 pp" in small and "≥ 1.2 pp" in small and "below 2" in small
+    large = lines(best_all=0.3013, mde6=0.012)  # room 2.6 pp ≥ 1.2 pp
+    assert "no search can be shown" not in large and "many-seed benchmark" in large
+    assert "best trained 0.3013" in large and "search has room to pay off" in large
+
+
 def test_memo_never_mixes_scores_made_on_different_target_sets(supernet_run: Path, tmp_path: Path):
     """A search resumed with another dev set, fitness or racing plan is refused, so memo
     entries from the state (scored on its targets) never meet scores on other targets."""
