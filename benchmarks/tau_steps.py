@@ -64,7 +64,7 @@ def main() -> None:
         raise SystemExit(f"{args.supernet} keeps no checkpoint of step(s) {missing} (kept: {kept})")
     dev, _ = load_dev(last, None, args.dev_sequences)
     rankers = [(f"{args.supernet.name}@{s}", args.supernet, s) for s in steps]
-    rankers += [(f"{r.name}@last", r, None) for r in args.also]
+    rankers += [(f"{r.parent.name}/{r.name}@last", r, None) for r in args.also]  # 'run' holds the full path
     rows = {}
     for name, run, step in rankers:
         t0 = time.perf_counter()
