@@ -315,30 +315,38 @@ def heritability_report(args) -> dict | None:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--supernet", type=Path, required=True)
-    p.add_argument("--work", type=Path, required=True)
-    p.add_argument("--part", choices=("curves", "heritability"), default=None)
-    p.add_argument("--report", action="store_true")
-    p.add_argument("--strategies", nargs="+", default=list(STRATEGIES), choices=STRATEGIES)
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--supernet", type=Path, required=True, help="train-supernet run folder")
+    p.add_argument("--work", type=Path, required=True, help="folder for the searches, logs and heritability.json")
+    p.add_argument("--part", choices=("curves", "heritability"), default=None, help="what to compute")
+    p.add_argument("--report", action="store_true",
+                   help="aggregate what exists in --work into benchmarks/results/NAME.json")
+    p.add_argument("--strategies", nargs="+", default=list(STRATEGIES), choices=STRATEGIES, help="search strategies")
     p.add_argument("--seeds", type=int, default=6, help="search seeds 0..N-1 (the report reads these)")
     p.add_argument("--seed-list", type=int, nargs="+", default=None,
                    help="--part curves: run only these seeds (e.g. to split the work between two processes)")
-    p.add_argument("--population", type=int, default=20)
-    p.add_argument("--iterations", type=int, default=10)
-    p.add_argument("--jobs", type=int, default=2)
-    p.add_argument("--parents", type=int, default=40)
-    p.add_argument("--parent-seed", type=int, default=7)
-    p.add_argument("--mutation-prob", type=float, default=0.1)
+    p.add_argument("--population", type=int, default=20, help="population P of every search")
+    p.add_argument("--iterations", type=int, default=10, help="iterations T (P × T evaluations)")
+    p.add_argument("--jobs", type=int, default=2, help="searches at once (one torch thread each)")
+    p.add_argument("--parents", type=int, default=40, help="heritability: random band parents")
+    p.add_argument("--parent-seed", type=int, default=7, help="heritability: seed of the parents and children")
+    p.add_argument("--mutation-prob", type=float, default=0.1, help="heritability: p of the operators")
     p.add_argument("--name", default="search_climb",
                    help="result file name (e.g. search_climb_1000 for a report at a longer budget)")
     args = p.parse_args()
+    if args.part is None and not args.report:
+        p.error("nothing to do: pass --part curves|heritability and/or --report")
+    if not (args.supernet / "config.json").is_file():
+        p.error(f"--supernet {args.supernet} is not a train-supernet run folder (no config.json)")
     args.work.mkdir(parents=True, exist_ok=True)
     if args.part == "curves":
         curves(args)
     elif args.part == "heritability":
         heritability(args)
     if args.report:
+        if not any((args.work / x).exists() for x in ("searches", "heritability.json")):
+            p.error(f"--report: {args.work} holds no searches and no heritability.json yet (run --part first)")
         result = {"what": "does the EA climb its fitness faster than random search? (benchmarks/search_climb.py)",
                   "settings": {"supernet": str(args.supernet), "population": args.population,
                                "iterations": args.iterations, "seeds": args.seeds, "strategies": args.strategies,

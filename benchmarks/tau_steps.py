@@ -15,7 +15,7 @@ on the search's fitness dev set (1024 dev sequences, ``SupernetEvaluator``), ran
 precision, and the paired-bootstrap difference of τ against the run's last checkpoint
 (``rank_check.paired_tau_difference``: the same architectures and truth for both).
 
-Writes ``benchmarks/results/tau_steps.json``.
+Writes ``benchmarks/results/tau_steps.json`` (``--name`` for another file).
 
 Usage::
 
@@ -38,9 +38,14 @@ def main() -> None:
     p.add_argument("--steps", type=int, nargs="*", default=None,
                    help="checkpoint steps to score (default: every kept one)")
     p.add_argument("--also", type=Path, nargs="*", default=[], help="other supernet runs, at their last checkpoint")
-    p.add_argument("--dev-sequences", type=int, default=1024)
-    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--dev-sequences", type=int, default=1024, help="dev sequences of the fitness (the search's)")
+    p.add_argument("--threads", type=int, default=1, help="torch threads")
+    p.add_argument("--name", default="tau_steps",
+                   help="result file benchmarks/results/NAME.json (the default one is committed: pick another "
+                        "name for your own supernet)")
     args = p.parse_args()
+    if not (args.supernet / "checkpoints").is_dir():
+        p.error(f"--supernet {args.supernet} is not a train-supernet run folder (no checkpoints/)")
 
     import torch
 
@@ -94,7 +99,7 @@ def main() -> None:
               "supernet": str(args.supernet), "dev_sequences": int(dev.input_ids.shape[0]), "num_archs": len(keys),
               "truth": "landscape.json accuracy_mean (2000-step standalone MLM dev accuracy, mean over seeds)",
               "reference": ref, "rankers": rows}
-    print(write_result("tau_steps", result))
+    print(write_result(args.name, result))
 
 
 if __name__ == "__main__":

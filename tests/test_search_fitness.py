@@ -132,26 +132,45 @@ def test_noise_measures():
 
 def test_landscape_verdict_follows_headroom_and_power(tmp_path: Path):
     """The landscape lines say search cannot be shown to beat random search exactly when the
-    room above a median random architecture is below the 6-seed detectable difference."""
+    best search's gain over a median random architecture is below the 6-seed detectable
+    difference, warn about another space, and refuse malformed files with one message."""
     import json
 
+    from lvsearch.errors import LvsearchError
     from lvsearch.search.noise import landscape_lines
 
-    def lines(best_all: float, mde6: float) -> str:
-        summary = {"distribution_random": {"n": 19, "median": 0.275, "top_decile_threshold": 0.286, "best": 0.2864},
-                   "distribution_all": {"best": best_all}, "sigma_seed": {"pooled_std": 0.006},
-                   "power": {"minimum_detectable_difference": {"training_noise_only": {"6": mde6}}},
-                   "best_of_k_random": [{"k": 1, "expected_best": 0.2757}, {"k": 5, "expected_best": 0.2844}]}
-        path = tmp_path / f"landscape-{best_all}-{mde6}.json"
-        path.write_text(json.dumps({"summary": summary}))
-        return "\n".join(landscape_lines(path))
+    def summary(best_all: float, mde6: float, arms6: float | None = None) -> dict:
+        mdes = {"training_noise_only": {"6": mde6}}
+        if arms6 is not None:
+            mdes["arms_ea_minus_random_search"] = {"6": arms6}
+        return {"distribution_random": {"n": 19, "median": 0.275, "top_decile_threshold": 0.286, "best": 0.2864},
+                "distribution_all": {"best": best_all}, "sigma_seed": {"pooled_std": 0.006},
+                "power": {"minimum_detectable_difference": mdes},
+                "best_of_k_random": [{"k": 1, "expected_best": 0.2757}, {"k": 5, "expected_best": 0.2844}]}
 
-    small = lines(best_all=0.2864, mde6=0.012)  # room 1.14 pp < 1.2 pp
+    def lines(data, space=None) -> str:
+        path = tmp_path / "landscape.json"
+        path.write_text(json.dumps(data))
+        return "\n".join(landscape_lines(path, space=space))
+
+    small = lines({"summary": summary(best_all=0.2864, mde6=0.012)})  # gain 1.14 pp < 1.2 pp
     assert "no search can be shown to beat random search with 6 seeds" in small
-    assert "gain at most 1.1 pp" in small and "≥ 1.2 pp" in small and "below 2" in small
-    large = lines(best_all=0.3013, mde6=0.012)  # room 2.6 pp ≥ 1.2 pp
-    assert "no search can be shown" not in large and "many-seed benchmark" in large
-    assert "best trained 0.3013" in large and "search has room to pay off" in large
+    assert "gained 1.1 pp" in small and "≥ 1.2 pp" in small and "below 2" in small
+    between = lines({"summary": summary(best_all=0.2950, mde6=0.012, arms6=0.023)})  # 1.2 ≤ 2.0 < 2.3 pp
+    assert "expect no detectable difference with 6 seeds" in between and "≥ 2.3 pp with search-seed noise" in between
+    large = lines({"summary": summary(best_all=0.3013, mde6=0.012)})  # gain 2.6 pp ≥ 1.2 pp
+    assert "no search can be shown" not in large and "measure it" in large
+    assert "best trained so far (one seed) 0.3013" in large and "search has room to pay off" in large
+    other = lines({"summary": summary(0.3013, 0.012), "settings": {"space": "lvbert-elc@12", "steps": 2000}},
+                  space="lvbert@24")
+    assert "(lvbert-elc@12, 2000-step retrains)" in other and "not on this supernet's lvbert@24" in other
+    no_sigma = summary(0.3013, 0.012)
+    no_sigma["sigma_seed"] = {"pooled_std": 0}
+    assert "headroom: unmeasured" in lines({"summary": no_sigma})
+    for bad in ([], {"summary": {"distribution_random": {"n": 3}}}, {"summary": dict(summary(0.3, 0.01), power="oops")},
+                {"summary": dict(summary(0.3, 0.01), best_of_k_random={"k": 1})}):
+        with pytest.raises(LvsearchError, match="is not a landscape result"):
+            lines(bad)
 
 
 def test_memo_never_mixes_scores_made_on_different_target_sets(supernet_run: Path, tmp_path: Path):

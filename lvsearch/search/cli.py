@@ -126,8 +126,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--second-stage-dev", type=int, default=None, metavar="N",
                    help="fresh dev sequences of the second stage (default: every one the fitness does not use)")
     p.add_argument("--landscape", default=None, metavar="LANDSCAPE.json",
-                   help="after the search, print the space's headroom and best-of-k-random curve "
-                        "(benchmarks/landscape.py): can search pay off in this space?")
+                   help="after the search, print what a landscape file (benchmarks/landscape.py; the "
+                        "quickstart space's ships as benchmarks/results/landscape.json) says: the space's "
+                        "headroom, whether 6 search seeds can detect EA vs random search there, and the "
+                        "best-of-k-random curve")
     p.add_argument("--resume", action="store_true", help="continue the search in --out")
     p.add_argument("--overwrite", action="store_true", help="replace a search already in --out")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="default: cuda when available")
@@ -171,7 +173,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--fitness", choices=["accuracy", "loss"], default=DEFAULT_FITNESS,
                    help=f"supernet score of the headline τ (default {DEFAULT_FITNESS}, as evolve; both are reported)")
     r.add_argument("--landscape", default=None, metavar="LANDSCAPE.json",
-                   help="also print the space's headroom and best-of-k-random curve from benchmarks/landscape.py")
+                   help="also print what a landscape file (benchmarks/landscape.py; the quickstart space's ships "
+                        "as benchmarks/results/landscape.json) says: headroom, whether 6 search seeds can detect "
+                        "EA vs random search, and the best-of-k-random curve")
     r.add_argument("--overwrite", action="store_true", help="replace an earlier rank check in --out")
     r.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="default: cuda when available")
     r.set_defaults(func=_rank_check)
@@ -251,7 +255,7 @@ def _evolve(args: argparse.Namespace) -> int:
     if args.landscape:  # read before the search: a bad file fails fast
         from lvsearch.search.noise import landscape_lines
 
-        landscape = landscape_lines(args.landscape)
+        landscape_lines(args.landscape)
     results = evolve(opts, config)
     for label, res in results.items():
         b = res.best
@@ -268,9 +272,20 @@ def _evolve(args: argparse.Namespace) -> int:
         ui.console.print(f"{label}: {which} fitness {b.fitness:.4f} ({fitness}; accuracy {b.accuracy:.4f}, loss {b.loss:.4f}, {b.params:,} params, "
                          f"{b.flops / 1e6:.2f} MFLOPs/token) after {len(res.history)} evaluations: {b.key}")
     if args.landscape:
-        for line in landscape:
+        for line in landscape_lines(args.landscape, space=_supernet_space(args.supernet)):
             ui.console.print(line, highlight=False, markup=False, soft_wrap=True)
     return 0
+
+
+def _supernet_space(run) -> str | None:
+    """The space name recorded in a supernet run's config.json (e.g. ``lvbert-elc@12``), or None."""
+    import json
+    from pathlib import Path
+
+    try:
+        return json.loads((Path(run) / "config.json").read_text(encoding="utf-8"))["space"]["name"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 # ------------------------------------------------------------------------------- arch show
@@ -360,7 +375,7 @@ def _rank_check(args: argparse.Namespace) -> int:
     if args.landscape:  # read before the standalone training: a bad file fails in seconds
         from lvsearch.search.noise import landscape_lines
 
-        landscape = landscape_lines(args.landscape)
+        landscape = landscape_lines(args.landscape, space=_supernet_space(args.supernet))
     res = rank_check(args.supernet, num_archs=args.archs, steps=args.steps, pool=args.pool, out=args.out,
                      data=args.data, dev_sequences=args.dev_sequences, seed=args.seed, overwrite=args.overwrite,
                      device=args.device, reuse=args.reuse, step=args.step, fitness=args.fitness)
