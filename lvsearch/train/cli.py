@@ -97,7 +97,8 @@ def _train_supernet(args: argparse.Namespace) -> int:
     )
     final = summary.get("final_eval") or {}
     if final:
-        ui.console.print(f"unigram baseline accuracy {final['unigram_accuracy']:.3f}")
+        ui.console.print(f"unigram baseline accuracy {final['unigram_accuracy']:.3f} (most frequent token of the whole train "
+                         "split; the panel floors above count only the training tokens seen)")
         for name, r in final["panel"].items():
             ui.console.print(f"  {name:<14} dev MLM loss {r['loss']:.3f}  accuracy {r['accuracy']:.3f}")
     if summary.get("tokens_per_s"):
