@@ -163,7 +163,7 @@ def curves_report(args) -> dict | None:
             "topk_mean_op_differences": float(np.mean([x for x, _ in dist])) if dist else None,
             "topk_mean_input_differences": float(np.mean([y for _, y in dist])) if dist else None,
         }
-    out: dict = {"marks": marks, "per_search": per, "paired_vs_random": {}, "mean_curve": {}}
+    out: dict = {"marks": marks, "per_search": per, "paired": {}, "mean_curve": {}}
     ranked = sorted(pooled.values(), reverse=True)
     for st in args.strategies:
         seeds = sorted(per[st], key=int)
@@ -173,18 +173,17 @@ def curves_report(args) -> dict | None:
         for s in seeds:  # where the final pick sits among every complete score of every search
             b = per[st][s]["best_so_far"][-1]
             per[st][s]["final_rank_among_pooled"] = ranked.index(b) if b in ranked else None
-    if "random" in per:
-        for st in args.strategies:
-            if st == "random":
-                continue
-            seeds = sorted(set(per[st]) & set(per["random"]), key=int)
-            rows = []
-            for i, n in enumerate(marks):
-                d = [per[st][s]["best_so_far"][i] - per["random"][s]["best_so_far"][i] for s in seeds
-                     if per[st][s]["best_so_far"][i] is not None and per["random"][s]["best_so_far"][i] is not None]
-                rows.append({"evaluations": n, "seeds": len(d), "mean_difference": float(np.mean(d)) if d else None,
-                             "t_95": t_interval(d), "ahead": sum(x > 0 for x in d)})
-            out["paired_vs_random"][st] = rows
+    # every pair of strategies, paired by seed (the same first population), e.g. "aging - random"
+    for a, b in [(a, b) for a in args.strategies for b in args.strategies
+                 if a != b and (b == "random" or (a, b) == ("aging", "evolution"))]:
+        seeds = sorted(set(per[a]) & set(per[b]), key=int)
+        rows = []
+        for i, n in enumerate(marks):
+            d = [per[a][s]["best_so_far"][i] - per[b][s]["best_so_far"][i] for s in seeds
+                 if per[a][s]["best_so_far"][i] is not None and per[b][s]["best_so_far"][i] is not None]
+            rows.append({"evaluations": n, "seeds": len(d), "mean_difference": float(np.mean(d)) if d else None,
+                         "t_95": t_interval(d), "ahead": sum(x > 0 for x in d)})
+        out["paired"][f"{a} - {b}"] = rows
     out["pooled_complete_scores"] = len(pooled)
     return out
 
@@ -266,6 +265,18 @@ def heritability(args) -> None:
         "scores": scores})
 
 
+def by_op_changes(rows: list) -> dict:
+    """Children grouped by how many ops they changed: n, Pearson r with the parent (≥ 3
+    children) and the SD of child − parent (≥ 2)."""
+    out: dict = {}
+    for ops in sorted({r[2][0] for r in rows}):
+        g = np.array([(a, b) for a, b, (o, _) in rows if o == ops])
+        out[str(ops)] = {"n": len(g),
+                         "pearson_r": float(np.corrcoef(g[:, 0], g[:, 1])[0, 1]) if len(g) >= 3 else None,
+                         "sd_child_minus_parent": float(np.std(g[:, 1] - g[:, 0], ddof=1)) if len(g) >= 2 else None}
+    return out
+
+
 def heritability_report(args) -> dict | None:
     from lvsearch.arch import Arch
 
@@ -298,6 +309,7 @@ def heritability_report(args) -> dict | None:
             "top_quartile_parents": len(top),
             "top_quartile_child_better": sum(b > a for a, b in top),
             "top_quartile_mean_child_minus_parent": float(np.mean([b - a for a, b in top])) if top else None,
+            "by_op_changes": by_op_changes(rows),
         }
     # variance split: half the mean squared parent-child difference of a resampled kind is the
     # variance the resampled part explains with the other part held fixed
