@@ -24,7 +24,10 @@ search's default fitness: −MLM loss on 1024 dev sequences, raced 64 → 256 �
   quartile how often the child is better and by how much. The resampled kinds split the
   population variance into what the ops and what the inputs explain.
 
-``--report`` aggregates what exists into ``benchmarks/results/search_climb.json``.
+``--report`` aggregates what exists into ``benchmarks/results/search_climb.json``, with what a
+fitness lead is worth in standalone accuracy when ``tau_steps.json`` scored the landscape with
+this same supernet (the slope of standalone accuracy on the fitness over the landscape's
+architectures, and the fitness lead a 6-seed t test would need).
 
 Usage::
 
@@ -53,7 +56,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import bert_band, machine, run_lvsearch, write_result
+from _common import RESULTS, bert_band, machine, run_lvsearch, write_result
 
 STRATEGIES = ("evolution", "aging", "random")
 KINDS = ("mutation", "ops-only", "inputs-only", "inputs-resampled", "ops-resampled")
@@ -185,6 +188,35 @@ def curves_report(args) -> dict | None:
                          "t_95": t_interval(d), "ahead": sum(x > 0 for x in d)})
         out["paired"][f"{a} - {b}"] = rows
     out["pooled_complete_scores"] = len(pooled)
+    return out
+
+
+def standalone_translation(args, curves: dict | None) -> dict | None:
+    """What a fitness lead is worth in standalone accuracy: the least-squares slope of the
+    landscape's standalone accuracy (mean over seeds) on this supernet's −loss fitness of the
+    same architectures (``tau_steps.json``'s ranker of this supernet at its last step), applied
+    to each paired fitness difference at the final budget, and the fitness lead a 6-seed paired
+    t test would need (``landscape.json``'s detectable difference / slope)."""
+    try:
+        tau = json.loads((RESULTS / "tau_steps.json").read_text())
+        land = json.loads((RESULTS / "landscape.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if Path(tau.get("supernet", "")).resolve() != args.supernet.resolve():
+        return None
+    ranker = tau["rankers"].get(tau["reference"])
+    truth = {r["key"]: r["accuracy_mean"] for r in land["archs"] if r.get("accuracy_mean") is not None}
+    keys = sorted(set(truth) & set(ranker["scores"]))
+    x = np.array([-ranker["scores"][k]["loss"] for k in keys])
+    y = np.array([truth[k] for k in keys])
+    slope = float(np.polyfit(x, y, 1)[0])
+    mde = land["summary"]["power"]["minimum_detectable_difference"]["training_noise_only"]["6"]
+    out = {"ranker": tau["reference"], "archs": len(keys), "slope_accuracy_per_nat": slope,
+           "pearson_r": float(np.corrcoef(x, y)[0, 1]), "mde_6_seeds_accuracy": mde,
+           "fitness_lead_needed_for_mde_nats": mde / slope, "predicted_accuracy_difference": {}}
+    for pair, rows in ((curves or {}).get("paired") or {}).items():
+        d = rows[-1]["mean_difference"]
+        out["predicted_accuracy_difference"][pair] = None if d is None else d * slope
     return out
 
 
@@ -365,6 +397,7 @@ def main() -> None:
                                "fitness": "evolve's default (−loss on 1024 dev sequences, racing 64,256)",
                                "threads_per_run": 1, "jobs": args.jobs},
                   "machine": machine(), "curves": curves_report(args), "heritability": heritability_report(args)}
+        result["standalone_translation"] = standalone_translation(args, result["curves"])
         print(write_result(args.name, result))
 
 
