@@ -115,13 +115,16 @@ def best_so_far(history: list[dict], marks: list[int]) -> list[float | None]:
 
 
 def t_interval(x: list[float]) -> list[float] | None:
+    """Student-t 95% interval of the mean of ``x`` (scipy; a constant ``x`` gives [mean, mean])."""
     from scipy import stats
 
     if len(x) < 2:
         return None
-    m, se = float(np.mean(x)), float(np.std(x, ddof=1) / math.sqrt(len(x)))
-    h = float(stats.t.ppf(0.975, len(x) - 1)) * se
-    return [m - h, m + h]
+    d = np.asarray(x, dtype=float)
+    if d.std() == 0:
+        return [float(d.mean())] * 2
+    lo, hi = stats.t.interval(0.95, d.size - 1, loc=d.mean(), scale=stats.sem(d))
+    return [float(lo), float(hi)]
 
 
 def hamming(a: str, b: str) -> tuple[int, int]:

@@ -255,7 +255,7 @@ def _evolve(args: argparse.Namespace) -> int:
     if args.landscape:  # read before the search: a bad file fails fast
         from lvsearch.search.noise import landscape_lines
 
-        landscape_lines(args.landscape)
+        landscape = landscape_lines(args.landscape, space=_supernet_space(args.supernet))
     results = evolve(opts, config)
     for label, res in results.items():
         b = res.best
@@ -272,19 +272,22 @@ def _evolve(args: argparse.Namespace) -> int:
         ui.console.print(f"{label}: {which} fitness {b.fitness:.4f} ({fitness}; accuracy {b.accuracy:.4f}, loss {b.loss:.4f}, {b.params:,} params, "
                          f"{b.flops / 1e6:.2f} MFLOPs/token) after {len(res.history)} evaluations: {b.key}")
     if args.landscape:
-        for line in landscape_lines(args.landscape, space=_supernet_space(args.supernet)):
+        for line in landscape:
             ui.console.print(line, highlight=False, markup=False, soft_wrap=True)
     return 0
 
 
 def _supernet_space(run) -> str | None:
-    """The space name recorded in a supernet run's config.json (e.g. ``lvbert-elc@12``), or None."""
-    import json
+    """The space name recorded in a supernet run's config.json (e.g. ``lvbert-elc@12``), or None
+    when it cannot be read (the verb itself reports a bad --supernet with its own message)."""
     from pathlib import Path
 
+    from lvsearch.errors import LvsearchError
+    from lvsearch.io import read_json
+
     try:
-        return json.loads((Path(run) / "config.json").read_text(encoding="utf-8"))["space"]["name"]
-    except (OSError, ValueError, KeyError, TypeError):
+        return read_json(Path(run) / "config.json", what="supernet run config")["space"]["name"]
+    except (LvsearchError, KeyError, TypeError):
         return None
 
 

@@ -121,12 +121,12 @@ def landscape_lines(path, space: str | None = None) -> list[str]:
     d = read_json(path, what="landscape file")
     fix = "pass the landscape.json written by benchmarks/landscape.py --report (one ships as benchmarks/results/landscape.json)"
 
-    def section(parent, key: str, kind=dict, required: bool = False):
+    def section(parent, key: str, kind=dict, required: bool = False, where: str = "summary."):
         v = parent.get(key) if isinstance(parent, dict) else None
         if v is None and not required:
             return kind()
         if not isinstance(v, kind):
-            raise LvsearchError(f"{path} is not a landscape result (summary.{key} is "
+            raise LvsearchError(f"{path} is not a landscape result ({where}{key} is "
                                 f"{'missing' if v is None else type(v).__name__})", fix=fix)
         return v
 
@@ -136,9 +136,7 @@ def landscape_lines(path, space: str | None = None) -> list[str]:
             raise LvsearchError(f"{path} is not a landscape result ({where}.{key} is not a number)", fix=fix)
         return float(v)
 
-    s = section(d, "summary", required=True) if isinstance(d, dict) else None
-    if s is None:
-        raise LvsearchError(f"{path} is not a landscape result (no summary.distribution_random)", fix=fix)
+    s = section(d, "summary", required=True, where="")
     dist = section(s, "distribution_random", required=True)
     where = "summary.distribution_random"
     n, median, top, best_draw = (number(dist, k, where) for k in ("n", "median", "top_decile_threshold", "best"))
