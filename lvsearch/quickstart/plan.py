@@ -122,8 +122,8 @@ class Plan:
         finalist stage, off by default, comes on top: with ``finalists`` it gets its calibrated
         share (:data:`FINALISTS_SHARE`), so the run takes that much longer than ``--minutes``.
         """
+        out = _scaled_shares(self.minutes)
         scale = self.minutes * 60 / sum(STAGE_SHARES.values())
-        out = {name: share * scale for name, share in STAGE_SHARES.items()}
         for name in ("retrain", "evaluate"):
             out[name] *= self.seeds
         out["finalists"] = FINALISTS_SHARE * scale if self.finalists else 0.0
@@ -163,6 +163,18 @@ STAGE_SHARES = {"data": 14, "supernet": 237, "search": 252, "retrain": 502, "eva
 FINALISTS_SHARE = (273 - 242 / 3) * 1800 / 576
 
 
+def _scaled_shares(minutes: float) -> dict[str, float]:
+    """:data:`STAGE_SHARES` as planned seconds for a budget of ``minutes``, adding up to it.
+
+    The data stage prepares the whole corpus whatever the budget, so it keeps its calibrated
+    seconds (at most half the budget); the other stages share the rest in their calibrated
+    proportions."""
+    total = minutes * 60
+    data = min(float(STAGE_SHARES["data"]), 0.5 * total)
+    rest = sum(v for n, v in STAGE_SHARES.items() if n != "data")
+    return {n: data if n == "data" else v * (total - data) / rest for n, v in STAGE_SHARES.items()}
+
+
 def pace_line(minutes: float, used_s: float, done_stages, budgets: dict[str, float] | None = None
               ) -> tuple[str, float | None]:
     """``(text, pace)`` for a stage banner: the time used of the planned total and, once a stage
@@ -171,7 +183,7 @@ def pace_line(minutes: float, used_s: float, done_stages, budgets: dict[str, flo
     (:meth:`Plan.stage_budgets`; default :data:`STAGE_SHARES` scaled to ``minutes``). ``pace``
     is None before there is anything to compare."""
     if budgets is None:
-        budgets = {n: v * minutes * 60 / sum(STAGE_SHARES.values()) for n, v in STAGE_SHARES.items()}
+        budgets = _scaled_shares(minutes)
     total_min = sum(budgets.values()) / 60
     planned_done = sum(budgets.get(n, 0.0) for n in done_stages)
     used_min = used_s / 60
@@ -193,10 +205,14 @@ def make_plan(minutes: float = BASE_MINUTES, seeds: int = 1, finalists: int = 0)
     neighbour-count floor (3.6–4.1M tokens; docs/results.md, "Does the search work?"), all three
     at once in single-threaded worker processes (``bert`` already while the supernet trains and
     the search runs). Retraining is ~40% of the time, the supernet and the search ~40% (with
-    ``bert`` training beside them), evaluation ~15% (:data:`STAGE_SHARES`). Every training length scales
-    linearly with ``minutes``; search size and evaluation sizes scale more slowly and have
-    floors. Extra seeds repeat the retrain and evaluate stages (:meth:`Plan.stage_budgets`):
-    ``seeds=3`` needs about 2.1 × ``minutes``.
+    ``bert`` training beside them), evaluation ~15% (:data:`STAGE_SHARES`). Above 20 minutes
+    every stage's work grows linearly with ``minutes``, like its budget: training steps, the
+    search's evaluations (population and iterations each × √(minutes / 20), on evolve's 1024 dev
+    sequences), BLiMP pairs and fine-tuning examples × epochs × seeds (two fine-tuning seeds from
+    40 minutes, each on half the examples). Below 20 minutes the sizes shrink with floors that
+    keep every stage meaningful, so short runs finish early rather than late. Extra seeds repeat
+    the retrain and evaluate stages (:meth:`Plan.stage_budgets`): ``seeds=3`` needs about
+    2.1 × ``minutes``.
 
     Raises:
         LvsearchError: ``minutes`` ≤ 0, ``seeds`` < 1 or ``finalists`` not 0 or ≥ 2.
@@ -215,13 +231,14 @@ def make_plan(minutes: float = BASE_MINUTES, seeds: int = 1, finalists: int = 0)
         return max(floor, int(round(base * s / multiple)) * multiple)
 
     retrain = steps(1800, 48, 8)
+    finetune_seeds = 1 if s < 2 else 2
     return Plan(
         minutes=float(minutes),
         vocab_size=4096,
         supernet_steps=steps(800, 40, 10),
         supernet_dev_sequences=32 if small else 128,
         population=8 if small else min(50, int(round(20 * s ** 0.5))),
-        iterations=2 if small else max(3, min(20, int(round(5 * s)))),
+        iterations=2 if small else max(3, min(20, int(round(5 * s ** 0.5)))),
         topk=4 if small else 10,
         search_dev_sequences=32 if small else min(1024, max(256, int(round(1024 * s)))),
         racing="default",
@@ -235,8 +252,8 @@ def make_plan(minutes: float = BASE_MINUTES, seeds: int = 1, finalists: int = 0)
         seeds=int(seeds),
         mlm_dev_sequences=64 if small else 512,
         blimp_limit=max(1, min(1000, int(round(25 * s)))),
-        finetune_train_limit=max(64, int(round(1500 * s))),
+        finetune_train_limit=max(64, int(round(1500 * s / finetune_seeds))),
         finetune_eval_limit=max(64, min(2000, int(round(500 * s ** 0.5)))),
         finetune_epochs=1 if small else 2,
-        finetune_seeds=1 if s < 2 else 2,
+        finetune_seeds=finetune_seeds,
     )
