@@ -145,6 +145,8 @@ def test_arms_trained_identically(finished):
 
     if cpu_cores() >= 2:  # bert trained beside the supernet and the search, restarted after the kill
         assert "background" in state["stages"]["retrain"]["result"]["bert"]
+        # and was evaluated in the same worker once trained, so the evaluate stage found its report
+        assert state["stages"]["evaluate"]["result"]["bert"] == "evaluated in the background, once trained"
         assert "`bert` (whose architecture does not depend on the search) trained in the background" in (
             out / "report.md").read_text()
     archs = {json.loads((out / "retrain" / a / "config.json").read_text())["arch"]["ops"].__repr__()
@@ -432,6 +434,22 @@ def test_worker_processes_train_as_one_thread_in_process(tmp_path, prepared_corp
     assert jobs[1].result["weights_sha256"] != here["weights_sha256"]  # another architecture
     env = json.loads((tmp_path / "a" / "environment.json").read_text())
     assert env["started"]["threads"] == 1
+    # a retrain worker with then_evaluate evaluates its run in the same process, and its report
+    # equals one evaluated afterwards in an evaluate worker (what the evaluate stage would run)
+    from lvsearch.eval.job import EvaluateOptions
+
+    def ev(out):
+        return {"model": str(tmp_path / "e" / "model"), "out": str(out), "no_blimp": True, "mlm_data": str(prepared_corpus),
+                "dev_sequences": 16, "device": "cpu", "threads": 1}
+
+    assert set(ev(tmp_path)) <= set(EvaluateOptions.__dataclass_fields__)
+    both = WorkerJob("e", "retrain", {**kwargs, "out": str(tmp_path / "e")}, steps=10, run=str(tmp_path / "e"),
+                     then_evaluate=ev(tmp_path / "early.json"))
+    [both] = run_jobs([both], tmp_path / "logs", show_progress=False)
+    assert both.result["weights_sha256"] == here["weights_sha256"] and both.result["report"] == str(tmp_path / "early.json")
+    [later] = run_jobs([WorkerJob("e2", "evaluate", ev(tmp_path / "later.json"))], tmp_path / "logs", show_progress=False)
+    early, late = (json.loads((tmp_path / f).read_text())["mlm"] for f in ("early.json", "later.json"))
+    assert early["per_target_correct"] == late["per_target_correct"] and early["accuracy"] == late["accuracy"]
     with pytest.raises(LvsearchError, match="retrain of bad: .*nosuch"):
         run_jobs([WorkerJob("bad", "retrain", {**kwargs, "recipe": str(tmp_path / "nosuch.yaml"), "out": str(tmp_path / "c")})],
                  tmp_path / "logs", show_progress=False)

@@ -488,10 +488,16 @@ def stage_retrain(ctx: Context) -> dict:
     pool = ctx.pool if ctx.pool is not None else WorkerPool(ctx.out / "logs")
     pool.start(jobs)
     for job in pool.wait(show_progress=ctx.show_progress, label="retrain"):
-        out[job.name] = {"tokens_per_s": job.result.get("tokens_per_s"), "params": job.result.get("params"),
-                         "worker": "1 thread"}
+        if job.kind == "evaluate":  # trained before; only its evaluation ran in the background
+            s = read_json(ctx.out / "retrain" / job.name / "summary.json")
+            out[job.name] = {"tokens_per_s": s.get("tokens_per_s"), "params": s.get("params"), "worker": "1 thread"}
+        else:
+            out[job.name] = {"tokens_per_s": job.result.get("tokens_per_s"), "params": job.result.get("params"),
+                             "worker": "1 thread"}
         if job.name in started:
             out[job.name]["background"] = "started before the search, while the supernet trained"
+        if job.result.get("report"):
+            out[job.name]["evaluated"] = "in the background, once trained"
     ctx.pool = None
     return out
 
@@ -540,13 +546,22 @@ def search_threads(ctx: Context, threads: int) -> int:
 
 def start_fixed_arms(ctx: Context) -> None:
     """Start :func:`fixed_runs` not yet done in single-threaded worker processes (``ctx.pool``);
-    ``stage_retrain`` waits for them. Their weights are those of the retrain stage, bit for bit:
-    the same call in the same kind of worker, only earlier."""
+    ``stage_retrain`` waits for them. Each worker evaluates its run as soon as it is trained
+    (``then_evaluate``): that uses the core the run leaves idle while the search still runs, and
+    the evaluate stage finds the report. Weights and reports are those of the retrain and
+    evaluate stages, bit for bit: the same calls in the same kind of worker, only earlier."""
     from lvsearch.quickstart.workers import WorkerPool
 
     jobs = []
     for arm, seed, name in fixed_runs(ctx):
         job = retrain_job(ctx, arm, seed, name)
+        report = ctx.out / "eval" / f"{name}.json"
+        if not report.exists():
+            evaluation = evaluate_job(ctx, name)
+            if job is None:
+                job = evaluation
+            else:
+                job.then_evaluate = evaluation.kwargs
         if job is not None:
             jobs.append(job)
     if not jobs:
@@ -556,8 +571,9 @@ def start_fixed_arms(ctx: Context) -> None:
     from lvsearch import ui
 
     names = ", ".join(j.name for j in jobs)
-    ui.console.print(f"retraining {names} in the background meanwhile (its architecture does not depend on the "
-                     f"search; log: {ctx.out / 'logs'}/{jobs[0].name}.retrain.log)", highlight=False, soft_wrap=True)
+    what = "retraining and evaluating" if any(j.kind == "retrain" for j in jobs) else "evaluating"
+    ui.console.print(f"{what} {names} in the background meanwhile (its architecture does not depend on the "
+                     f"search; log: {ctx.out / 'logs'}/{jobs[0].name}.{jobs[0].kind}.log)", highlight=False, soft_wrap=True)
 
 
 def evaluate_options(ctx: Context, model: Path, report: Path) -> EvaluateOptions:
@@ -575,36 +591,48 @@ def evaluate_options(ctx: Context, model: Path, report: Path) -> EvaluateOptions
     return opts
 
 
+def evaluate_job(ctx: Context, name: str) -> "WorkerJob":
+    """The single-threaded worker job that evaluates the run ``OUT/retrain/NAME`` into
+    ``OUT/eval/NAME.json`` (:func:`evaluate_options`)."""
+    from lvsearch.quickstart.workers import WorkerJob
+
+    report = ctx.out / "eval" / f"{name}.json"
+    report.parent.mkdir(parents=True, exist_ok=True)
+    opts = evaluate_options(ctx, ctx.out / "retrain" / name / "model", report)
+    kwargs = {k: (str(v) if isinstance(v, Path) else list(v) if isinstance(v, tuple) else v)
+              for k, v in asdict(opts).items()}
+    kwargs["threads"] = 1
+    return WorkerJob(name, "evaluate", kwargs)
+
+
 def stage_evaluate(ctx: Context) -> dict:
     """:func:`lvsearch.eval.job.evaluate` of every retrained run into ``OUT/eval/NAME.json``
     (existing reports kept; an arm that duplicates an earlier one gets a copy of its report). On a
-    CPU the arms are evaluated at once in single-threaded worker processes (:func:`use_workers`)."""
+    CPU the arms are evaluated at once in single-threaded worker processes (:func:`use_workers`);
+    a fixed arm's report is usually there already (:func:`start_fixed_arms`)."""
     import shutil
-    from dataclasses import asdict
 
     from lvsearch.eval.job import evaluate
-    from lvsearch.quickstart.workers import WorkerJob, run_jobs
+    from lvsearch.quickstart.workers import run_jobs
 
+    retrained = ctx.state.get("stages", {}).get("retrain", {}).get("result") or {}
     done, jobs, copies = {}, [], []
     for arm in ctx.plan.arms:
         twin = same_as(ctx, arm)
         for seed, name in enumerate(ctx.run_names(arm)):
             report = ctx.out / "eval" / f"{name}.json"
             if report.exists():
-                done[name] = "skipped (exists)"
+                early = isinstance(retrained.get(name), dict) and retrained[name].get("evaluated")
+                done[name] = f"evaluated {early}" if early else "skipped (exists)"
                 continue
             report.parent.mkdir(parents=True, exist_ok=True)
             if twin is not None:
                 copies.append((name, ctx.out / "eval" / f"{ctx.run_names(twin)[seed]}.json", report))
                 continue
-            opts = evaluate_options(ctx, ctx.out / "retrain" / name / "model", report)
             if use_workers(ctx):
-                kwargs = {k: (str(v) if isinstance(v, Path) else list(v) if isinstance(v, tuple) else v)
-                          for k, v in asdict(opts).items()}
-                kwargs["threads"] = 1
-                jobs.append(WorkerJob(name, "evaluate", kwargs))
+                jobs.append(evaluate_job(ctx, name))
             else:
-                evaluate(opts)
+                evaluate(evaluate_options(ctx, ctx.out / "retrain" / name / "model", report))
                 done[name] = "evaluated"
     for job in run_jobs(jobs, ctx.out / "logs", show_progress=ctx.show_progress, label="evaluate"):
         done[job.name] = "evaluated (1-thread worker)"

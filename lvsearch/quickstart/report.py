@@ -392,9 +392,11 @@ def write_quickstart_report(ctx: "Context") -> Path:
           "logs in `logs/`).\n")
     early = [n for n, r in retrained.items() if isinstance(r, dict) and r.get("background")]
     if early:
+        then = (" and was evaluated as soon as it was trained"
+                if all(retrained[n].get("evaluated") for n in early) else "")
         w(f"{', '.join(f'`{n}`' for n in early)} (whose architecture does not depend on the search) trained in the "
-          "background while the supernet trained and the search ran, one core each, so its time is part of "
-          "those stages'.\n")
+          f"background while the supernet trained and the search ran{then}, on a core of its own, so its time "
+          "is counted in the stages it overlapped.\n")
     w("Wall time is the sum over every process that worked on this folder (a resumed run adds up).\n")
     budget_min = plan.minutes * (2 if plan.seeds > 1 else 1)
     if total_s > 1.5 * budget_min * 60:

@@ -43,6 +43,9 @@ class WorkerJob:
             are set by the worker).
         steps: total training steps, for the progress bar (retrain only).
         run: the training run folder whose ``metrics.jsonl`` shows progress (retrain only).
+        then_evaluate: keyword arguments of an ``evaluate`` call that the same process runs once
+            the retrain has finished (a background arm evaluated while the search still runs), or
+            None; its result then also has ``report``.
     """
 
     name: str
@@ -50,6 +53,7 @@ class WorkerJob:
     kwargs: dict
     steps: int = 0
     run: str | None = None
+    then_evaluate: dict | None = None
     result: dict = field(default_factory=dict)
 
 
@@ -115,7 +119,8 @@ class WorkerPool:
                 raise ValueError(f"unknown worker kind {job.kind!r}")
             spec, result, log = (self.folder / f"{job.name}.{job.kind}.{ext}" for ext in ("spec.json", "result.json", "log"))
             result.unlink(missing_ok=True)
-            atomic_write_json(spec, {"kind": job.kind, "kwargs": job.kwargs, "result": str(result)})
+            atomic_write_json(spec, {"kind": job.kind, "kwargs": job.kwargs, "then_evaluate": job.then_evaluate,
+                                     "result": str(result)})
             with open(log, "ab") as out:
                 p = subprocess.Popen([sys.executable, "-m", "lvsearch.quickstart.workers", str(spec)], env=env,
                                      stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
@@ -237,9 +242,11 @@ def _read_error(path: Path) -> str | None:
 
 
 def _worker_main(spec_path: str) -> int:
-    """Child side: run one job from ``spec_path`` with one torch thread; write the result file."""
+    """Child side: run one job from ``spec_path`` with one torch thread (a retrain, then its
+    ``then_evaluate`` if the spec has one); write the result file."""
     spec = json.loads(Path(spec_path).read_text(encoding="utf-8"))
     result_path = Path(spec["result"])
+    result: dict = {}
     try:
         import torch
 
@@ -249,11 +256,12 @@ def _worker_main(spec_path: str) -> int:
 
             summary = retrain(**spec["kwargs"], show_progress=False)
             result = {k: summary.get(k) for k in ("tokens_per_s", "params", "steps", "weights_sha256")}
-        else:
+        evaluate_kwargs = spec["kwargs"] if spec["kind"] == "evaluate" else spec.get("then_evaluate")
+        if evaluate_kwargs:
             from lvsearch.eval.job import EvaluateOptions, evaluate
 
-            evaluate(EvaluateOptions(**spec["kwargs"]), show=False)
-            result = {"report": spec["kwargs"].get("out")}
+            evaluate(EvaluateOptions(**evaluate_kwargs), show=False)
+            result["report"] = evaluate_kwargs.get("out")
     except LvsearchError as e:
         atomic_write_json(result_path, {"error": str(e)})
         print(f"lvsearch: {e}", file=sys.stderr)
