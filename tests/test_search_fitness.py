@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from lvsearch.arch import Arch
 from lvsearch.cli import main
 from lvsearch.data.loader import fixed_dev_set
 from lvsearch.data.shards import PreparedData
@@ -128,6 +129,29 @@ def test_noise_measures():
     out = {"a": {"correct": base > 0, "loss": 5 + base}, "b": {"correct": base > 0.01, "loss": 5.01 + base + 0.01 * rng.normal(size=3000)}}
     rep = noise_report(out, ["a", "b"], "loss")
     assert rep["paired_se_neighbours"][0] < rep["se"][0] / 10
+
+
+def test_pick_comparison_verdict_follows_the_paired_difference():
+    """EA vs random-search picks: the verdict follows the paired difference against its standard
+    error in both directions, and the lines say so."""
+    from lvsearch.search.noise import pick_comparison, pick_comparison_lines
+
+    rng = np.random.default_rng(1)
+    base = rng.normal(size=3000)
+    jitter = 0.01 * rng.normal(size=3000)
+    out = {"ea": {"correct": base > 0, "loss": 5 + base}, "rs": {"correct": base > 0, "loss": 5.02 + base + jitter},
+           "tie": {"correct": base > 0, "loss": 5 + base + jitter}}
+    ahead = pick_comparison(out, "ea", "rs", "loss")
+    assert ahead["verdict"] == "EA ahead" and ahead["diff"] == pytest.approx(0.02, abs=0.002) and ahead["z"] > 2
+    assert pick_comparison(out, "rs", "ea", "loss")["verdict"] == "random search ahead"
+    assert pick_comparison(out, "ea", "tie", "loss")["verdict"] == "within noise"
+    assert pick_comparison(out, "ea", "ea", "loss")["verdict"] == "same architecture"
+    lines = pick_comparison_lines(ahead)
+    assert "the EA's pick is ahead" in lines[0] and "EA − random +0.0199 nats" in lines[0] and "several search seeds" in lines[1]
+    assert "cannot separate" in pick_comparison_lines(pick_comparison(out, "ea", "tie", "loss"))[0]
+    acc = pick_comparison(out, "ea", "rs", "accuracy")  # identical 0/1 outcomes: no difference, no SE
+    assert acc["diff"] == 0 and acc["paired_se"] == 0 and acc["z"] is None and acc["verdict"] == "within noise"
+    assert " pp" in pick_comparison_lines(acc)[0]
 
 
 def test_landscape_verdict_follows_headroom_and_power(tmp_path: Path):
@@ -251,6 +275,10 @@ def test_resume_is_exact_with_every_new_switch(supernet_run: Path, tmp_path: Pat
     assert any(h["partial"] for h in hist) and all(h["accuracy"] is not None for h in hist)
     best = json.loads((full / "best.json").read_text())["meta"]
     assert best["fitness_metric"] == "loss" and best["fitness"] == -best["loss"]
+    # --compare-random pairs the two picks on the fitness's dev targets, resumed or not
+    cmp_full, cmp_cut = (json.loads((d / "compare_random.json").read_text()) for d in (full, cut))
+    assert cmp_full == cmp_cut and cmp_full["ea"]["key"] == Arch.from_dict(json.loads((full / "best.json").read_text())).key
+    assert cmp_full["ea"]["fitness"] == pytest.approx(best["fitness"], abs=1e-6)
 
 
 def test_bad_switches(supernet_run: Path, tmp_path: Path, capsys):

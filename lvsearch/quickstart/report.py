@@ -603,6 +603,10 @@ def write_quickstart_report(ctx: "Context") -> Path:
       f"mean EA {_fmt(curve_ea.get('topk_mean'))}, random {_fmt(curve_rs.get('topk_mean'))}. "
       + search_gap_sentence(ea_best["meta"]["fitness"], rs_best["meta"]["fitness"], curve_ea.get("topk_mean"),
                             curve_rs.get("topk_mean")) + "\n")
+    if (ctx.search_dir / "compare_random.json").exists():
+        from lvsearch.search.noise import pick_comparison_lines
+
+        w(pick_comparison_lines(read_json(ctx.search_dir / "compare_random.json", what="search comparison"))[0] + ".\n")
     lines.extend(search_noise_lines(ctx.search_dir, ctx.search_dir / RANDOM_DIR))
 
     fin_path = out / "finalists" / "finalists.json"

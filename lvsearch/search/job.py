@@ -13,6 +13,8 @@ Search folder::
     pareto.json        NSGA-II only: non-dominated (accuracy, params|flops) set
     search_curve.png   top-k best/mean per iteration (EA and, with --compare-random, random)
     noise.json         the fitness noise of the final top-k (standard errors, ties, verdict)
+    compare_random.json  --compare-random: the EA's pick against random search's, paired on
+                       the fitness's dev targets (difference, paired standard error, verdict)
     second_stage.json  --second-stage: the top-k re-ranked on fresh dev targets; best.json is its pick
     second_stage/      --second-stage finetune: one short run per candidate
     random/            --compare-random: the random search with the same number of evaluations
@@ -247,6 +249,21 @@ def _write_noise(evaluator, res: SearchResult, folder: Path, metric: str, show: 
     atomic_write_json(folder / "noise.json", rep)
     if show:
         for line in verdict_lines(rep):
+            ui.console.print(line, highlight=False, markup=False, soft_wrap=True)
+
+
+def _compare_picks(evaluator, folders: list[Path], out: Path, metric: str, show: bool) -> None:
+    """``compare_random.json``: the EA's pick (``best.json``) against random search's, paired on
+    the fitness's dev targets (:func:`lvsearch.search.noise.pick_comparison`), and its lines."""
+    from lvsearch import ui
+    from lvsearch.io import atomic_write_json, read_json
+    from lvsearch.search.noise import pick_comparison, pick_comparison_lines
+
+    picks = [Arch.from_dict(read_json(f / "best.json", what="search pick")) for f in folders]
+    rep = pick_comparison(evaluator.per_target(picks), picks[0].key, picks[1].key, metric)
+    atomic_write_json(out / "compare_random.json", rep)
+    if show:
+        for line in pick_comparison_lines(rep):
             ui.console.print(line, highlight=False, markup=False, soft_wrap=True)
 
 
@@ -532,6 +549,8 @@ def evolve(opts: EvolveOptions, config: SearchConfig, *, show_progress: bool = T
                 _second_stage(opts, loaded, prepared, res, folder, cfg, label, int(dev.input_ids.shape[0]), info, show)
             if not res.done:
                 break
+        if info.is_main and len(results) == 2 and all(r.done and r.topk for r in results.values()):
+            _compare_picks(evaluator, [folder for _, folder, _ in phases], out, opts.fitness, show)
         if info.is_main:
             plot_curves({k: v.curve for k, v in results.items()}, out / "search_curve.png",
                         title=f"search over {loaded.space.name} (supernet step {loaded.step}"

@@ -94,6 +94,55 @@ def verdict_lines(report: dict) -> list[str]:
     return lines
 
 
+def pick_comparison(outcomes: dict[str, dict], ea_key: str, rs_key: str, metric: str, *, seed: int = 0) -> dict:
+    """The EA's pick against random search's pick on the search's own fitness, paired over the
+    same dev targets (``evolve --compare-random``).
+
+    Args:
+        outcomes: ``per_target`` output holding both keys (the same ``T`` targets).
+        ea_key, rs_key: the two picks' architecture keys (equal when both searches found it).
+        metric: ``accuracy`` or ``loss``.
+
+    Returns:
+        ``{"metric", "targets", "ea": {"key", "fitness"}, "random": {...}, "diff" (EA − random,
+        fitness units), "paired_se", "z" (diff / paired_se, None when the SE is 0), "verdict"}``:
+        verdict ``"same architecture"``, ``"EA ahead"``, ``"random search ahead"`` (|z| ≥ 2) or
+        ``"within noise"``.
+    """
+    ea, rs = (per_target_fitness(outcomes[k], metric) for k in (ea_key, rs_key))
+    diff = float(ea.mean() - rs.mean())
+    se = bootstrap_se(ea - rs, seed=seed)
+    z = diff / se if se > 0 else None
+    if ea_key == rs_key:
+        verdict = "same architecture"
+    elif z is not None and abs(z) >= 2:
+        verdict = "EA ahead" if diff > 0 else "random search ahead"
+    else:
+        verdict = "within noise"
+    return {"metric": metric, "targets": int(ea.size), "ea": {"key": ea_key, "fitness": float(ea.mean())},
+            "random": {"key": rs_key, "fitness": float(rs.mean())}, "diff": diff, "paired_se": se, "z": z,
+            "verdict": verdict}
+
+
+def pick_comparison_lines(report: dict) -> list[str]:
+    """What a user reads after ``evolve --compare-random`` (from :func:`pick_comparison`): the
+    two picks' fitness, their paired difference and what one search seed each can show."""
+    unit, scale = ("pp", 100.0) if report["metric"] == "accuracy" else ("nats", 1.0)
+    ea, rs = report["ea"]["fitness"], report["random"]["fitness"]
+    head = (f"EA pick vs random-search pick on the search's fitness ({report['metric']}, {report['targets']:,} dev "
+            f"targets): {ea:.4f} vs {rs:.4f}")
+    if report["verdict"] == "same architecture":
+        return [f"{head}: both searches picked the same architecture"]
+    z = report["z"]
+    what = {"EA ahead": "the EA's pick is ahead", "random search ahead": "random search's pick is ahead",
+            "within noise": "evaluation noise cannot separate them"}[report["verdict"]]
+    return [f"{head}; EA − random {report['diff'] * scale:+.3g} {unit}, paired standard error "
+            f"{report['paired_se'] * scale:.3g} {unit}" + (f" ({z:+.1f} SE)" if z is not None else "") + f": {what}",
+            "this is one seed of each search: a gap here can be the luck of this seed's draws; whether the EA beats "
+            "random search is measured over several search seeds (benchmarks/search_arms.py; docs/results.md, "
+            "\"Does the search work?\")"]
+
+
 def search_noise(evaluator, keys: list[str], metric: str) -> dict:
     """:func:`noise_report` of a search's top-k ``keys`` (best first), re-scored per target on
     the evaluator's whole dev set (the targets their complete scores were made on)."""
