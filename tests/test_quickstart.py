@@ -261,6 +261,19 @@ def test_plan_scales_with_minutes():
     assert default.finalists == 0 and default.search_dev_sequences == 1024 and default.racing == "default"
     assert make_plan(20, finalists=3).finalists == 3
     assert {c[0] for c in default.cuts()} == {"supernet", "search", "retrain", "BLiMP", "fine-tuning"}
+    # above 20 minutes every stage's work grows like its budget (linearly), so --minutes 60 runs
+    # about 60 minutes: training steps, search evaluations on the same dev set, BLiMP pairs and
+    # fine-tuning examples × seeds
+    for minutes in (40, 60, 100):
+        p, s = make_plan(minutes), minutes / 20
+
+        def work(q):
+            return {"supernet": q.supernet_steps, "search": q.population * q.iterations * q.search_dev_sequences,
+                    "retrain": q.retrain_steps, "blimp": q.blimp_limit,
+                    "finetune": q.finetune_train_limit * q.finetune_epochs * q.finetune_seeds}
+
+        for stage, ratio in ((k, work(p)[k] / work(default)[k]) for k in work(p)):
+            assert ratio == pytest.approx(s, rel=0.1), (minutes, stage, ratio)
 
 
 @pytest.mark.parametrize("minutes", [0.2, 5, 20, 33.3, 60])
@@ -318,7 +331,7 @@ def test_summary_and_search_sentence_follow_the_numbers():
 def test_stage_shares_follow_the_stages():
     """The ETA's calibration shares name every stage, in the order the stages run."""
     from lvsearch.quickstart.job import STAGES
-    from lvsearch.quickstart.plan import STAGE_ORDER, pace_line
+    from lvsearch.quickstart.plan import STAGE_ORDER, STAGE_SHARES, pace_line
 
     assert [name for name, _ in STAGES] == list(STAGE_ORDER)
     budgets = make_plan(20).stage_budgets()
@@ -327,6 +340,13 @@ def test_stage_shares_follow_the_stages():
     assert pace == pytest.approx(600 / (budgets["data"] + budgets["supernet"]))
     assert "whole run takes" in text and "of ~20 min used" in text
     assert pace_line(20, 5, [], budgets)[1] is None
+    # the data stage prepares the whole corpus at any budget: its budget is its measured seconds,
+    # so a fast data stage does not promise a 60-minute run in 22 minutes
+    long = make_plan(60).stage_budgets()
+    assert long["data"] == budgets["data"] == STAGE_SHARES["data"]
+    assert pace_line(60, 16, ["data"], long)[1] is None
+    text, pace = pace_line(60, 16 + 760, ["data", "supernet"], long)
+    assert pace == pytest.approx(776 / (long["data"] + long["supernet"])) and "~60 min" in text
 
 
 def test_same_pick_is_trained_and_evaluated_once(tmp_path):
