@@ -106,7 +106,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--cache-mb", type=float, default=512.0, metavar="MB", help="prefix-cache budget (default 512)")
     p.add_argument("--data", default=None, metavar="DIR", help="prepared data (default: the folder recorded in the run)")
     p.add_argument("--space", default=None, metavar="NAME", help="expected search space, checked against the supernet's (a bare family name such as lvbert matches the supernet's lvbert@N)")
-    p.add_argument("--compare-random", action="store_true", help="also run random search with the same number of evaluations")
+    p.add_argument("--compare-random", action="store_true", help="also run random search with the same number of evaluations, then compare the "
+                   "two picks paired on the same dev targets (compare_random.json)")
     p.add_argument("--few-shot", nargs="+", default=None, metavar="RUN",
                    help="score every candidate (EA and --compare-random alike) with the few-shot sub-supernet of its "
                         "op at the split slot instead of --supernet: the runs are the sub-supernets of one split, one "
