@@ -430,6 +430,17 @@ def test_finalists_stage_on_request(tmp_path, corpora):
     assert state["settings"]["finalists"] == 2 and state["plan"]["finalists"] == 2
 
 
+def test_worker_progress_shows_the_logs_current_phase(tmp_path):
+    """An evaluation worker has no step count; its bar shows the phase its log reports last."""
+    from lvsearch.quickstart.workers import _last_progress
+
+    log = tmp_path / "ea.evaluate.log"
+    assert _last_progress(log) == ""
+    log.write_text("MLM dev set: 512 sequences\n[progress] BLiMP: 3,093/3,350 (92%) · sentences · 1:01 elapsed · ETA 0:09\n"
+                   "[progress] fine-tuning: 48/94 (51%) · sentence_polarity seed 0 · 0:36 elapsed · ETA 0:34\nnoise\n")
+    assert _last_progress(log) == "fine-tuning: 48/94 (51%) · sentence_polarity seed 0"
+
+
 def test_worker_processes_train_as_one_thread_in_process(tmp_path, prepared_corpus):
     """An arm trained in a single-threaded worker process equals the same retrain with one
     thread in this process, bit for bit; a worker's error arrives as the same message."""

@@ -66,6 +66,23 @@ def _set_pdeathsig() -> None:  # pragma: no cover - runs in the child between fo
         pass
 
 
+def _last_progress(log: Path) -> str:
+    """What a worker's log says it is doing now: its newest ``[progress]`` line without the
+    prefix and the elapsed time (e.g. ``BLiMP: 3,093/3,350 (92%) · sentences``), or ""."""
+    try:
+        with open(log, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 4096))
+            tail = f.read().decode("utf-8", errors="replace").splitlines()
+    except OSError:
+        return ""
+    for line in reversed(tail):
+        if line.startswith("[progress] "):
+            parts = [p for p in line[len("[progress] "):].split(" · ") if "elapsed" not in p and "ETA" not in p]
+            return " · ".join(parts)[:60]
+    return ""
+
+
 def _last_step(run: str | None) -> int:
     """The newest ``step`` in ``RUN/metrics.jsonl`` (0 when there is none yet); cheap: reads the tail."""
     if not run:
@@ -160,10 +177,12 @@ class WorkerPool:
                                                 total=max(1, job.steps), info="")
                          for job, *_ in self.procs}
                 while True:
-                    for job, p, _, _ in self.procs:
+                    for job, p, _, log in self.procs:
                         done = p.poll() is not None
                         step = job.steps if done else _last_step(job.run) if job.kind == "retrain" else 0
-                        bar.update(tasks[job.name], completed=min(step, max(1, job.steps)))
+                        # an evaluation (or a retrain's then_evaluate) shows its log's current phase
+                        info = "" if done or (job.kind == "retrain" and step < job.steps) else _last_progress(log)
+                        bar.update(tasks[job.name], completed=min(step, max(1, job.steps)), info=info)
                     if any(p.poll() not in (None, 0) for _, p, _, _ in self.procs) or not self.running():
                         break
                     time.sleep(0.5)
