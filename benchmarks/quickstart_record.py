@@ -19,19 +19,7 @@ import json
 import re
 from pathlib import Path
 
-import numpy as np
 from _common import write_result
-
-
-def _bits(s: str) -> np.ndarray:
-    return np.frombuffer(s.encode("ascii"), dtype=np.uint8) - ord("0")
-
-
-def _blimp_bits(report: dict) -> np.ndarray | None:
-    b = report.get("blimp") or {}
-    if b.get("status") != "done":
-        return None
-    return _bits("".join(p["per_pair_correct"] for _, p in sorted(b["paradigms"].items())))
 
 
 def _time_log(path: Path) -> dict:
@@ -84,7 +72,7 @@ def main() -> None:
     ap.add_argument("--time-log", type=Path, default=None, help="the run's /usr/bin/time -v output")
     ap.add_argument("--commit", default=None, help="the commit the run used")
     args = ap.parse_args()
-    from lvsearch.quickstart.report import paired_difference
+    from lvsearch.quickstart.report import blimp_outcomes, mlm_outcomes, paired_difference
 
     state_path = args.out / "quickstart.json"
     if not state_path.is_file():
@@ -110,9 +98,8 @@ def main() -> None:
     for a in arms:
         for b in arms:
             if a == "ea" and b != "ea":
-                d = {"mlm": paired_difference(_bits(reports[a]["mlm"]["per_target_correct"]),
-                                              _bits(reports[b]["mlm"]["per_target_correct"]))}
-                ba, bb = _blimp_bits(reports[a]), _blimp_bits(reports[b])
+                d = {"mlm": paired_difference(mlm_outcomes(reports[a]), mlm_outcomes(reports[b]))}
+                ba, bb = blimp_outcomes(reports[a]), blimp_outcomes(reports[b])
                 if ba is not None and bb is not None:
                     d["blimp"] = paired_difference(ba, bb)
                 diffs[f"{a} - {b}"] = d

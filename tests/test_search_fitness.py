@@ -154,6 +154,23 @@ def test_pick_comparison_verdict_follows_the_paired_difference():
     assert " pp" in pick_comparison_lines(acc)[0]
 
 
+def test_pick_comparison_file_is_validated(tmp_path: Path):
+    """A compare_random.json of the wrong shape is one error naming the file, not a KeyError."""
+    import json
+
+    from lvsearch.search.noise import pick_comparison, read_pick_comparison
+
+    rng = np.random.default_rng(2)
+    out = {k: {"correct": rng.random(50) > 0.5, "loss": rng.random(50)} for k in ("a", "b")}
+    good = tmp_path / "compare_random.json"
+    good.write_text(json.dumps(pick_comparison(out, "a", "b", "loss")))
+    assert read_pick_comparison(good)["ea"]["key"] == "a"
+    for bad in ({}, [], {"ea": {"fitness": "x"}, "random": {}, "diff": None}):
+        good.write_text(json.dumps(bad))
+        with pytest.raises(LvsearchError, match="not a search comparison"):
+            read_pick_comparison(good)
+
+
 def test_landscape_verdict_follows_headroom_and_power(tmp_path: Path):
     """The landscape lines say search cannot be shown to beat random search exactly when the
     best search's gain over a median random architecture is below the 6-seed detectable

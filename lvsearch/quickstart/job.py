@@ -488,12 +488,9 @@ def stage_retrain(ctx: Context) -> dict:
     pool = ctx.pool if ctx.pool is not None else WorkerPool(ctx.out / "logs")
     pool.start(jobs)
     for job in pool.wait(show_progress=ctx.show_progress, label="retrain"):
-        if job.kind == "evaluate":  # trained before; only its evaluation ran in the background
-            s = read_json(ctx.out / "retrain" / job.name / "summary.json")
-            out[job.name] = {"tokens_per_s": s.get("tokens_per_s"), "params": s.get("params"), "worker": "1 thread"}
-        else:
-            out[job.name] = {"tokens_per_s": job.result.get("tokens_per_s"), "params": job.result.get("params"),
-                             "worker": "1 thread"}
+        # an evaluate job's run was trained before: its numbers are in the run's summary
+        s = read_json(ctx.out / "retrain" / job.name / "summary.json") if job.kind == "evaluate" else job.result
+        out[job.name] = {"tokens_per_s": s.get("tokens_per_s"), "params": s.get("params"), "worker": "1 thread"}
         if job.name in started:
             out[job.name]["background"] = "started before the search, while the supernet trained"
         if job.result.get("report"):

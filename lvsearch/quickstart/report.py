@@ -80,7 +80,9 @@ def paired_difference(a: np.ndarray, b: np.ndarray, *, confidence: float = 0.95)
     return {"diff": diff, "low": low, "high": high, "n": int(a.size), "verdict": verdict}
 
 
-def _mlm_outcomes(report: dict) -> np.ndarray | None:
+def mlm_outcomes(report: dict) -> np.ndarray | None:
+    """``(targets,)`` 0/1 per-target MLM dev outcomes of an evaluation report (the masked dev
+    targets in order), or None when the report has none."""
     m = report.get("mlm") or {}
     s = m.get("per_target_correct")
     return None if not s else _bits(s)
@@ -102,14 +104,16 @@ def floor_comparison(reports: list[dict]) -> dict | None:
     """Paired bootstrap (:func:`paired_difference`) of the MLM dev outcomes of one arm's runs
     against their own neighbour-count floors (same targets, seed by seed); None when a report
     lacks per-target outcomes or floors."""
-    a = [_mlm_outcomes(r) for r in reports]
+    a = [mlm_outcomes(r) for r in reports]
     b = [_floor_outcomes(r) for r in reports]
     if any(x is None for x in a + b) or any(x.shape != y.shape for x, y in zip(a, b)):
         return None
     return paired_difference(np.concatenate(a), np.concatenate(b))
 
 
-def _blimp_outcomes(report: dict) -> np.ndarray | None:
+def blimp_outcomes(report: dict) -> np.ndarray | None:
+    """``(pairs,)`` 0/1 per-pair BLiMP outcomes of an evaluation report (paradigms in sorted
+    order, pairs in file order), or None when BLiMP did not run or lacks per-pair outcomes."""
     b = report.get("blimp") or {}
     if b.get("status") != "done":
         return None
@@ -487,7 +491,7 @@ def write_quickstart_report(ctx: "Context") -> Path:
         if arm == "bert":
             continue
         cells = []
-        for kind, get in (("mlm", _mlm_outcomes), ("blimp", _blimp_outcomes)):
+        for kind, get in (("mlm", mlm_outcomes), ("blimp", blimp_outcomes)):
             a = [get(reports[n]) for n in names[arm]]
             b = [get(reports[n]) for n in names["bert"]]
             if any(x is None for x in a + b) or any(x.shape != y.shape for x, y in zip(a, b)):
@@ -523,7 +527,7 @@ def write_quickstart_report(ctx: "Context") -> Path:
     w("|---|---|---|")
     for other in [a for a in ("random-search", "random-arch") if a in arms]:
         cells = []
-        for kind, get in (("mlm", _mlm_outcomes), ("blimp", _blimp_outcomes)):
+        for kind, get in (("mlm", mlm_outcomes), ("blimp", blimp_outcomes)):
             a = [get(reports[n]) for n in names["ea"]]
             b = [get(reports[n]) for n in names[other]]
             if any(x is None for x in a + b) or any(x.shape != y.shape for x, y in zip(a, b)):
@@ -604,9 +608,9 @@ def write_quickstart_report(ctx: "Context") -> Path:
       + search_gap_sentence(ea_best["meta"]["fitness"], rs_best["meta"]["fitness"], curve_ea.get("topk_mean"),
                             curve_rs.get("topk_mean")) + "\n")
     if (ctx.search_dir / "compare_random.json").exists():
-        from lvsearch.search.noise import pick_comparison_lines
+        from lvsearch.search.noise import pick_comparison_lines, read_pick_comparison
 
-        w(pick_comparison_lines(read_json(ctx.search_dir / "compare_random.json", what="search comparison"))[0] + ".\n")
+        w(pick_comparison_lines(read_pick_comparison(ctx.search_dir / "compare_random.json"))[0] + ".\n")
     lines.extend(search_noise_lines(ctx.search_dir, ctx.search_dir / RANDOM_DIR))
 
     fin_path = out / "finalists" / "finalists.json"

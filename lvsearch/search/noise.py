@@ -108,6 +108,9 @@ def pick_comparison(outcomes: dict[str, dict], ea_key: str, rs_key: str, metric:
         fitness units), "paired_se", "z" (diff / paired_se, None when the SE is 0), "verdict"}``:
         verdict ``"same architecture"``, ``"EA ahead"``, ``"random search ahead"`` (|z| ≥ 2) or
         ``"within noise"``.
+
+    Source: the nonparametric bootstrap standard error of the mean paired difference (Efron &
+    Tibshirani 1993, ch. 6), resampling dev targets (:func:`bootstrap_se`).
     """
     ea, rs = (per_target_fitness(outcomes[k], metric) for k in (ea_key, rs_key))
     diff = float(ea.mean() - rs.mean())
@@ -124,9 +127,36 @@ def pick_comparison(outcomes: dict[str, dict], ea_key: str, rs_key: str, metric:
             "verdict": verdict}
 
 
+def read_pick_comparison(path) -> dict:
+    """A ``compare_random.json`` (:func:`pick_comparison`), checked.
+
+    Raises:
+        LvsearchError: the file is missing, not JSON, or lacks the fields
+            :func:`pick_comparison_lines` reads.
+    """
+    from lvsearch.errors import LvsearchError
+    from lvsearch.io import read_json
+
+    d = read_json(path, what="search comparison")
+
+    def num(v) -> bool:
+        return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+    ok = (isinstance(d, dict) and d.get("metric") in ("accuracy", "loss") and num(d.get("targets"))
+          and all(isinstance(d.get(k), dict) and num(d[k].get("fitness")) for k in ("ea", "random"))
+          and num(d.get("diff")) and num(d.get("paired_se")) and (d.get("z") is None or num(d.get("z")))
+          and d.get("verdict") in ("same architecture", "EA ahead", "random search ahead", "within noise"))
+    if not ok:
+        raise LvsearchError(f"{path} is not a search comparison written by lvsearch evolve --compare-random",
+                            fix=f"delete {path} (a report then leaves the comparison out), or run lvsearch evolve "
+                                "--resume --compare-random on its search folder to write it again")
+    return d
+
+
 def pick_comparison_lines(report: dict) -> list[str]:
-    """What a user reads after ``evolve --compare-random`` (from :func:`pick_comparison`): the
-    two picks' fitness, their paired difference and what one search seed each can show."""
+    """What a user reads after ``evolve --compare-random`` (from :func:`pick_comparison` or
+    :func:`read_pick_comparison`): the two picks' fitness, their paired difference and what one
+    search seed each can show."""
     unit, scale = ("pp", 100.0) if report["metric"] == "accuracy" else ("nats", 1.0)
     ea, rs = report["ea"]["fitness"], report["random"]["fitness"]
     head = (f"EA pick vs random-search pick on the search's fitness ({report['metric']}, {report['targets']:,} dev "
