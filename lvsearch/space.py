@@ -252,26 +252,40 @@ class SearchSpace:
                 inputs.append(tuple(kept) + (n - 1,))
         return Arch(tuple(ops), tuple(inputs))
 
-    def mutate(self, arch: Arch, rng: random.Random, p: float = 0.1) -> Arch:
+    def mutate(self, arch: Arch, rng: random.Random, p: float = 0.1, input_p: float | None = None) -> Arch:
         """Mutation (LV-BERT section 3.3, probability 0.1 in the paper).
 
         Each slot's op is re-drawn uniformly from :attr:`ops` with probability ``p`` (the
         re-draw may return the same op). In searchable spaces each optional input
-        (``0..n-2`` of slot ``n``) is then flipped with probability ``p``; the previous output
-        is never removed. Returns a new Arch (``arch`` is not validated against the space).
+        (``0..n-2`` of slot ``n``) is then flipped with probability ``input_p`` (``p`` when
+        None, as before the two rates were separate; ``0`` draws no random numbers for the
+        inputs: LV-BERT's mutation re-draws op genes only); the previous output is never
+        removed. Returns a new Arch (``arch`` is not validated against the space).
         """
         ops = list(arch.ops)
         for i in range(len(ops)):
             if rng.random() < p:
                 ops[i] = rng.choice(self.ops)
-        if not self.searchable_inputs:
+        input_p = p if input_p is None else input_p
+        if not self.searchable_inputs or input_p == 0:
             return Arch(tuple(ops), arch.inputs)
         inputs = []
         for n, inp in enumerate(arch.inputs, start=1):
             s = set(inp)
             for i in self.optional_inputs(n):
-                if rng.random() < p:
+                if rng.random() < input_p:
                     s ^= {i}
             s.add(n - 1)
             inputs.append(tuple(sorted(s)))
         return Arch(tuple(ops), tuple(inputs))
+
+    def mutate_one_op(self, arch: Arch, rng: random.Random) -> Arch:
+        """The one-op neighbourhood move: one slot, uniform, gets another op, uniform over the
+        space's other ops; inputs unchanged. Every child differs from its parent in exactly one
+        op (a space with one op returns ``arch`` unchanged)."""
+        if len(self.ops) < 2:
+            return arch
+        ops = list(arch.ops)
+        i = rng.randrange(len(ops))
+        ops[i] = rng.choice([o for o in self.ops if o != ops[i]])
+        return Arch(tuple(ops), arch.inputs)

@@ -354,12 +354,23 @@ def test_rank_check_reuse_file_is_validated(tmp_path: Path):
     assert len(check_reuse(old, "rc.json", space)["archs"]) == 4
 
 
-def test_evolution_with_one_complete_parent_does_not_crash(supernet_run: Path, tmp_path: Path, capsys):
-    """Racing that keeps one candidate of a small first population leaves a single top-k
-    parent: crossover children become mutants of it instead of failing."""
-    args = ["--population", "6", "--iterations", "2", "--topk", "3", "--dev-sequences", "24", "--racing", "8",
+def test_raced_first_population_fills_the_topk(supernet_run: Path, tmp_path: Path, capsys):
+    """Racing alone completes about P/eta of a batch per rung (here 2 of 8 at eta 6, one rung):
+    the first batch now completes what the top-k lacks, so topk.json holds --topk complete
+    members after iteration 1 and the EA breeds from k parents (it held 2, then 4 before the
+    fix); later batches race as before (2 complete)."""
+    args = ["--population", "8", "--iterations", "2", "--topk", "4", "--dev-sequences", "24", "--racing", "8",
             "--racing-eta", "6"]
     assert main(["evolve", "--supernet", str(supernet_run), "--out", str(tmp_path / "s"), *args]) == 0
     capsys.readouterr()
     hist = [json.loads(x) for x in (tmp_path / "s" / "history.jsonl").read_text().splitlines()]
-    assert len(hist) == 12 and sum(not h["partial"] for h in hist) == 2
+    first = [h for h in hist if h["iteration"] == 0]
+    assert len(hist) == 16 and sum(not h["partial"] for h in first) == 4
+    assert sum(not h["partial"] for h in hist if h["iteration"] == 1) == 2
+    topk = json.loads((tmp_path / "s" / "topk.json").read_text())["topk"]
+    assert len(topk) == 4 and not any(r["partial"] for r in topk)
+    # every result says what it cost and its score at each level it reached
+    assert {h["sequences"] for h in hist} == {8, 24}
+    assert all(len(h["scores"]) == (1 if h["partial"] else 2) and h["scores"][-1] == h["fitness"] for h in hist)
+    state = json.loads((tmp_path / "s" / "state.json").read_text())
+    assert state["passes"] == sum(h["sequences"] for h in hist) == state["curve"][-1]["passes"]

@@ -9,7 +9,7 @@ stage          what                                                output
 data           ``data prepare`` (WordPiece, 4096 pieces)           ``data/``
 supernet       ``train-supernet`` with ``recipes/quickstart.yaml``  ``supernet/``
 search         ``evolve --compare-random`` (EA and random search,  ``search/``,
-               same number of evaluations)                         ``search/random/``
+               same first population and compute)                  ``search/random/``
 finalists      only with ``--finalists K``: successive halving over    ``finalists/``
                the EA top-k (``retrain --finalists``); its pick is
                the EA arm

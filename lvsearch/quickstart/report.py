@@ -386,7 +386,7 @@ def write_quickstart_report(ctx: "Context") -> Path:
           "docs/results.md), but it was selected among the finalists by dev loss while the random-search arm is a "
           "single pick — a selection advantage the comparisons below do not remove." if plan.finalists else
           " The EA arm is the evolutionary search's pick and the random-search arm random search's, each chosen by "
-          "the same supernet fitness after the same number of evaluations.")
+          "the same supernet fitness after the same compute (dev-sequence passes) from the same first population.")
       + (" Both searches picked the same architecture, so it was trained and evaluated once and the two arms "
          "share one run." if _same_pick(archs) else "") + "\n")
     retrained = (stages.get("retrain", {}).get("result") or {})

@@ -78,7 +78,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--iterations", type=int, default=None, help="iterations T (default 20)")
     p.add_argument("--crossover", type=int, default=None, help="children by crossover per iteration (default P/2)")
     p.add_argument("--mutation", type=int, default=None, help="children by mutation per iteration (default P - crossover)")
-    p.add_argument("--mutation-prob", type=float, default=None, help="per-slot mutation probability p (default 0.1)")
+    p.add_argument("--mutation-prob", type=float, default=None,
+                   help="per-slot op re-draw probability p of the mutation (default 0.1, LV-BERT's)")
+    p.add_argument("--input-mutation-prob", type=float, default=None,
+                   help="per-input flip probability of the mutation in ELC spaces (default 0: a child that changes no "
+                        "op would be a near-clone of its parent; connectivity is searched by the first population "
+                        "and crossover)")
+    p.add_argument("--mutation-kind", choices=["redraw", "one-op"], default=None,
+                   help="redraw: each op re-drawn with --mutation-prob (LV-BERT); one-op: exactly one slot gets "
+                        "another op (a neighbourhood move) (default: redraw)")
+    p.add_argument("--budget", type=_int, default=None, metavar="PASSES",
+                   help="also stop once this many dev-sequence passes are spent (a candidate raced to 64 "
+                        "sequences costs 64); strategies given one budget compare at equal compute "
+                        "(default: no budget, --iterations decides)")
     p.add_argument("--topk", type=int, default=None, help="size of the top-k set (default min(10, P))")
     p.add_argument("--strategy", choices=["evolution", "random", "nsga2", "aging"], default=None,
                    help="default: evolution (LV-BERT); aging = regularized evolution (Real et al. 2019)")
@@ -106,7 +118,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--cache-mb", type=float, default=512.0, metavar="MB", help="prefix-cache budget (default 512)")
     p.add_argument("--data", default=None, metavar="DIR", help="prepared data (default: the folder recorded in the run)")
     p.add_argument("--space", default=None, metavar="NAME", help="expected search space, checked against the supernet's (a bare family name such as lvbert matches the supernet's lvbert@N)")
-    p.add_argument("--compare-random", action="store_true", help="also run random search with the same number of evaluations, then compare the "
+    p.add_argument("--compare-random", action="store_true", help="also run random search from the same first population with the same compute (the EA's dev-sequence passes), then compare the "
                    "two picks paired on the same dev targets (compare_random.json)")
     p.add_argument("--few-shot", nargs="+", default=None, metavar="RUN",
                    help="score every candidate (EA and --compare-random alike) with the few-shot sub-supernet of its "
@@ -183,8 +195,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 # ------------------------------------------------------------------------------- evolve
-_CONFIG_ARGS = ("population", "iterations", "crossover", "mutation", "mutation_prob", "topk", "strategy",
-                "crossover_kind", "nsga2_cost", "seed", "tournament", "cycle")
+_CONFIG_ARGS = ("population", "iterations", "crossover", "mutation", "mutation_prob", "input_mutation_prob",
+                "mutation_kind", "topk", "strategy", "crossover_kind", "nsga2_cost", "seed", "tournament", "cycle",
+                "budget")
 
 
 def _evolve(args: argparse.Namespace) -> int:
@@ -212,11 +225,12 @@ def _evolve(args: argparse.Namespace) -> int:
         recorded = state.get("config") if isinstance(state, dict) else None
         if not isinstance(recorded, dict):
             raise LvsearchError(f"search state {path} is corrupted", fix="restore it, or start again with --overwrite")
-        changed = sorted(k for k, v in given.items() if k != "iterations" and recorded.get(k) != v)
+        legacy = SearchConfig.from_state(recorded).to_dict() if "mutation_prob" in recorded else recorded
+        changed = sorted(k for k, v in given.items() if k not in ("iterations", "budget") and legacy.get(k) != v)
         if changed:
             raise LvsearchError(
                 f"--resume with different search settings than {path} ({', '.join('--' + k.replace('_', '-') for k in changed)})",
-                fix="resume with the original settings (only --iterations may grow), or start a new --out",
+                fix="resume with the original settings (only --iterations and --budget may grow), or start a new --out",
             )
         extra = state.get("extra") if isinstance(state.get("extra"), dict) else {}
         # the evaluator's settings as recorded (a state without them was made before they existed)
@@ -226,7 +240,7 @@ def _evolve(args: argparse.Namespace) -> int:
         eta = eta if eta is not None else rec_racing.get("eta", 4.0)
         dev_sequences = dev_sequences if dev_sequences is not None else extra.get("dev_sequences")
         try:
-            config = SearchConfig(**dict(recorded, **given))
+            config = SearchConfig.from_state(dict(recorded, **given))
         except TypeError:
             raise LvsearchError(f"search state {path} is corrupted", fix="restore it, or start again with --overwrite") from None
     else:

@@ -57,6 +57,14 @@ class EvalResult:
         partial: True when racing stopped the candidate at a lower rung: its scores are means
             over its first ``targets`` targets only, not comparable with complete ones, and a
             search never puts it in its top-k.
+        scores: the fitness after each racing level the candidate reached, on the first
+            ``rungs[0]``, ``rungs[1]``, … dev sequences and (complete candidates) on all of
+            them; the last entry is ``fitness``. Level ``i`` covers the same targets for every
+            candidate of one evaluator, so two candidates compare on their deepest common
+            level (:func:`same_target_keys`). ``(fitness,)`` without racing; ``None`` for
+            entries written before it existed.
+        sequences: dev sequences the candidate was scored on: the compute it cost, in
+            dev-sequence passes (``None`` for plain functions, which count one per evaluation).
     """
 
     key: str
@@ -68,23 +76,61 @@ class EvalResult:
     rejected: str | None = None
     accuracy: float | None = None
     partial: bool = False
+    scores: tuple[float, ...] | None = None
+    sequences: int | None = None
 
     @property
     def complete(self) -> bool:
         """Scored (not rejected) on the evaluator's whole target set."""
         return self.fitness is not None and not self.partial
 
+    @property
+    def passes(self) -> int:
+        """What scoring it cost: its dev sequences, or 1 for a plain function (0 when rejected)."""
+        if self.fitness is None:
+            return 0
+        return self.sequences if self.sequences is not None else 1
+
     def to_dict(self) -> dict:
-        return asdict(self)
+        d = asdict(self)
+        if d["scores"] is not None:
+            d["scores"] = list(d["scores"])
+        return d
 
     @classmethod
     def from_dict(cls, d: dict) -> "EvalResult":
-        """Inverse of :meth:`to_dict`; entries written before ``accuracy``/``partial`` existed
-        (accuracy fitness, always complete) read as such."""
-        r = {k: d.get(k) for k in ("key", "fitness", "loss", "params", "flops", "targets", "rejected", "accuracy")}
+        """Inverse of :meth:`to_dict`; entries written before ``accuracy``/``partial``/``scores``
+        existed (accuracy fitness, always complete; no per-level scores) read as such."""
+        r = {k: d.get(k) for k in ("key", "fitness", "loss", "params", "flops", "targets", "rejected", "accuracy",
+                                   "sequences")}
         if r["accuracy"] is None and r["fitness"] is not None and r["loss"] is not None and "accuracy" not in d:
             r["accuracy"] = r["fitness"]  # older states: the fitness was the accuracy
-        return cls(**r, partial=bool(d.get("partial", False)))
+        scores = d.get("scores")
+        return cls(**r, partial=bool(d.get("partial", False)),
+                   scores=tuple(float(x) for x in scores) if scores is not None else None)
+
+
+def same_target_keys(results: Sequence[EvalResult]) -> list[tuple]:
+    """Sort keys (higher is better) that compare ``results`` on the same dev targets.
+
+    Racing leaves candidates at different levels (:attr:`EvalResult.scores`); a mean over the
+    first 64 dev sequences and one over 1024 differ by the subset's offset (about 0.1 nats on
+    the quickstart supernet, near the population's SD), so they are never compared. Every
+    result is keyed by its score on the deepest level all of them reached: level ``i`` is the
+    same dev sequences for every candidate of one evaluator. Results without per-level scores
+    (states written before them) fall back to ``(complete, fitness)``: a complete score first.
+
+    Raises:
+        ValueError: a rejected result (no fitness) among ``results``.
+    """
+    if any(r.fitness is None for r in results):
+        raise ValueError("a rejected candidate has no fitness to compare")
+    if not results:
+        return []
+    if any(r.scores is None for r in results):
+        return [(r.complete, r.fitness) for r in results]
+    level = min(len(r.scores) for r in results) - 1
+    return [(r.scores[level],) for r in results]
 
 
 @dataclass(frozen=True)
@@ -144,6 +190,7 @@ class EvalStats:
     memo_hits: int = 0  # of which already known
     rejected: int = 0  # of which violated a constraint
     computed: int = 0  # of which were scored now (over all ranks)
+    passes: int = 0  # dev-sequence passes of those (EvalResult.passes), over all ranks
     slot_runs: int = 0  # run_slot calls on this rank (per dev chunk)
     seconds: float = 0.0  # wall time spent computing on this rank
 
@@ -193,13 +240,30 @@ class BaseEvaluator:
         """Score one architecture (see :meth:`evaluate_many`)."""
         return self.evaluate_many([arch])[0]
 
-    def evaluate_many(self, archs: Sequence[Arch]) -> list[EvalResult]:
+    def fork(self) -> "BaseEvaluator":
+        """The same evaluator (model, dev set, constraints, settings) with an empty memo and
+        its own counters: two searches compared with each other each get one, so neither
+        inherits the other's scores (a memo hit would skip racing and cost nothing)."""
+        import copy
+
+        twin = copy.copy(self)
+        twin.memo, twin.stats, twin.on_progress = {}, EvalStats(), None
+        return twin
+
+    def batch_passes(self, n: int, min_complete: int = 0) -> int:
+        """Exact dev-sequence passes of scoring ``n`` new candidates in one batch: ``n`` for a
+        plain function (one per evaluation)."""
+        return int(n)
+
+    def evaluate_many(self, archs: Sequence[Arch], min_complete: int = 0) -> list[EvalResult]:
         """Score ``archs`` (results in the same order).
 
         Known keys come from the memo; candidates violating a constraint get an
         :class:`EvalResult` with ``fitness=None`` and ``rejected`` set (and are not run); the
         rest are computed once each, together (prefix cache), sharded over ranks when
-        distributed, and added to the memo.
+        distributed, and added to the memo. ``min_complete``: under racing, at least this many
+        of the computed candidates (all of them if fewer) survive every rung and are scored
+        on the whole dev set (a search whose top-k is not yet full asks for the missing ones).
         """
         self.stats.requested += len(archs)
         pending: dict[str, Arch] = {}
@@ -217,10 +281,11 @@ class BaseEvaluator:
         if pending:
             todo = [pending[k] for k in sorted(pending)]
             t0 = time.perf_counter()
-            results = self._compute_all(todo)
+            results = self._compute_all(todo, min_complete)
             self.stats.seconds += time.perf_counter() - t0
             for k in sorted(results):
                 self.memo[k] = results[k]
+                self.stats.passes += results[k].passes
             self.stats.computed += len(results)
         return [self.memo[a.key] for a in archs]
 
@@ -237,8 +302,9 @@ class BaseEvaluator:
         dist.all_gather_object(gathered, local)
         return {k: v for part in gathered for k, v in part.items()}
 
-    def _compute_all(self, archs: list[Arch]) -> dict[str, EvalResult]:
-        """Results of the candidates not in the memo (sharded over ranks when distributed)."""
+    def _compute_all(self, archs: list[Arch], min_complete: int = 0) -> dict[str, EvalResult]:
+        """Results of the candidates not in the memo (sharded over ranks when distributed);
+        ``min_complete`` matters only under racing."""
         got = self._sharded(lambda a: {k: r.to_dict() for k, r in self._compute(a).items()}, archs)
         return {k: EvalResult.from_dict(v) for k, v in got.items()}
 
@@ -263,7 +329,8 @@ class FunctionEvaluator(BaseEvaluator):
         out = {}
         for a in archs:
             params, flops = self.cost(a)
-            out[a.key] = EvalResult(a.key, float(self.fn(a)), params=params, flops=flops)
+            fit = float(self.fn(a))
+            out[a.key] = EvalResult(a.key, fit, params=params, flops=flops, scores=(fit,))
         return out
 
 
@@ -304,9 +371,10 @@ class Racing:
             raise LvsearchError(f"racing keep factor eta must be > 1, got {self.eta}", fix="e.g. --racing-eta 4")
         return Racing(rungs, float(self.eta))
 
-    def survivors(self, n: int) -> int:
-        """How many of ``n`` candidates continue past one rung."""
-        return max(1, math.ceil(n / self.eta))
+    def survivors(self, n: int, floor: int = 0) -> int:
+        """How many of ``n`` candidates continue past one rung: the best ``1/eta`` (at least
+        one), and at least ``floor`` of them (all ``n`` if fewer)."""
+        return max(1, math.ceil(n / self.eta), min(n, floor))
 
 
 class SupernetEvaluator(BaseEvaluator):
@@ -373,6 +441,7 @@ class SupernetEvaluator(BaseEvaluator):
                 mask = self.net.padding_mask(ids)
                 self.chunks.append((ids, None if bool(mask.all()) else mask, labels_all[s:e].to(self.device)))
             self.rung_chunks.append(len(self.chunks))  # chunks that cover the first `hi` sequences
+        self.rung_sequences = edges[1:]  # dev sequences scored once a candidate passed each level
         hidden = self.net.dims.hidden
         bs = max(int(c[0].shape[0]) for c in self.chunks)
         self.state_bytes = bs * dev.input_ids.shape[1] * hidden * 4
@@ -452,12 +521,28 @@ class SupernetEvaluator(BaseEvaluator):
                         for a in group:
                             finish_alone(net, a, [net.embed(ids)], c, mask, labels)
 
-    def _result(self, arch: Arch, sums: list, partial: bool) -> EvalResult:
+    def _fitness(self, sums: list) -> float:
+        loss_sum, correct, count = sums
+        return correct / max(count, 1) if self.fitness_metric == "accuracy" else -loss_sum / max(count, 1)
+
+    def _result(self, arch: Arch, sums: list, partial: bool, scores: tuple[float, ...], sequences: int) -> EvalResult:
         loss_sum, correct, count = sums
         params, flops = self.cost(arch)
         acc, loss = correct / max(count, 1), loss_sum / max(count, 1)
-        fit = acc if self.fitness_metric == "accuracy" else -loss
-        return EvalResult(arch.key, fit, loss, params, flops, count, accuracy=acc, partial=partial)
+        return EvalResult(arch.key, self._fitness(sums), loss, params, flops, count, accuracy=acc, partial=partial,
+                          scores=scores, sequences=sequences)
+
+    def batch_passes(self, n: int, min_complete: int = 0) -> int:
+        """Exact dev-sequence passes of scoring ``n`` new candidates in one batch: every one on
+        the first rung, the survivors (:meth:`Racing.survivors` with ``min_complete`` as the
+        floor) on each next level's extra sequences; ``n ×`` the dev set without racing."""
+        total, alive, done = 0, int(n), 0
+        for i, upto in enumerate(self.rung_sequences):
+            total += alive * (upto - done)
+            done = upto
+            if i < len(self.rung_sequences) - 1:
+                alive = self.racing.survivors(alive, min_complete) if alive else 0
+        return total
 
     def _sums(self, archs: list[Arch], chunks: range, start: dict[str, list] | None = None) -> dict[str, list]:
         """``{key: [loss_sum, correct, count]}`` of ``archs``: ``start`` (the sums of earlier
@@ -476,29 +561,33 @@ class SupernetEvaluator(BaseEvaluator):
         self._run(archs, chunks, add)
         return sums
 
-    def _compute_all(self, archs: list[Arch]) -> dict[str, EvalResult]:
+    def _compute_all(self, archs: list[Arch], min_complete: int = 0) -> dict[str, EvalResult]:
         """Score ``archs`` rung by rung (one rung without racing); each rung's chunks are
         computed over ranks and gathered, so every rank ranks the same sums and keeps the same
-        survivors. Chunk sums are added one chunk at a time in chunk order, so a survivor's sums
-        are the same floats as without racing over the same chunks (rungs that are multiples of
-        ``batch_size`` leave the chunks unchanged; otherwise the loss may differ in the last bits,
-        the accuracy never)."""
+        survivors (at least ``min_complete`` of them, :meth:`Racing.survivors`). Chunk sums are
+        added one chunk at a time in chunk order, so a survivor's sums are the same floats as
+        without racing over the same chunks (rungs that are multiples of ``batch_size`` leave
+        the chunks unchanged; otherwise the loss may differ in the last bits, the accuracy
+        never). Every result records its fitness at each level it reached (``scores``)."""
         for a in archs:
             self.net.space.validate(a)
         sums = {a.key: [0.0, 0, 0] for a in archs}
+        scores: dict[str, list[float]] = {a.key: [] for a in archs}
         out: dict[str, EvalResult] = {}
         alive, done = list(archs), 0
         for i, upto in enumerate(self.rung_chunks):
             sums.update(self._sharded(lambda a, lo=done, hi=upto: self._sums(a, range(lo, hi), sums), alive))
             done = upto
+            for a in alive:
+                scores[a.key].append(self._fitness(sums[a.key]))
             if i == len(self.rung_chunks) - 1:
                 break
-            ranked = sorted(alive, key=lambda a: (-self._result(a, sums[a.key], True).fitness, a.key))
-            for a in ranked[self.racing.survivors(len(ranked)):]:
-                out[a.key] = self._result(a, sums[a.key], True)
+            ranked = sorted(alive, key=lambda a: (-scores[a.key][-1], a.key))
+            for a in ranked[self.racing.survivors(len(ranked), min_complete):]:
+                out[a.key] = self._result(a, sums[a.key], True, tuple(scores[a.key]), self.rung_sequences[i])
             alive = [a for a in alive if a.key not in out]
         for a in alive:
-            out[a.key] = self._result(a, sums[a.key], False)
+            out[a.key] = self._result(a, sums[a.key], False, tuple(scores[a.key]), self.rung_sequences[-1])
         return out
 
     def per_target(self, archs: Sequence[Arch]) -> dict[str, dict]:

@@ -3,25 +3,40 @@
 **Evolution** (default; LV-BERT, Yu et al. 2021, §3.3 Algorithm 1): a random initial population
 of ``P`` architectures; at every iteration the population is evaluated, the top-k set (best
 ``k`` over everything evaluated so far) is updated, and the next population is made of
-``N_cro`` children of crossover between two distinct random top-k parents (a mutant of the only
-one while racing has left a single complete candidate; uniform per slot,
+``N_cro`` children of crossover between two distinct random top-k parents (uniform per slot,
 one-point or two-point; ``deap.tools.cxUniform/cxOnePoint/cxTwoPoint`` on the slot list) and
 ``N_mut`` children of mutation of a random top-k parent (each slot's op re-drawn with
-probability ``p``; in elc spaces also each optional input flipped with probability ``p``,
-:meth:`SearchSpace.mutate`). Paper defaults ``P = 50, T = 20, N_cro = N_mut = 25, p = 0.1,
-k = 10``. ``N_cro + N_mut`` must equal ``P`` (then every strategy makes ``P × T`` evaluations).
+probability ``p``, as LV-BERT; in elc spaces each optional input flipped with its own rate,
+0 by default, :meth:`SearchSpace.mutate`; or the one-op neighbourhood move,
+:meth:`SearchSpace.mutate_one_op`). Paper defaults ``P = 50, T = 20, N_cro = N_mut = 25,
+p = 0.1, k = 10``. ``N_cro + N_mut`` must equal ``P`` (then every strategy makes ``P × T``
+evaluations).
+
+**Racing and the breeding pool.** Under racing (:class:`lvsearch.search.evaluator.Racing`) only
+about ``P / eta²`` of a batch are scored on the whole dev set, and only those may enter the
+top-k. Every strategy therefore asks each batch to complete what the top-k still lacks
+(:attr:`Search.min_complete`): the top-k holds ``k`` complete members from the first
+iteration on (before, an EA with ``P = 20, k = 10`` bred from 2, 4, 6, … parents: a local
+search around the first batch's best two).
+
+**Compute.** Every result records the dev sequences it was scored on; the search counts them
+(``passes``, in the state and on every curve point). With a ``budget`` in passes the search
+also stops once it is spent, the last batch cut to what still fits, so strategies given one
+budget compare at equal compute (``evolve --compare-random`` gives random search the EA's
+passes and the same seed: the same first population).
 
 **Random search**: every iteration ``P`` new uniformly sampled architectures, same outputs and
-same number of evaluations.
+same number of evaluations (or, with a budget, the same dev-sequence passes).
 
 **Aging evolution** (regularized evolution, Real et al. 2019, Algorithm 1): the population is
 a queue of the ``P`` most recently evaluated architectures (first the random initial
 population). Every child is made by tournament selection — ``S`` members drawn uniformly
 without replacement, the one with the best fitness is the parent (ties: the first drawn) —
-and mutation (under racing, a member with a complete score beats one that racing stopped
-early); after it is evaluated it joins the queue and the oldest member leaves, so the
+and mutation; after it is evaluated it joins the queue and the oldest member leaves, so the
 queue always holds ``P`` architectures and every one dies after ``P`` newer evaluations,
-however good its (noisy) fitness. Children are evaluated ``cycle`` at a time (one batch for
+however good its (noisy) fitness. Under racing the members of a tournament are compared on
+the deepest racing level all of them reached (the same dev targets,
+:func:`lvsearch.search.evaluator.same_target_keys`). Children are evaluated ``cycle`` at a time (one batch for
 the prefix cache); an iteration makes ``P`` children, so ``P × T`` evaluations as for the
 other strategies.
 
@@ -61,6 +76,12 @@ STATE_FORMAT = "lvsearch.search-state/v1"
 STATE = "state.json"
 STRATEGIES = ("evolution", "random", "nsga2", "aging")
 CROSSOVER_KINDS = ("uniform", "one-point", "two-point")
+#: Mutation moves: ``redraw`` (LV-BERT: each op re-drawn with p, each optional input flipped
+#: with the input rate) or ``one-op`` (exactly one slot's op changed to another op; the
+#: neighbourhood move of local search, inputs unchanged).
+MUTATION_KINDS = ("redraw", "one-op")
+#: Default per-input flip probability of the ``redraw`` mutation (see SearchConfig).
+INPUT_MUTATION_PROB = 0.0
 
 
 @dataclass
@@ -74,7 +95,20 @@ class SearchConfig:
         iterations: ``T``, populations evaluated (``P × T`` evaluations in all).
         crossover: ``N_cro`` children by crossover per iteration (default ``P // 2``).
         mutation: ``N_mut`` children by mutation per iteration (default ``P − N_cro``).
-        mutation_prob: ``p``, per-slot re-draw (and per-input flip) probability.
+        mutation_prob: ``p``, per-slot op re-draw probability (LV-BERT's 0.1).
+        input_mutation_prob: per-optional-input flip probability of the ``redraw`` mutation
+            (elc spaces). Default :data:`INPUT_MUTATION_PROB` = 0: measured on the quickstart
+            supernet, a child that flips inputs but changes no op moves the fitness by 0.013
+            nats (SD, against 0.12 for one op change and a population SD of 0.115), so at
+            ``p`` for the 66 inputs of 12 slots about half of all mutation children were such
+            near-clones; with 0, a child that changes no op is the parent itself and is
+            re-drawn. Connectivity is still searched: the first population draws it and
+            crossover recombines it per slot (docs/results.md, "Does the search work?").
+        mutation_kind: ``redraw`` or ``one-op`` (:data:`MUTATION_KINDS`).
+        budget: compute budget in dev-sequence passes (:attr:`EvalResult.passes`), or None.
+            When set, the search also stops once it is spent: each batch is cut to the most
+            candidates whose exact cost (:meth:`BaseEvaluator.batch_passes`) still fits, so
+            two strategies given one budget compare at equal compute.
         topk: ``k``, size of the top-k set (parents of the EA).
         crossover_kind: ``uniform`` (each slot swapped with prob. 0.5), ``one-point``, ``two-point``.
         nsga2_cost: second NSGA-II objective, minimised: ``params`` or ``flops``.
@@ -90,6 +124,8 @@ class SearchConfig:
     crossover: int | None = None
     mutation: int | None = None
     mutation_prob: float = 0.1
+    input_mutation_prob: float = INPUT_MUTATION_PROB
+    mutation_kind: str = "redraw"
     topk: int = 10
     crossover_kind: str = "uniform"
     nsga2_cost: str = "params"
@@ -97,6 +133,7 @@ class SearchConfig:
     max_redraws: int = 100
     tournament: int | None = None
     cycle: int | None = None
+    budget: int | None = None
 
     def resolved(self) -> "SearchConfig":
         """A copy with ``crossover``/``mutation`` filled in and every value checked.
@@ -122,6 +159,14 @@ class SearchConfig:
                                 fix="e.g. --topk 10 --population 50")
         if not 0.0 <= c.mutation_prob <= 1.0:
             raise LvsearchError(f"--mutation-prob must be in [0, 1], got {c.mutation_prob}", fix="e.g. 0.1")
+        if not 0.0 <= c.input_mutation_prob <= 1.0:
+            raise LvsearchError(f"--input-mutation-prob must be in [0, 1], got {c.input_mutation_prob}",
+                                fix=f"e.g. {INPUT_MUTATION_PROB} (the default)")
+        if c.mutation_kind not in MUTATION_KINDS:
+            raise LvsearchError(f"unknown mutation kind {c.mutation_kind!r}", fix=f"use one of {', '.join(MUTATION_KINDS)}")
+        if c.budget is not None and (isinstance(c.budget, bool) or not isinstance(c.budget, int) or c.budget < 1):
+            raise LvsearchError(f"--budget must be a positive number of dev-sequence passes, got {c.budget!r}",
+                                fix="e.g. --budget 200000, or omit it (the search runs --iterations)")
         if c.crossover is None and c.mutation is None:
             c.crossover = c.population // 2
         if c.crossover is None:
@@ -152,6 +197,14 @@ class SearchConfig:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    @classmethod
+    def from_state(cls, d: dict) -> "SearchConfig":
+        """The config a state file recorded; states written before the separate input rate,
+        the mutation kind and the budget existed flipped inputs with ``mutation_prob``."""
+        d = dict(d)
+        d.setdefault("input_mutation_prob", d.get("mutation_prob", 0.1))
+        return cls(**d)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -203,7 +256,8 @@ class SearchResult:
         curve: per iteration ``{iteration, best, topk_mean, evaluated}``.
         pareto: NSGA-II: the non-dominated set of everything evaluated (else empty).
         iteration: completed iterations.
-        done: all ``iterations`` completed.
+        done: all ``iterations`` completed, or the budget spent.
+        passes: dev-sequence passes of everything evaluated (the search's compute).
     """
 
     history: list[dict]
@@ -212,6 +266,7 @@ class SearchResult:
     pareto: list[EvalResult] = field(default_factory=list)
     iteration: int = 0
     done: bool = False
+    passes: int = 0
 
     @property
     def best(self) -> EvalResult:
@@ -262,7 +317,7 @@ class Search:
             tb.register("mate", tools.cxOnePoint)
         else:
             tb.register("mate", tools.cxTwoPoint)
-        tb.register("mutate", self._mutate, p=self.config.mutation_prob)
+        tb.register("mutate", self._mutate)
         # slots are immutable (op, inputs) tuples: a shallow copy is a full clone (deepcopy is slow)
         tb.register("clone", self.Individual)
         self.toolbox = tb
@@ -275,6 +330,7 @@ class Search:
         self.curve: list[dict] = []
         self.seen: set[str] = set()
         self.queue: list[str] = []  # aging: the population, oldest first
+        self.passes = 0  # dev-sequence passes of everything evaluated (EvalResult.passes)
 
     # ---------------------------------------------------------------- DEAP plumbing
     def _individual(self, arch: Arch):
@@ -307,20 +363,47 @@ class Search:
         self._scored([self._arch(i) for i in individuals])
         return [func(i) for i in individuals]
 
+    @property
+    def min_complete(self) -> int:
+        """Candidates the next batch must score completely: what the top-k still lacks, so the
+        breeding pool holds ``k`` complete members from the first iteration on (racing alone
+        completes about ``P / eta²`` of a batch)."""
+        return max(0, self.config.topk - len(self.topk))
+
+    def batch_size(self, wanted: int) -> int:
+        """``wanted`` candidates, or fewer where the budget cannot pay for them all (0 once spent)."""
+        if self.config.budget is None:
+            return wanted
+        left = self.config.budget - self.passes
+        n = wanted
+        while n > 0 and self.evaluator.batch_passes(n, self.min_complete) > left:
+            n -= 1
+        return n
+
+    @property
+    def finished(self) -> bool:
+        """All iterations run, or the budget too small for one more candidate."""
+        return self.iteration >= self.config.iterations or (self.config.budget is not None and self.batch_size(1) == 0)
+
     def _scored(self, archs: list[Arch]) -> None:
-        """``evaluator.evaluate_many(archs)``, reporting its progress to ``on_progress``."""
+        """``evaluator.evaluate_many(archs)`` (completing what the top-k lacks), reporting its
+        progress to ``on_progress``."""
         if self.on_progress is None:
-            self.evaluator.evaluate_many(archs)
+            self.evaluator.evaluate_many(archs, self.min_complete)
             return
         stage = f"iteration {self.iteration + 1}: scoring {len(archs):,} architectures (× dev chunks)"
         self.evaluator.on_progress = lambda done, total: self.on_progress(stage, done, total)
         try:
-            self.evaluator.evaluate_many(archs)
+            self.evaluator.evaluate_many(archs, self.min_complete)
         finally:
             self.evaluator.on_progress = None
 
-    def _mutate(self, ind, p: float):
-        child = self.space.mutate(self._arch(ind), random, p)
+    def _mutate(self, ind):
+        c, arch = self.config, self._arch(ind)
+        if c.mutation_kind == "one-op":
+            child = self.space.mutate_one_op(arch, random)
+        else:
+            child = self.space.mutate(arch, random, c.mutation_prob, input_p=c.input_mutation_prob)
         ind[:] = list(zip(child.ops, child.inputs))
         return (ind,)
 
@@ -357,7 +440,9 @@ class Search:
                 return uniq
         return [self._random_new(taken)]
 
-    def _offspring(self, parents: list[str]) -> list[str]:
+    def _offspring(self, parents: list[str], n: int) -> list[str]:
+        """``n`` children of ``parents`` (``N_cro`` by crossover, then ``N_mut`` by mutation;
+        a budget-cut batch keeps that order's first ``n``)."""
         from deap import tools
 
         c = self.config
@@ -376,11 +461,12 @@ class Search:
             (p,) = tools.selRandom(pool, 1)
             return list(self.toolbox.mutate(self.toolbox.clone(p)))
 
-        for n, make in ((c.crossover, mate), (c.mutation, mutate)):
+        n_cro = min(c.crossover, n)
+        for want, make in ((n_cro, mate), (n - n_cro, mutate)):
             made = 0
-            while made < n:
+            while made < want:
                 for a in self._draw(make, taken):
-                    if made < n:
+                    if made < want:
                         taken.add(a.key)
                         out.append(a.key)
                         made += 1
@@ -389,7 +475,7 @@ class Search:
     def _random_population(self) -> list[str]:
         taken: set[str] = set()
         out = []
-        n = self.config.population
+        n = self.batch_size(self.config.population)
         for i in range(n):
             a = self._random_new(taken)
             taken.add(a.key)
@@ -412,8 +498,9 @@ class Search:
             "history": self.history,
             "curve": self.curve,
             **({"queue": self.queue} if self.config.strategy == "aging" else {}),
+            "passes": self.passes,
             "rng": rng_state(),
-            "done": self.iteration >= self.config.iterations,
+            "done": self.finished,
         }
 
     def load_state(self, s: dict, source: Path) -> None:
@@ -428,12 +515,13 @@ class Search:
         if not isinstance(s, dict) or s.get("format") != STATE_FORMAT:
             raise bad
         try:
-            recorded = SearchConfig(**s["config"]).resolved()
-            mine = dict(self.config.to_dict(), iterations=None)
-            if dict(recorded.to_dict(), iterations=None) != mine:
-                diff = sorted(k for k, v in recorded.to_dict().items() if k != "iterations" and mine[k] != v)
+            recorded = SearchConfig.from_state(s["config"]).resolved()
+            grow = ("iterations", "budget")
+            mine = dict(self.config.to_dict(), iterations=None, budget=None)
+            if dict(recorded.to_dict(), iterations=None, budget=None) != mine:
+                diff = sorted(k for k, v in recorded.to_dict().items() if k not in grow and mine[k] != v)
                 raise LvsearchError(f"--resume with different search settings than {source} ({', '.join(diff)})",
-                                    fix="resume with the original settings (only --iterations may grow)")
+                                    fix="resume with the original settings (only --iterations and --budget may grow)")
             if s["space"] != self.space.to_dict():
                 raise LvsearchError(f"--resume: {source} was made for another search space", fix="check --supernet")
             if s["extra"] != self.extra_state:
@@ -477,10 +565,11 @@ class Search:
             raise bad from None
         self.history = history
         self.seen = {r.key for r in results}
+        self.passes = sum(r.passes for r in results)
         for r in results:
             self.evaluator.memo.setdefault(r.key, r)
-        if self.iteration >= recorded.iterations and self.iteration < self.config.iterations and not self.population:
-            # iterations grew after a finished search: make the next population now
+        if not self.population and self.iteration > 0 and not self.finished:
+            # iterations or the budget grew after a finished search: make the next population now
             self.population = self._next_population()
 
     def save(self) -> None:
@@ -520,7 +609,8 @@ class Search:
     def _update_topk(self, keys: list[str]) -> None:
         """Top-k over everything evaluated: ``deap.tools.selBest`` on (old top-k + new keys),
         ranked by fitness alone (also under NSGA-II); ties keep the earlier entry. Candidates
-        that racing stopped early (``partial``) are never admitted."""
+        that racing stopped early (``partial``) are never admitted: every member's score is
+        made on the whole dev set, the same targets."""
         from deap import tools
 
         creator = _deap()
@@ -539,32 +629,40 @@ class Search:
         s = self.config.strategy
         if s == "random":
             return self._random_population()
-        if s == "evolution":
-            return self._offspring(self.topk)
         if s == "aging":
             return []  # children depend on the queue as it ages: drawn inside step()
-        return self._offspring(self.parents)
+        n = self.batch_size(self.config.population)
+        return self._offspring(self.topk if s == "evolution" else self.parents, n) if n else []
 
     def _aging_child(self) -> list:
-        """One child of aging evolution: tournament of ``S`` queue members, mutate the winner."""
+        """One child of aging evolution: tournament of ``S`` queue members, mutate the winner.
+        The members are compared on the dev targets all of them were scored on
+        (:func:`same_target_keys`: racing leaves them at different levels); ties: the first drawn."""
+        from lvsearch.search.evaluator import same_target_keys
+
         drawn = random.sample(self.queue, self.config.tournament)
-        # complete scores rank above partial ones (racing already judged those worse in their batch)
-        best = max(drawn, key=lambda k: (self.evaluator.memo[k].complete, self.evaluator.memo[k].fitness))
+        keys = same_target_keys([self.evaluator.memo[k] for k in drawn])
+        best = drawn[max(range(len(drawn)), key=lambda i: (keys[i], -i))]
         return list(self.toolbox.mutate(self.toolbox.clone(self._individual(Arch.from_key(best)))))
 
     def _aging_iteration(self) -> list[str]:
         """``P`` children, ``cycle`` at a time: each batch is drawn from the current queue,
-        evaluated, then pushed (oldest members leave) before the next batch is drawn."""
+        evaluated, then pushed (oldest members leave) before the next batch is drawn. Under a
+        budget the iteration ends early once the next batch no longer fits (the last one cut)."""
         c = self.config
         made: list[str] = []
         while len(made) < c.population:
             batch: list[str] = []
             taken = set(made)
-            for _ in range(min(c.cycle, c.population - len(made))):
+            size = self.batch_size(min(c.cycle, c.population - len(made)))
+            if size == 0:
+                break
+            for _ in range(size):
                 a = self._draw(self._aging_child, taken)[0]
                 taken.add(a.key)
                 batch.append(a.key)
             self._scored([Arch.from_key(k) for k in batch])
+            self.passes += sum(self.evaluator.memo[k].passes for k in batch)
             for k in batch:
                 self.queue.append(k)
                 if len(self.queue) > c.population:
@@ -586,6 +684,7 @@ class Search:
                 ind.fitness.values = fit
             if self.config.strategy == "aging":
                 self.queue = list(self.population)
+            self.passes += sum(self.evaluator.memo[k].passes for k in self.population if k not in self.seen)
         for k in self.population:
             if k not in self.seen:
                 self.seen.add(k)
@@ -596,10 +695,11 @@ class Search:
             chosen = tools.selNSGA2(union, self.config.population)
             self.parents = [self._arch(i).key for i in chosen]
         top = [self.evaluator.memo[k].fitness for k in self.topk]
-        self.curve.append({"iteration": t, "best": top[0], "topk_mean": sum(top) / len(top),
-                           "evaluated": len(self.history)})
+        self.curve.append({"iteration": t, "best": top[0] if top else None,
+                           "topk_mean": sum(top) / len(top) if top else None,
+                           "evaluated": len(self.history), "passes": self.passes})
         self.iteration = t + 1
-        self.population = self._next_population() if self.iteration < self.config.iterations else []
+        self.population = self._next_population() if not self.finished else []
 
     def run(self, *, resume: bool = False, max_iterations: int | None = None) -> SearchResult:
         """Run (or continue) to ``config.iterations``; with ``max_iterations`` stop after that many
@@ -618,7 +718,7 @@ class Search:
         if self.on_start is not None:
             self.on_start(self)
         stop = self.config.iterations if max_iterations is None else min(max_iterations, self.config.iterations)
-        while self.iteration < stop:
+        while self.iteration < stop and not self.finished:
             self.step()
             self.save()
             if self.on_iteration is not None:
@@ -644,7 +744,8 @@ class Search:
             curve=list(self.curve),
             pareto=self.pareto() if self.multi else [],
             iteration=self.iteration,
-            done=self.iteration >= self.config.iterations,
+            done=self.finished,
+            passes=self.passes,
         )
 
 

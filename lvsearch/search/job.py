@@ -17,7 +17,7 @@ Search folder::
                        the fitness's dev targets (difference, paired standard error, verdict)
     second_stage.json  --second-stage: the top-k re-ranked on fresh dev targets; best.json is its pick
     second_stage/      --second-stage finetune: one short run per candidate
-    random/            --compare-random: the random search with the same number of evaluations
+    random/            --compare-random: random search, same first population and compute
 """
 
 from __future__ import annotations
@@ -65,7 +65,8 @@ class EvolveOptions:
         batch_size: dev sequences per forward chunk (default: all at once).
         cache_mb: prefix-cache budget in MiB.
         max_params, max_flops, min_params: constraints (None = none).
-        compare_random: also run random search with the same number of evaluations.
+        compare_random: also run random search from the same first population, with the
+            EA's dev-sequence passes as its budget (:func:`random_control`).
         resume, overwrite: continue the search in ``out`` / replace it.
         device: ``auto``, ``cpu`` or ``cuda``.
         space: optional search-space name or path that must match the supernet's.
@@ -239,6 +240,14 @@ def topk_table(search: Search, title: str):
     return tab
 
 
+def random_control(config: SearchConfig, ea: SearchResult) -> SearchConfig:
+    """The ``--compare-random`` control of a finished search: random search with the same seed
+    (the same first population), the EA's dev-sequence passes as its budget (equal compute,
+    whatever racing completed in each), and iterations enough for the budget to bind."""
+    return SearchConfig(**dict(config.to_dict(), budget=max(1, ea.passes),
+                               iterations=max(config.iterations, 1) * 4))
+
+
 def _write_noise(evaluator, res: SearchResult, folder: Path, metric: str, show: bool) -> None:
     """``noise.json``: the fitness noise among the finished search's top-k, and the verdict."""
     from lvsearch import ui
@@ -252,15 +261,19 @@ def _write_noise(evaluator, res: SearchResult, folder: Path, metric: str, show: 
             ui.console.print(line, highlight=False, markup=False, soft_wrap=True)
 
 
-def _compare_picks(evaluator, folders: list[Path], out: Path, metric: str, show: bool) -> None:
+def _compare_picks(evaluator, folders: list[Path], out: Path, metric: str, show: bool,
+                   compute: dict[str, dict] | None = None) -> None:
     """``compare_random.json``: the EA's pick (``best.json``) against random search's, paired on
-    the fitness's dev targets (:func:`lvsearch.search.noise.pick_comparison`), and its lines."""
+    the fitness's dev targets (:func:`lvsearch.search.noise.pick_comparison`), with what each
+    search spent (``compute``: evaluations and dev-sequence passes per search), and its lines."""
     from lvsearch import ui
     from lvsearch.io import atomic_write_json, read_json
     from lvsearch.search.noise import pick_comparison, pick_comparison_lines
 
     picks = [Arch.from_dict(read_json(f / "best.json", what="search pick")) for f in folders]
     rep = pick_comparison(evaluator.per_target(picks), picks[0].key, picks[1].key, metric)
+    if compute is not None:
+        rep["compute"] = compute
     atomic_write_json(out / "compare_random.json", rep)
     if show:
         for line in pick_comparison_lines(rep):
@@ -494,12 +507,15 @@ def evolve(opts: EvolveOptions, config: SearchConfig, *, show_progress: bool = T
 
         phases = [(config.strategy, out, config)]
         if opts.compare_random and config.strategy != "random":
-            rcfg = SearchConfig(**dict(config.to_dict(), strategy="random", seed=config.seed + 1_000_003,
-                                       tournament=None, cycle=None))
+            # the control: the same seed (so the same first population: common random numbers),
+            # its own memo, and the EA's compute as its budget (set once the EA is done)
+            rcfg = SearchConfig(**dict(config.to_dict(), strategy="random", tournament=None, cycle=None))
             phases.append(("random", out / RANDOM_DIR, rcfg))
         results: dict[str, SearchResult] = {}
         show = show_progress and info.is_main
         for label, folder, cfg in phases:
+            if label == "random" and len(phases) == 2:
+                cfg = random_control(cfg, results[config.strategy])
             if info.is_main:
                 folder.mkdir(parents=True, exist_ok=True)
             barrier(info)
@@ -511,15 +527,18 @@ def evolve(opts: EvolveOptions, config: SearchConfig, *, show_progress: bool = T
                     Arch.from_key(best.key).to_json(search.out / "best.json", space=loaded.space.name,
                                                     meta=_best_meta(best, loaded, search.config, label, opts.fitness,
                                                                     few_shot))
+                budget = f" of {search.config.budget:,}" if search.config.budget is not None else ""
                 title = (f"{label}: iteration {t + 1}/{search.config.iterations} — "
-                         f"{len(search.history)} evaluated, {evaluator.stats.seconds:.0f}s computing")
+                         f"{len(search.history)} evaluated, {search.passes:,}{budget} dev-sequence passes, "
+                         f"{search.evaluator.stats.seconds:.0f}s computing")
                 if live is not None:
                     live.update(topk_table(search, title))
                 elif show:  # a log file: one plain line per iteration, the table once at the end
                     ui.console.print(f"[progress] {title}; best {best.fitness:.4f} ({best.key})",
                                      highlight=False, markup=False, soft_wrap=True)
 
-            search = Search(loaded.space, evaluator, cfg, out=folder, write=info.is_main,
+            search = Search(loaded.space, evaluator.fork() if label == "random" and len(phases) == 2 else evaluator,
+                            cfg, out=folder, write=info.is_main,
                             on_iteration=on_iteration, extra_state=extra, on_start=record_env,
                             on_progress=_phase_reporter(show, label))
             resume_phase = opts.resume and (folder / STATE).exists()
@@ -550,7 +569,9 @@ def evolve(opts: EvolveOptions, config: SearchConfig, *, show_progress: bool = T
             if not res.done:
                 break
         if info.is_main and len(results) == 2 and all(r.done and r.topk for r in results.values()):
-            _compare_picks(evaluator, [folder for _, folder, _ in phases], out, opts.fitness, show)
+            _compare_picks(evaluator, [folder for _, folder, _ in phases], out, opts.fitness, show,
+                           compute={label: {"evaluations": len(r.history), "passes": r.passes}
+                                    for label, r in results.items()})
         if info.is_main:
             plot_curves({k: v.curve for k, v in results.items()}, out / "search_curve.png",
                         title=f"search over {loaded.space.name} (supernet step {loaded.step}"

@@ -166,8 +166,17 @@ def pick_comparison_lines(report: dict) -> list[str]:
     z = report["z"]
     what = {"EA ahead": "the EA's pick is ahead", "random search ahead": "random search's pick is ahead",
             "within noise": "evaluation noise cannot separate them"}[report["verdict"]]
+    compute = report.get("compute")
+    spent = []
+    if isinstance(compute, dict) and len(compute) == 2 and all(
+            isinstance(c, dict) and all(isinstance(c.get(k), int) for k in ("evaluations", "passes"))
+            for c in compute.values()):
+        spent = ["compute: " + "; ".join(f"{label} {c['evaluations']:,} evaluations, {c['passes']:,} dev-sequence passes"
+                                         for label, c in compute.items())
+                 + " (random search runs until it has spent the EA's passes; both start from the same population)"]
     return [f"{head}; EA − random {report['diff'] * scale:+.3g} {unit}, paired standard error "
             f"{report['paired_se'] * scale:.3g} {unit}" + (f" ({z:+.1f} SE)" if z is not None else "") + f": {what}",
+            *spent,
             "this is one seed of each search: a gap here can be the luck of this seed's draws; whether the EA beats "
             "random search is measured over several search seeds (benchmarks/search_arms.py; docs/results.md, "
             "\"Does the search work?\")"]
