@@ -58,6 +58,8 @@ import numpy as np
 from _common import RESULTS, bert_band, machine, run_lvsearch, write_result
 
 SPACE = "lvbert-elc"
+#: Slots of ``retrain-quickstart``; a plan with another count passes ``--set num_slots``.
+RECIPE_SLOTS = 12
 REFERENCES = ["bert", "sandwich", "random:1"]
 #: The arms benchmark's names of the reference architectures (benchmarks/search_arms.py).
 ARMS_NAMES = {"bert": "bert", "sandwich": "sandwich", "random:1": "random-arch"}
@@ -122,11 +124,15 @@ def make_plan(args) -> dict:
 # ----------------------------------------------------------------------------------------
 
 
+#: The result's name (``--name``): ``benchmarks/results/<NAME>.json`` and the docs block's markers.
+NAME = "landscape"
+
+
 def committed() -> dict:
-    """``benchmarks/results/landscape.json`` as committed (empty when absent): its plan and the
+    """``benchmarks/results/<NAME>.json`` as committed (empty when absent): its plan and the
     per-seed results let the benchmark continue on a machine without the earlier run folders."""
     try:
-        return json.loads((RESULTS / "landscape.json").read_text())
+        return json.loads((RESULTS / f"{NAME}.json").read_text())
     except (OSError, ValueError):
         return {}
 
@@ -143,11 +149,13 @@ def committed_seed(row: dict, seed: int) -> dict | None:
 
 def arch_args(args, row: dict) -> list[str]:
     """The ``--arch`` of a run: references by name (the arms benchmark's exact command), the
-    rest by file."""
+    rest by file; ``--set num_slots=N`` when the plan's space is not the recipe's 12 slots."""
+    slots = int(args.plan_space.rpartition("@")[2])
+    resize = ["--set", f"num_slots={slots}"] if slots != RECIPE_SLOTS else []
     if row["source"] == "reference":
         extra = ["--set", f"space={SPACE}"] if row["name"].startswith("random:") else []
-        return ["--arch", row["name"], *extra]
-    return ["--arch", str(args.work / "archs" / f"{row['id']}.json")]
+        return ["--arch", row["name"], *extra, *resize]
+    return ["--arch", str(args.work / "archs" / f"{row['id']}.json"), *resize]
 
 
 def run_one(args, row: dict, seed: int) -> str:
@@ -156,7 +164,7 @@ def run_one(args, row: dict, seed: int) -> str:
     if (run / "mlm.json").exists():
         return f"{row['id']} {row['ops']} s{seed}: done"
     if committed_seed(row, seed) is not None:
-        return f"{row['id']} {row['ops']} s{seed}: in the committed landscape.json"
+        return f"{row['id']} {row['ops']} s{seed}: in the committed {NAME}.json"
     t0 = time.time()
     if not (run / "summary.json").exists():
         if (run / "checkpoints" / "latest.json").exists():
@@ -311,11 +319,11 @@ def summarize(rows: list[dict]) -> dict:
 
 def power(sigma_seed: float, seeds=(3, 6, 10), alpha: float = 0.05, beta: float = 0.2) -> dict:
     """Smallest paired mean difference a two-sided t test over n seeds detects with power
-    1 − beta: (t_{1−α/2, n−1} + t_{1−β, n−1}) · σ_d / √n, for two noise models of σ_d, the SD
-    of one seed's paired difference: (a) training noise only, √2 · σ_seed (both arms' picks
-    fixed); (b) the arms benchmark's observed EA − random-search differences (search seed and
-    pretraining seed both vary)."""
-    from scipy import stats
+    1 − beta, exact (noncentral t, :func:`lvsearch.stats.detectable_difference`), for two noise
+    models of σ_d, the SD of one seed's paired difference: (a) training noise only,
+    √2 · σ_seed (both arms' picks fixed); (b) the arms benchmark's observed EA − random-search
+    differences (search seed and pretraining seed both vary)."""
+    from lvsearch.stats import detectable_difference
 
     sd = {"training_noise_only": math.sqrt(2) * sigma_seed}
     try:
@@ -323,11 +331,11 @@ def power(sigma_seed: float, seeds=(3, 6, 10), alpha: float = 0.05, beta: float 
         sd["arms_ea_minus_random_search"] = float(np.std(pairs["per_seed"], ddof=1))
     except (OSError, ValueError, KeyError):
         pass
-    out = {"alpha": alpha, "power": 1 - beta, "sd_of_one_seed_difference": sd, "minimum_detectable_difference": {}}
+    out = {"alpha": alpha, "power": 1 - beta, "method": "exact: noncentral t (scipy.stats.nct)",
+           "sd_of_one_seed_difference": sd, "minimum_detectable_difference": {}}
     for name, s_d in sd.items():
         out["minimum_detectable_difference"][name] = {
-            str(n): (stats.t.ppf(1 - alpha / 2, n - 1) + stats.t.ppf(1 - beta, n - 1)) * s_d / math.sqrt(n)
-            for n in seeds}
+            str(n): detectable_difference(s_d, n, alpha, 1 - beta) for n in seeds}
     return out
 
 
@@ -350,7 +358,8 @@ def rank_check_file(args, rows: list[dict]) -> Path:
 def report(args, plan: dict) -> Path:
     rows = collect(args, plan)
     result = {
-        "what": "the landscape of the quickstart space: standalone accuracy of band architectures (benchmarks/landscape.py)",
+        "what": f"the landscape of {plan['space']} at the quickstart width: standalone accuracy of band architectures "
+                "(benchmarks/landscape.py)",
         "settings": {"space": plan["space"], "band": plan["band"], "bert_params": plan["bert_params"],
                      "steps": args.steps, "tokens_per_run": args.steps * 32 * 64, "seeds": args.seeds,
                      "seeded": args.seeded, "dev_sequences": args.dev_sequences, "recipe": "retrain-quickstart",
@@ -363,10 +372,12 @@ def report(args, plan: dict) -> Path:
         result["fitness_variants"] = fitness_variants(args, reuse)
     if args.docs is not None:
         write_docs(args.docs, result)
-    return write_result("landscape", result)
+    return write_result(NAME, result)
 
 
-BEGIN, END = "<!-- landscape:begin (benchmarks/landscape.py --docs) -->", "<!-- landscape:end -->"
+def markers() -> tuple[str, str]:
+    """The docs block's BEGIN and END markers of this ``--name``."""
+    return f"<!-- {NAME}:begin (benchmarks/landscape.py --docs) -->", f"<!-- {NAME}:end -->"
 
 
 def markdown(result: dict) -> str:
@@ -421,8 +432,14 @@ def markdown(result: dict) -> str:
         for metric, b in v["by_fitness"].items():
             lo, hi = b["kendall_tau_ci95"]
             ci = f" [{lo:.2f}, {hi:.2f}]" if lo is not None else ""
-            out.append(f"* **Supernet fitness** {metric} on {n} dev sequences: τ {b['kendall_tau']:.2f}{ci}, "
-                       f"top-5 precision {b['top5_precision']}{paired_text(b.get('vs_default'))}.")
+            region = b.get("top_region") or {}
+            top = ""
+            if region.get("kendall_tau") is not None:
+                rlo, rhi = region["kendall_tau_ci95"]
+                rci = f" [{rlo:.2f}, {rhi:.2f}]" if rlo is not None else ""
+                top = f", top-region τ {region['kendall_tau']:.2f}{rci} (best {region['n']} by standalone accuracy)"
+            out.append(f"* **Supernet fitness** {metric} on {n} dev sequences: τ {b['kendall_tau']:.2f}{ci}{top}, "
+                       f"top-5 precision {b['top5_precision']:.2f}{paired_text(b.get('vs_default'))}.")
     return "\n".join(out)
 
 
@@ -444,7 +461,8 @@ def paired_text(d: dict | None) -> str:
 
 
 def write_docs(path: Path, result: dict) -> None:
-    """Replace the text between :data:`BEGIN` and :data:`END` in ``path`` by :func:`markdown`."""
+    """Replace the text between the :func:`markers` in ``path`` by :func:`markdown`."""
+    BEGIN, END = markers()
     text = path.read_text(encoding="utf-8")
     if BEGIN not in text or END not in text:
         raise SystemExit(f"{path} has no landscape markers ({BEGIN} ... {END})")
@@ -536,8 +554,14 @@ def main() -> None:
                    help="dev sizes (or 'all') to rank-check in --report")
     p.add_argument("--report", action="store_true", help="only aggregate what exists")
     p.add_argument("--docs", type=Path, default=None, help="rewrite the landscape block of this file (docs/results.md)")
+    p.add_argument("--name", default="landscape",
+                   help="result name: benchmarks/results/NAME.json and the docs block <!-- NAME:begin ... -->; "
+                        "one per space (e.g. landscape_24 for the 24-slot space)")
     args = p.parse_args()
+    global NAME
+    NAME = args.name
     plan = make_plan(args)
+    args.plan_space = plan["space"]
     print(f"{len(plan['archs'])} architectures; band {plan['band']}", flush=True)
     if not args.report:
         train_all(args, plan)

@@ -115,16 +115,11 @@ def best_so_far(history: list[dict], marks: list[int]) -> list[float | None]:
 
 
 def t_interval(x: list[float]) -> list[float] | None:
-    """Student-t 95% interval of the mean of ``x`` (scipy; a constant ``x`` gives [mean, mean])."""
-    from scipy import stats
+    """Student-t 95% interval of the mean of ``x`` (:func:`lvsearch.stats.t_interval`)."""
+    from lvsearch.stats import t_interval as interval
 
-    if len(x) < 2:
-        return None
-    d = np.asarray(x, dtype=float)
-    if d.std() == 0:
-        return [float(d.mean())] * 2
-    lo, hi = stats.t.interval(0.95, d.size - 1, loc=d.mean(), scale=stats.sem(d))
-    return [float(lo), float(hi)]
+    got = interval(x)
+    return list(got) if got is not None else None
 
 
 def hamming(a: str, b: str) -> tuple[int, int]:

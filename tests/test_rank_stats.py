@@ -108,3 +108,61 @@ def test_paired_tau_difference_refuses_bad_input_and_gives_no_interval_below_eig
     res = paired_tau_difference([1, 2, 3, 4, 5], [5, 4, 3, 2, 1], [1, 2, 3, 4, 5])
     assert res["difference"] == pytest.approx(2.0)
     assert (res["ci95"], res["n"], res["verdict"]) == ([None, None], 5, "undetermined")
+
+
+def test_top5_precision_averages_over_tie_orders_so_list_order_does_not_matter():
+    """Three architectures tied at one standalone accuracy (0.286406 in the landscape) used to
+    be broken by list position: reversing the list changed top-5 precision."""
+    from lvsearch.search.rank_check import top_precision
+
+    truth = [0.30, 0.29, 0.288, 0.286406, 0.286406, 0.286406, 0.28, 0.27]
+    scores = [8.0, 7.0, 6.0, 5.0, 1.0, 0.5, 4.0, 3.0]
+    forward = top_precision(scores, truth, 5)
+    backward = top_precision(scores[::-1], truth[::-1], 5)
+    assert forward == pytest.approx(backward)
+    # exact: top-5 by score = items 0,1,2,3,6; by truth = 0,1,2 and two of the tied 3,4,5 (2/3 each)
+    assert forward == pytest.approx((3 + 2 / 3) / 5)
+    assert top_precision(list(range(10)), list(range(10)), 5) == 1.0
+    assert top_precision([1.0] * 4, [1.0] * 4, 5) is None
+
+
+def test_top_region_tau_looks_only_at_the_best_by_truth():
+    from lvsearch.search.rank_check import rank_quality, top_region
+
+    rng = np.random.default_rng(1)
+    truth = np.sort(rng.normal(size=40))[::-1]
+    scores = np.empty(40)
+    scores[:20] = rng.permutation(20)  # the top 20 shuffled among themselves, above the rest
+    scores[20:] = -np.arange(20)  # the bottom 20 perfectly ordered
+    q = rank_quality(list(scores), list(truth))
+    assert q["kendall_tau"] > 0.5  # the band looks well ranked
+    assert q["top_region"]["n"] == 20 and abs(q["top_region"]["kendall_tau"]) < 0.4  # its top is not
+    s, t = top_region([1.0, 2.0, 3.0], [0.1, 0.2, 0.3], top=20)
+    assert s == [1.0, 2.0, 3.0] and t == [0.1, 0.2, 0.3]  # fewer than the region: all of them
+    s, t = top_region([1.0, 2.0, 3.0, 4.0], [0.1, 0.3, 0.3, 0.2], top=2)
+    assert t == [0.3, 0.3]  # ties at the cut are kept
+
+
+def test_exact_power_needs_more_than_the_normal_approximation_at_few_seeds():
+    import math
+
+    from scipy import stats as st
+
+    from lvsearch.stats import detectable_difference, paired_t_power, t_interval
+
+    for n in (3, 6, 10):
+        approx = (st.t.ppf(0.975, n - 1) + st.t.ppf(0.8, n - 1)) / math.sqrt(n)
+        exact = detectable_difference(1.0, n)
+        assert paired_t_power(exact, 1.0, n) == pytest.approx(0.8, abs=1e-9)
+        assert exact > approx
+    assert detectable_difference(1.0, 3) / ((st.t.ppf(0.975, 2) + st.t.ppf(0.8, 2)) / math.sqrt(3)) > 1.05
+    assert paired_t_power(0.0, 1.0, 10) == pytest.approx(0.05)
+    # Monte Carlo check of the power at the detectable difference (10 seeds)
+    rng = np.random.default_rng(0)
+    d = detectable_difference(1.0, 10)
+    x = rng.normal(d, 1.0, size=(20000, 10))
+    p = st.ttest_1samp(x, 0.0, axis=1).pvalue
+    assert abs((p < 0.05).mean() - 0.8) < 0.015
+    assert t_interval([1.0]) is None and t_interval([2.0, 2.0]) == (2.0, 2.0)
+    with pytest.raises(ValueError):
+        detectable_difference(0.0, 5)

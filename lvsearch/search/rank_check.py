@@ -153,23 +153,54 @@ def topk_chance(n: int, k: int, observed: int) -> dict:
     return {"expected": k * k / n, "p": float(hypergeom.sf(observed - 1, n, k, k))}
 
 
+def _top_membership(values, k: int) -> list[float]:
+    """Probability that each item is among the ``k`` best of ``values`` (higher is better) when
+    ties are broken uniformly at random: 1 above the k-th value, 0 below it, and for the ``m``
+    items tied at it, the remaining places over ``m``."""
+    kth = sorted(values, reverse=True)[k - 1]
+    above = sum(v > kth for v in values)
+    tied = sum(v == kth for v in values)
+    share = (k - above) / tied
+    return [1.0 if v > kth else share if v == kth else 0.0 for v in values]
+
+
 def top_precision(scores, truth, k: int = 5) -> float | None:
     """Fraction of the ``k`` best by ``scores`` that are among the ``k`` best by ``truth``
-    (higher is better on both; ties broken by position). None with fewer than ``k`` items."""
+    (higher is better on both), averaged over every order of ties (on both sides
+    independently): Σ_i P(i in top-k by scores) · P(i in top-k by truth) / k. So the value does
+    not depend on the order the items are listed in (three architectures tied at one
+    standalone accuracy used to be broken by list position). None with fewer than ``k`` items."""
     if len(scores) < k:
         return None
-    top_s = set(sorted(range(len(scores)), key=lambda i: (-scores[i], i))[:k])
-    top_t = set(sorted(range(len(truth)), key=lambda i: (-truth[i], i))[:k])
-    return len(top_s & top_t) / k
+    ps, pt = _top_membership(list(scores), k), _top_membership(list(truth), k)
+    return sum(a * b for a, b in zip(ps, pt)) / k
 
 
-def rank_quality(scores, truth, *, seed: int = 0) -> dict:
+#: Architectures in the top region of a rank check (the best by the truth): where a search's
+#: picks live, so where the fitness must rank.
+TOP_REGION = 20
+
+
+def top_region(scores, truth, top: int = TOP_REGION) -> tuple[list[float], list[float]]:
+    """``scores`` and ``truth`` of the items among the ``top`` best by ``truth`` (every item tied
+    with the ``top``-th is kept; all items when there are no more than ``top``)."""
+    if len(truth) <= top:
+        return list(scores), list(truth)
+    cut = sorted(truth, reverse=True)[top - 1]
+    keep = [i for i, t in enumerate(truth) if t >= cut]
+    return [scores[i] for i in keep], [truth[i] for i in keep]
+
+
+def rank_quality(scores, truth, *, seed: int = 0, top: int = TOP_REGION) -> dict:
     """How well ``scores`` rank items by ``truth`` (higher is better on both; equal-length
     sequences of floats, e.g. supernet fitness and standalone MLM accuracy of the same
     architectures): ``{"kendall_tau", "kendall_p", "kendall_tau_ci95", "spearman_rho",
-    "top5_precision"}`` — scipy's Kendall τ and Spearman ρ (None where undefined, e.g. constant
-    input), the paired percentile-bootstrap 95% interval of τ (:func:`bootstrap_interval`) and
-    :func:`top_precision` at k = 5. Raises nothing; too few items give None entries."""
+    "top5_precision", "top_region"}`` — scipy's Kendall τ and Spearman ρ (None where undefined,
+    e.g. constant input), the paired percentile-bootstrap 95% interval of τ
+    (:func:`bootstrap_interval`), :func:`top_precision` at k = 5 (tie-averaged) and the
+    top-region τ: Kendall τ with its interval among the ``top`` best by ``truth``
+    (:func:`top_region`; a fitness can rank a whole band well and its top not at all, and a
+    search's picks are at the top). Raises nothing; too few items give None entries."""
     import math
     import warnings
 
@@ -182,9 +213,14 @@ def rank_quality(scores, truth, *, seed: int = 0) -> dict:
         warnings.simplefilter("ignore")  # constant input: reported as undefined (None)
         t = kendalltau(scores, truth)
         rh = spearmanr(scores, truth)
+        ts, tt = top_region(list(scores), list(truth), top)
+        t_top = kendalltau(ts, tt) if len(ts) >= 2 else None
+    region = {"n": len(ts), "of": len(truth), "kendall_tau": num(t_top.statistic) if t_top is not None else None,
+              "kendall_tau_ci95": list(bootstrap_interval(ts, tt, "kendall", seed=seed))}
     return {"kendall_tau": num(t.statistic), "kendall_p": num(t.pvalue),
             "kendall_tau_ci95": list(bootstrap_interval(scores, truth, "kendall", seed=seed)),
-            "spearman_rho": num(rh.statistic), "top5_precision": top_precision(scores, truth, 5)}
+            "spearman_rho": num(rh.statistic), "top5_precision": top_precision(scores, truth, 5),
+            "top_region": region}
 
 
 #: Fewer items than this and a paired τ difference is refused (τ over 3 points takes 4 values).
