@@ -78,10 +78,18 @@ def make_plan(args) -> dict:
     from lvsearch.train.supernet import load_supernet
 
     path = args.work / "plan.json"
+    if args.supernet is None:  # --report on another machine: the committed plan as it is
+        plan = json.loads(path.read_text()) if path.exists() else committed().get("plan")
+        if not plan:
+            raise SystemExit(f"no plan in {path} or in benchmarks/results/{NAME}.json: pass --supernet")
+        if args.picks:
+            raise SystemExit("--picks needs --supernet (the band and the space)")
+        return plan
     loaded = load_supernet(args.supernet)
     space = SearchSpace.load(SPACE).with_num_slots(loaded.space.num_slots)
     count = loaded.supernet.num_params
     ref, lo, hi = bert_band(loaded)
+    PARAM_COUNTER.update(count=count, band=(lo, hi))
     if path.exists():
         plan = json.loads(path.read_text())
     elif committed().get("plan"):  # another machine: continue the committed plan
@@ -308,6 +316,9 @@ def summarize(rows: list[dict]) -> dict:
                         for r in one if r["source"] == "pick"]
     if sigma:
         out["power"] = power(sigma)
+    additive = additive_fit(rows)
+    if additive:
+        out["additive"] = additive
     if len(one) >= 3:
         x, y = [r["params"] for r in one], [r["accuracy_seed0"] for r in one]
         t = stats.kendalltau(x, y)
@@ -315,6 +326,72 @@ def summarize(rows: list[dict]) -> dict:
                                  "kendall_tau_ci95": list(bootstrap_interval(x, y, "kendall")),
                                  "what": "Kendall τ of the parameter count vs standalone accuracy (zero-cost control)"}
     return out
+
+
+def additive_fit(rows: list[dict], band: list[int] | None = None, draws: int = 2000) -> dict | None:
+    """The additive per-slot model of a landscape: standalone accuracy (mean over seeds) ≈
+    intercept + Σ_slots effect(slot, op), fitted by ridge regression (``sklearn.linear_model.RidgeCV``,
+    leave-one-out choice of the penalty) on one indicator per (slot, op); leave-one-out R²
+    (``cross_val_predict``) says how much of the landscape it explains. Its optimum (the best
+    op per slot; connectivity does not enter) is where a search that climbs per-slot effects
+    goes; ``band_best`` is the best of ``draws`` seeded uniform draws of the space inside the
+    plan's band by the fit, and ``random_median_predicted`` the fit's median over those draws
+    (what a random architecture gets). None with fewer than 8 architectures."""
+    import random as pyrandom
+
+    from sklearn.linear_model import RidgeCV
+    from sklearn.model_selection import LeaveOneOut, cross_val_predict
+
+    done = [r for r in rows if r.get("accuracy_mean") is not None]
+    if len(done) < 8:
+        return None
+    slots = len(done[0]["ops"])
+    letters = sorted({c for r in done for c in r["ops"]})
+
+    def x(ops: str) -> list[float]:
+        return [float(o == c) for o in ops for c in letters]
+
+    X = np.array([x(r["ops"]) for r in done])
+    y = np.array([r["accuracy_mean"] for r in done])
+    alphas = np.logspace(-3, 3, 25)
+    model = RidgeCV(alphas=alphas).fit(X, y)
+    loo = cross_val_predict(RidgeCV(alphas=alphas), X, y, cv=LeaveOneOut())
+    r2 = 1 - float(((loo - y) ** 2).sum() / ((y - y.mean()) ** 2).sum())
+    coef = model.coef_.reshape(slots, len(letters))
+    centred = coef - coef.mean(axis=1, keepdims=True)
+    best_ops = "".join(letters[i] for i in coef.argmax(axis=1))
+    out = {"n": len(done), "features": f"{slots} slots × ops {''.join(letters)}", "alpha": float(model.alpha_),
+           "loo_r2": r2, "slot_effect_sd": float(centred.std()), "optimum_ops": best_ops,
+           "optimum_predicted": float(model.predict(np.array([x(best_ops)]))[0]),
+           "best_trained": float(y.max()), "best_trained_ops": done[int(y.argmax())]["ops"],
+           "effects": {str(i + 1): {c: float(v) for c, v in zip(letters, centred[i])} for i in range(slots)}}
+    counts = PARAM_COUNTER.get("count")
+    if counts is not None:  # the band needs a supernet's dims
+        from lvsearch.arch import Arch
+        from lvsearch.space import SearchSpace
+
+        space = SearchSpace.load(SPACE).with_num_slots(slots)
+        rng, preds, band_best = pyrandom.Random(0), [], None
+        lo, hi = PARAM_COUNTER["band"]
+        for _ in range(draws):
+            a = space.sample(rng)
+            if not lo <= counts(a) <= hi:
+                continue
+            p = float(model.predict(np.array([x(a.compact)]))[0])
+            preds.append(p)
+            if band_best is None or p > band_best[1]:
+                band_best = (a.compact, p)
+        opt = Arch.sequential(best_ops)
+        out.update(optimum_params=int(counts(opt)), optimum_in_band=bool(lo <= counts(opt) <= hi),
+                   band_best_ops=band_best[0] if band_best else None,
+                   band_best_predicted=band_best[1] if band_best else None,
+                   random_median_predicted=float(np.median(preds)) if preds else None, band_draws=len(preds))
+    return out
+
+
+#: ``count`` (parameters of an Arch on the supernet's dims) and ``band``, set when a supernet is
+#: loaded, so :func:`additive_fit` can place its optimum against the band.
+PARAM_COUNTER: dict = {}
 
 
 def power(sigma_seed: float, seeds=(3, 6, 10), alpha: float = 0.05, beta: float = 0.2) -> dict:
@@ -363,13 +440,16 @@ def report(args, plan: dict) -> Path:
         "settings": {"space": plan["space"], "band": plan["band"], "bert_params": plan["bert_params"],
                      "steps": args.steps, "tokens_per_run": args.steps * 32 * 64, "seeds": args.seeds,
                      "seeded": args.seeded, "dev_sequences": args.dev_sequences, "recipe": "retrain-quickstart",
-                     "threads_per_run": args.threads, "jobs": args.jobs, "supernet": str(args.supernet)},
+                     "threads_per_run": args.threads, "jobs": args.jobs,
+                     "supernet": str(args.supernet) if args.supernet else committed().get("settings", {}).get("supernet")},
         "machine": machine(), "summary": summarize(rows), "archs": rows, "plan": plan,
     }
     reuse = rank_check_file(args, rows)
     result["rank_check_file"] = str(reuse)
     if args.fitness_variants and len(rows) >= 8:
         result["fitness_variants"] = fitness_variants(args, reuse)
+    elif args.supernet is None and committed().get("fitness_variants"):
+        result["fitness_variants"] = refreshed_variants(committed()["fitness_variants"], rows)
     if args.docs is not None:
         write_docs(args.docs, result)
     return write_result(NAME, result)
@@ -390,8 +470,12 @@ def markdown(result: dict) -> str:
         name = r["name"] if r["source"] != "pick" else "pick: " + "/".join(Path(r["name"]).parts[-3:])
         out.append(f"| {r['id']} | {name} | `{r['ops']}` | {r['params']:,} | {seeds} | {r['seeds']['0']['floor']:.4f} | "
                    + ("**yes**" if r["beats_floor_all"] else "no") + " |")
-    out += ["", "Seeds 1–2 of `bert`, `sandwich` and `random:1`: from `benchmarks/results/search_arms.json` (their "
-                "seed 0 reproduced exactly here).", ""]
+    borrowed = [r["name"] for r in rows if any(m.get("source") == "benchmarks/results/search_arms.json"
+                                               for m in r["seeds"].values())]
+    out.append("")
+    if borrowed:
+        out += [f"Seeds 1–2 of {', '.join(f'`{b}`' for b in borrowed)}: from `benchmarks/results/search_arms.json` "
+                "(their seed 0 reproduced exactly here).", ""]
     sg, dr = s["sigma_seed"], s.get("distribution_random")
     out.append(f"What the {s['archs_trained']} of {len(result['plan']['archs'])} architectures trained so far say:")
     out.append("")
@@ -405,20 +489,37 @@ def markdown(result: dict) -> str:
                    f"{s['headroom']['best_minus_median_over_sigma_seed']:.2f}: what the random draws show of the space "
                    "above a median architecture (a lower bound on the space's headroom: a pick above the best draw, "
                    "below, shows more); random search with 200 evaluations does not pick a median one.")
+    below = [r["name"] for r in rows if r["source"] == "reference" and not r["beats_floor_all"]]
     out.append(f"* **Floor.** {s['past_floor']} of the {s['archs_trained']} beat the neighbour-count floor on every "
-               "seed; `bert` and `sandwich` do not. \"All standalone runs past the floor\" does not hold for this "
-               "space at 4.1M tokens: some random draws sit just below it.")
+               "seed" + (f"; {' and '.join(f'`{b}`' for b in below)} do{'es' if len(below) == 1 else ''} not" if below
+                         else "") + ("." if s["all_past_floor"] else
+                                     ". \"All standalone runs past the floor\" does not hold for this space at "
+                                     f"{result['settings']['tokens_per_run'] / 1e6:.1f}M tokens."))
     if s.get("power"):
         m = s["power"]["minimum_detectable_difference"]
         sd = s["power"]["sd_of_one_seed_difference"]
         arms = (f", and {m['arms_ea_minus_random_search']['6'] * 100:.1f} pp with the arms benchmark's observed SD of "
                 f"one seed's EA − random-search difference ({sd['arms_ea_minus_random_search'] * 100:.2f} pp; search "
                 "and pretraining seed both vary)") if "arms_ea_minus_random_search" in m else ""
-        out.append(f"* **Power.** The smallest EA − random-search difference a paired t test over 6 seeds detects "
+        exact = " (exact: noncentral t)" if s["power"].get("method", "").startswith("exact") else ""
+        ten = (f"; over 10 seeds {m['training_noise_only']['10'] * 100:.1f} pp" if "10" in m["training_noise_only"]
+               else "")
+        out.append(f"* **Power**{exact}. The smallest EA − random-search difference a paired t test over 6 seeds detects "
                    f"(α 0.05, power 0.8): {m['training_noise_only']['6'] * 100:.1f} pp if only training noise differs "
-                   f"(σ_d = √2 σ_seed){arms}. Written before the EA-vs-random runs (item 5).")
+                   f"(σ_d = √2 σ_seed){arms}{ten} (training noise only).")
+    if s.get("additive"):
+        a = s["additive"]
+        placed = ""
+        if a.get("band_best_ops"):
+            placed = (f" ({a['optimum_params']:,} parameters, {'inside' if a['optimum_in_band'] else 'outside'} the "
+                      f"band); the best of {a['band_draws']:,} in-band random draws by the fit `{a['band_best_ops']}` "
+                      f"predicted {a['band_best_predicted']:.4f}, their median {a['random_median_predicted']:.4f}")
+        out.append(f"* **Additive per-slot model** (ridge on one op indicator per slot, {a['n']} architectures, mean "
+                   f"over seeds): leave-one-out R² {a['loo_r2']:.2f}; per-slot effects SD {a['slot_effect_sd'] * 100:.2f} pp; "
+                   f"fitted optimum `{a['optimum_ops']}` predicted {a['optimum_predicted']:.4f}{placed}; best trained "
+                   f"{a['best_trained']:.4f} (`{a['best_trained_ops']}`).")
     if s.get("picks"):
-        out.append("* **Searched picks** (today's searches, accuracy on 128 sequences): "
+        out.append("* **Searched picks**: "
                    + "; ".join(f"`{p['ops']}` {p['accuracy_seed0']:.4f} (above {p['percentile_among_random'] * 100:.0f}% "
                                f"of the random draws{', top decile' if p['in_top_decile'] else ''})" for p in s["picks"])
                    + ".")
@@ -490,6 +591,27 @@ DEFAULT_FITNESS = ("1024", "loss")
 FITNESS_SCORE = {"accuracy": lambda r: r["supernet_accuracy"], "loss": lambda r: -r["supernet_loss"]}
 
 
+def refreshed_variants(variants: dict, rows: list[dict]) -> dict:
+    """Committed fitness variants with their rank statistics recomputed from the per-architecture
+    supernet scores they hold (no supernet needed): each ``by_fitness`` entry gets today's
+    :func:`lvsearch.search.rank_check.rank_quality` fields (the top-region τ, the tie-averaged
+    top-5 precision) against the seed-0 standalone accuracy, as rank-check scores them; the
+    paired differences against the default are kept."""
+    from lvsearch.search.rank_check import rank_quality
+
+    truth_of = {r["key"]: r["seeds"]["0"]["accuracy"] for r in rows if "0" in r["seeds"]}
+    out = {}
+    for n, v in variants.items():
+        archs = [a for a in v["archs"] if a["key"] in truth_of]
+        truth = [truth_of[a["key"]] for a in archs]
+        ent = dict(v, by_fitness={})
+        for metric, b in v["by_fitness"].items():
+            scores = [FITNESS_SCORE[metric](a) for a in archs]
+            ent["by_fitness"][metric] = {**b, **rank_quality(scores, truth)}
+        out[n] = ent
+    return out
+
+
 def vs_default(reports: dict[str, dict]) -> dict:
     """The ``fitness_variants`` entry from rank-check reports of the same architectures
     (``{dev size: rank_check.json}``, in ``--fitness-variants`` order): per variant its
@@ -538,8 +660,10 @@ def vs_default(reports: dict[str, dict]) -> dict:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--supernet", type=Path, required=True, help="the quickstart supernet (space and band)")
-    p.add_argument("--data", type=Path, required=True, help="prepared corpus (lvsearch data prepare --vocab-size 4096)")
+    p.add_argument("--supernet", type=Path, default=None,
+                   help="the quickstart supernet (space and band); --report without it re-reports the committed "
+                        "plan and results (the fitness variants' statistics recomputed from their committed scores)")
+    p.add_argument("--data", type=Path, default=None, help="prepared corpus (lvsearch data prepare --vocab-size 4096); needed to train")
     p.add_argument("--work", type=Path, required=True, help="folder for the plan, runs and logs (resumable)")
     p.add_argument("--random", type=int, default=18, help="random draws inside the band (on the first run)")
     p.add_argument("--picks", type=Path, nargs="*", help="architecture files of searched picks to add")
@@ -560,6 +684,8 @@ def main() -> None:
     args = p.parse_args()
     global NAME
     NAME = args.name
+    if (args.supernet is None or args.data is None) and not args.report:
+        raise SystemExit("--supernet and --data are needed to train (only --report works without them)")
     plan = make_plan(args)
     args.plan_space = plan["space"]
     print(f"{len(plan['archs'])} architectures; band {plan['band']}", flush=True)

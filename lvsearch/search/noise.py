@@ -258,9 +258,29 @@ def landscape_lines(path, space: str | None = None) -> list[str]:
     power = _power_line(section(s, "power"), best, median, best_k[-1] if best_k else None)
     if power:
         lines.append(power)
+    fidelity = _fidelity_line(d.get("fitness_variants"))
+    if fidelity:
+        lines.append(fidelity)
     if best_k:
         lines.append("expected best of k random architectures: " + ", ".join(f"k={k}: {v:.4f}" for k, v in best_k))
     return lines
+
+
+def _fidelity_line(variants) -> str | None:
+    """How well the search's default fitness (−loss on 1024 dev sequences) ranks the landscape,
+    over the whole band and among its best (the top-region τ, where a search's picks are), from
+    a landscape file's ``fitness_variants``; None when the file has not measured it."""
+    try:
+        b = variants["1024"]["by_fitness"]["loss"]
+        tau, region = float(b["kendall_tau"]), b["top_region"]
+        top, n = float(region["kendall_tau"]), int(region["n"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    lo, hi = (region.get("kendall_tau_ci95") or [None, None]) if isinstance(region, dict) else (None, None)
+    ci = f" [{lo:.2f}, {hi:.2f}]" if isinstance(lo, (int, float)) and isinstance(hi, (int, float)) else ""
+    return (f"fitness: the search's default (−loss on 1024 dev sequences) ranks the landscape with Kendall τ {tau:.2f}, "
+            f"its best {n} by standalone accuracy with τ {top:.2f}{ci}"
+            + (": it barely sees the top, where the picks are" if top < 0.3 else ""))
 
 
 def _power_line(power: dict, best: float, median: float, best_of_k: tuple[int, float] | None,
@@ -291,7 +311,8 @@ def _power_line(power: dict, best: float, median: float, best_of_k: tuple[int, f
         room, ref = best - best_of_k[1], f"the expected best of {best_of_k[0]} random architectures"
     else:
         room, ref = best - median, "a median random architecture"
-    need = f"≥ {lo * 100:.1f} pp" + (f" (≥ {hi * 100:.1f} pp with search-seed noise)" if hi > lo else "")
+    exact = " (exact power, noncentral t)" if str(power.get("method", "")).startswith("exact") else ""
+    need = f"≥ {lo * 100:.1f} pp" + (f" (≥ {hi * 100:.1f} pp with search-seed noise)" if hi > lo else "") + exact
     head = (f"power: the best architecture trained so far is {room * 100:.1f} pp above {ref}; {seeds} search seeds "
             f"detect an EA − random-search difference {need}")
     if room < lo:
