@@ -1,7 +1,7 @@
 """Why the EA does not climb its own fitness faster than random search: curves and heritability.
 
 The 6-seed EA vs random-search run (``search_arms_6seeds.json``) found the EA's best supernet
-fitness *below* random search's in 4 of 6 seeds at 200 evaluations. Two measurements on one
+fitness *below* random search's in 5 of 6 seeds at 200 evaluations. Two measurements on one
 supernet (``--supernet``; the quickstart space inside ``bert``'s parameter band ± 5%, the
 search's default fitness: −MLM loss on 1024 dev sequences, raced 64 → 256 → 1024):
 
@@ -74,17 +74,27 @@ def search_dir(args, strategy: str, seed: int) -> Path:
 def run_search(args, strategy: str, seed: int, lo: int, hi: int) -> Path:
     out = search_dir(args, strategy, seed)
     state = out / "state.json"
-    if state.is_file() and json.loads(state.read_text())["iteration"] >= args.iterations:
+    if state.is_file() and finished(args, json.loads(state.read_text())):
         return out  # done (a later call with more --iterations resumes it: the same stream, longer)
     cmd = ["evolve", "--supernet", str(args.supernet), "--out", str(out), "--strategy", strategy,
            "--seed", str(seed), "--population", str(args.population), "--iterations", str(args.iterations),
            "--min-params", str(lo), "--max-params", str(hi)]
+    if args.budget is not None:
+        cmd += ["--budget", str(args.budget)]
     if state.is_file():
         cmd.append("--resume")
     t0 = time.perf_counter()
     run_lvsearch(cmd, args.work / "logs" / f"{strategy}-s{seed}.log", threads=1)
     print(f"{strategy} seed {seed}: {time.perf_counter() - t0:.0f} s", flush=True)
     return out
+
+
+def finished(args, state: dict) -> bool:
+    """A search's state is done at this benchmark's budget: its iterations, or (``--budget``)
+    its dev-sequence passes spent."""
+    if args.budget is not None:
+        return bool(state.get("done")) and state.get("config", {}).get("budget") == args.budget
+    return state["iteration"] >= args.iterations
 
 
 def curves(args) -> None:
@@ -114,6 +124,22 @@ def best_so_far(history: list[dict], marks: list[int]) -> list[float | None]:
     return out
 
 
+def best_at_passes(history: list[dict], marks: list[int]) -> list[float | None]:
+    """Best complete fitness among the evaluations made within the first n dev-sequence passes
+    (the running sum of each entry's ``sequences``), for each n in ``marks``: curves of
+    strategies at equal compute."""
+    out, best, spent, i = [], -math.inf, 0, 0
+    for n in marks:
+        while i < len(history) and spent + history[i]["sequences"] <= n:
+            r = history[i]
+            spent += r["sequences"]
+            if r.get("fitness") is not None and not r.get("partial") and not r.get("rejected"):
+                best = max(best, r["fitness"])
+            i += 1
+        out.append(best if best > -math.inf else None)
+    return out
+
+
 def t_interval(x: list[float]) -> list[float] | None:
     """Student-t 95% interval of the mean of ``x`` (:func:`lvsearch.stats.t_interval`)."""
     from lvsearch.stats import t_interval as interval
@@ -137,14 +163,15 @@ def curves_report(args) -> dict | None:
 
     found = {}
     for st in args.strategies:
-        for s in range(args.seeds):
+        for s in (args.seed_list if args.seed_list is not None else range(args.seeds)):
             d = search_dir(args, st, s)
-            if (d / "state.json").is_file() and json.loads((d / "state.json").read_text())["iteration"] >= args.iterations:
+            if (d / "state.json").is_file() and finished(args, json.loads((d / "state.json").read_text())):
                 found[(st, s)] = d
     if not found:
         return None
     total = args.population * args.iterations
     marks = list(range(args.population, total + 1, args.population))
+    pass_marks = [args.budget * i // 10 for i in range(1, 11)] if args.budget is not None else None
     per: dict = {st: {} for st in args.strategies}
     pooled: dict[str, float] = {}  # every complete score seen by any search (same fitness and dev set)
     for (st, s), d in found.items():
@@ -159,12 +186,16 @@ def curves_report(args) -> dict | None:
             "evaluations": len(hist),
             "complete": len(complete),
             "best_so_far": best_so_far(hist, marks),
+            **({"passes": sum(r["sequences"] for r in hist),
+                "best_at_passes": best_at_passes(hist, pass_marks)} if pass_marks else {}),
             "best_key": keys[0] if keys else None,
             "best_ops": Arch.from_key(keys[0]).compact if keys else None,
             "topk_mean_op_differences": float(np.mean([x for x, _ in dist])) if dist else None,
             "topk_mean_input_differences": float(np.mean([y for _, y in dist])) if dist else None,
         }
     out: dict = {"marks": marks, "per_search": per, "paired": {}, "mean_curve": {}}
+    if pass_marks:
+        out["pass_marks"], out["paired_at_passes"] = pass_marks, {}
     ranked = sorted(pooled.values(), reverse=True)
     for st in args.strategies:
         seeds = sorted(per[st], key=int)
@@ -185,6 +216,14 @@ def curves_report(args) -> dict | None:
             rows.append({"evaluations": n, "seeds": len(d), "mean_difference": float(np.mean(d)) if d else None,
                          "t_95": t_interval(d), "ahead": sum(x > 0 for x in d)})
         out["paired"][f"{a} - {b}"] = rows
+        if pass_marks:  # the same at equal compute: best within the first n dev-sequence passes
+            rows = []
+            for i, n in enumerate(pass_marks):
+                d = [per[a][s]["best_at_passes"][i] - per[b][s]["best_at_passes"][i] for s in seeds
+                     if per[a][s]["best_at_passes"][i] is not None and per[b][s]["best_at_passes"][i] is not None]
+                rows.append({"passes": n, "seeds": len(d), "mean_difference": float(np.mean(d)) if d else None,
+                             "t_95": t_interval(d), "ahead": sum(x > 0 for x in d)})
+            out["paired_at_passes"][f"{a} - {b}"] = rows
     out["pooled_complete_scores"] = len(pooled)
     return out
 
@@ -367,10 +406,14 @@ def main() -> None:
     p.add_argument("--strategies", nargs="+", default=list(STRATEGIES), choices=STRATEGIES, help="search strategies")
     p.add_argument("--seeds", type=int, default=6, help="search seeds 0..N-1 (the report reads these)")
     p.add_argument("--seed-list", type=int, nargs="+", default=None,
-                   help="--part curves: run only these seeds (e.g. to split the work between two processes)")
+                   help="run and report these seeds instead of 0..--seeds-1 (e.g. the 10-seed test's strategy "
+                        "choice on seeds 100 101 102)")
     p.add_argument("--population", type=int, default=20, help="population P of every search")
     p.add_argument("--iterations", type=int, default=10, help="iterations T (P × T evaluations)")
     p.add_argument("--jobs", type=int, default=2, help="searches at once (one torch thread each)")
+    p.add_argument("--budget", type=int, default=None, metavar="PASSES",
+                   help="give every search this many dev-sequence passes (evolve --budget: equal compute; raise "
+                        "--iterations so the budget binds); the report adds curves at equal passes")
     p.add_argument("--parents", type=int, default=40, help="heritability: random band parents")
     p.add_argument("--parent-seed", type=int, default=7, help="heritability: seed of the parents and children")
     p.add_argument("--mutation-prob", type=float, default=0.1, help="heritability: p of the operators")
@@ -391,7 +434,8 @@ def main() -> None:
             p.error(f"--report: {args.work} holds no searches and no heritability.json yet (run --part first)")
         result = {"what": "does the EA climb its fitness faster than random search? (benchmarks/search_climb.py)",
                   "settings": {"supernet": str(args.supernet), "population": args.population,
-                               "iterations": args.iterations, "seeds": args.seeds, "strategies": args.strategies,
+                               "iterations": args.iterations, "seeds": args.seed_list or args.seeds,
+                               "budget_passes": args.budget, "strategies": args.strategies,
                                "fitness": "evolve's default (−loss on 1024 dev sequences, racing 64,256)",
                                "threads_per_run": 1, "jobs": args.jobs},
                   "machine": machine(), "curves": curves_report(args), "heritability": heritability_report(args)}
