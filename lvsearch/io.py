@@ -16,7 +16,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterable
 
 from lvsearch.errors import LvsearchError
 from lvsearch.faults import kill_point
@@ -170,6 +170,91 @@ def check_writable_folder(path: str | os.PathLike, flag: str = "--out", *, shown
         raise LvsearchError(f"{flag} {name} cannot be written ({e.strerror or e} in {probe})",
                             fix=f"choose a writable location for {flag}") from None
     return path
+
+
+#: Marker files that say what a folder holds, checked in this order (:func:`folder_kind`).
+_KINDS: tuple[tuple[str, str], ...] = (
+    ("state.json", "a search"),
+    ("checkpoints", "a training run"),
+    ("manifest.json", "a prepared dataset"),
+    ("model.safetensors", "a model directory"),
+    ("pytorch_model.bin", "a model directory"),
+    ("train.tsv", "a task folder"),
+    ("rank_check.json", "a rank check"),
+    ("quickstart.json", "a quickstart run"),
+)
+
+
+def folder_kind(folder: str | os.PathLike) -> str | None:
+    """What ``folder`` holds by its marker files (``"a training run"``, ``"a model directory"``,
+    ``"a prepared dataset"``, ``"a search"``, ``"a task folder"``, …), or None."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return None
+    for name, kind in _KINDS:
+        if (folder / name).exists():
+            return kind
+    return None
+
+
+def guard_output(out: str | os.PathLike, *, flag: str = "--out", inputs: Iterable[tuple[str, Any]] = (),
+                 overwrite: bool = False, is_file: bool = False,
+                 own: Callable[[Path], bool] | None = None) -> Path:
+    """The output-safety rule every verb applies to what it writes, before anything is written,
+    renamed or deleted: ``--overwrite`` replaces only a previous output of the same verb.
+
+    Refused, with or without ``overwrite``:
+
+    * ``out`` is one of the command's ``inputs`` (``(flag, path)`` pairs; None paths are
+      skipped), or a folder that contains one (replacing it would delete the input);
+    * an existing file ``out`` of a model directory, training run, dataset, search or task
+      folder (:func:`folder_kind`) that is not a previous output of this verb (``own``), e.g.
+      ``evaluate --model M --out M/model.safetensors``;
+    * with ``overwrite``, a folder ``out`` that is the current folder or one above it
+      (``cd RUN && train-supernet --out . --overwrite`` deleted the run it stood in).
+
+    A file ``out`` that exists is replaced only with ``overwrite`` and only when ``own(out)``
+    says it is a previous output of this verb (any existing file when ``own`` is None). Folder
+    outputs keep their verb's own check of what the folder holds. Returns ``out`` as a Path.
+
+    Raises:
+        LvsearchError: naming ``flag``, the path, the input it would destroy and the fix.
+    """
+    out = Path(out)
+    target = Path(os.path.abspath(out))
+    for in_flag, path in inputs:
+        if path is None:
+            continue
+        src = Path(os.path.abspath(path))
+        if target == src:
+            raise LvsearchError(f"{flag} {out} is the input {in_flag} {path} of this command; writing there would "
+                                "destroy it (refused with or without --overwrite)",
+                                fix=f"pass another {flag}")
+        if target in src.parents:
+            raise LvsearchError(f"{flag} {out} contains the input {in_flag} {path} of this command; replacing it would "
+                                "delete that input (refused with or without --overwrite)",
+                                fix=f"pass an {flag} outside {target}")
+    if is_file:
+        kind = folder_kind(target.parent)
+        if kind is not None and target.exists() and not (own is not None and target.is_file() and own(target)):
+            raise LvsearchError(f"{flag} {out} is a file of {target.parent}, which holds {kind}, and not a previous "
+                                "output of this command (refused with or without --overwrite)",
+                                fix=f"write {flag} to a new file")
+        if target.exists() and not target.is_file():
+            raise LvsearchError(f"{flag} {out} is a folder", fix=f"pass a file path for {flag}")
+        if target.is_file():
+            if not overwrite:
+                raise LvsearchError(f"{flag} {out} already exists", fix="pass --overwrite to replace it, or another path")
+            if own is not None and not own(target):
+                raise LvsearchError(f"{flag} {out} exists and is not a previous output of this command; --overwrite "
+                                    "replaces only those", fix=f"pass another {flag}")
+        return out
+    cwd = Path(os.getcwd())
+    if overwrite and target.exists() and (target == cwd or target in cwd.parents):
+        where = "is the current folder" if target == cwd else "contains the current folder"
+        raise LvsearchError(f"{flag} {out} {where} ({target}); --overwrite would delete the folder you are working in",
+                            fix=f"run from another folder, or pass a named {flag} elsewhere")
+    return out
 
 
 def save_safetensors(tensors: dict, path: str | os.PathLike, *, metadata: dict[str, str] | None = None) -> None:

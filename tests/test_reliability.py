@@ -304,6 +304,14 @@ def ws(prepared_corpus: Path, small_corpus: Path, shared_data: Path, tmp_path_fa
     empty = w / "empty"
     empty.mkdir()
     paths["EMPTY"] = empty
+    thesis = w / "thesis"  # a user's folder that no lvsearch verb wrote
+    thesis.mkdir()
+    (thesis / "chapter1.tex").write_text("\\chapter{Introduction}\n")
+    rc_out = w / "rc-out"  # a rank check's folder whose file is reused (its standalone runs inside)
+    (rc_out / "standalone" / "00").mkdir(parents=True)
+    (rc_out / "rank_check.json").write_text("{}")
+    (rc_out / "standalone" / "00" / "summary.json").write_text("{}")
+    paths.update(THESIS=thesis, RC_OUT=rc_out)
     bin_src = w / "binary-src"
     bin_src.mkdir()
     (bin_src / "a.train").write_bytes(b"\x00\x01\x02\xff" * 500)
@@ -472,7 +480,7 @@ CASES = [
       "racing rung 64 is not below --dev-sequences 16"),
     C("evolve-racing-eta-one", "evolve --supernet {SN} --out {W}/e14 --racing 4 --racing-eta 1",
       "--racing-eta must be a finite number > 1, got 1.0"),
-    C("evolve-racing-eta-nan", "evolve --supernet {SN} --out {W}/e15 --racing-eta nan", "--racing-eta must be a finite"),
+    C("evolve-racing-eta-nan", "evolve --supernet {SN} --out {W}/e15 --racing-eta nan", "--racing-eta: 'nan' is not a finite number"),
     C("evolve-racing-eta-when-off", "evolve --supernet {SN} --out {W}/e16 --racing off --racing-eta 2",
       "--racing off turns racing off"),
     C("evolve-racing-with-nsga2", "evolve --supernet {SN} --out {W}/e17 --strategy nsga2 --racing 4", "NSGA-II"),
@@ -589,7 +597,96 @@ CASES = [
       "--mlm-data {CORPUS} --out {W}/ev20.json", "--trust-remote-code applies to --model hf:"),
     C("evaluate-allow-pickle-on-model-dir", "evaluate --model {MODEL} --allow-pickle --no-blimp --mlm-data {CORPUS} "
       "--out {W}/ev21.json", "--allow-pickle applies to --model hf:"),
+    # data lost (issue 36): --overwrite replaces only a previous output of the same verb
+    C("evaluate-out-over-weights", "evaluate --model {MODEL} --no-blimp --mlm-data {CORPUS} "
+      "--out {MODEL}/model.safetensors --overwrite", "{MODEL}/model.safetensors is a file of {MODEL}"),
+    C("evaluate-out-over-config", "evaluate --model {MODEL} --no-blimp --mlm-data {CORPUS} "
+      "--out {MODEL}/config.json --overwrite", "{MODEL}/config.json is a file of {MODEL}"),
+    C("evaluate-out-over-task-file", "evaluate --model {MODEL} --no-blimp --task {TASK} --out {TASK}/train.tsv "
+      "--overwrite", "{TASK}/train.tsv is a file of {TASK}, which holds a task folder"),
+    C("evaluate-out-over-user-file", "evaluate --model {MODEL} --no-blimp --mlm-data {CORPUS} --out {FILE} "
+      "--overwrite", "{FILE} exists and is not a previous output"),
+    C("export-over-unrelated-folder", "export --model {MODEL} --out {THESIS} --overwrite",
+      "{THESIS} is not empty and holds no lvsearch export"),
+    C("supernet-few-shot-out-is-source", "train-supernet --few-shot-from {SN} --op SA --steps 2 --data {CORPUS} "
+      "--out {SN} --overwrite", "is the input init_from {SN}"),
+    C("rank-check-out-holds-its-reuse", "rank-check --supernet {SN} --reuse {RC_OUT}/rank_check.json --out {RC_OUT} "
+      "--overwrite", "--out {RC_OUT} contains the input --reuse {RC_OUT}/rank_check.json"),
+    C("rank-check-out-holds-other-files", "rank-check --supernet {SN} --out {THESIS} --archs 3",
+      "--out {THESIS} is not empty and holds no rank check"),
+    C("evolve-out-is-supernet", "evolve --supernet {SN} --out {SN} --overwrite", "--out {SN} is the input --supernet"),
+    C("retrain-out-holds-its-arch", "retrain --arch {SEARCH}/best.json " + T + " --out {SEARCH} --overwrite",
+      "--out {SEARCH} contains the input --arch {SEARCH}/best.json"),
+    C("finalists-out-holds-its-topk", "retrain --arch {SEARCH}/topk.json --finalists 2 " + T + " --out {SEARCH} "
+      "--overwrite", "--out {SEARCH} contains the input --arch {SEARCH}/topk.json"),
+    C("quickstart-out-holds-its-task", "quickstart --data {CORPUS} --task {TASK} --out {W}",
+      "--out {W} contains the input input {TASK}"),
+    C("prepare-out-holds-its-input", "data prepare --input {THESIS} --out {W} --overwrite",
+      "--out {W} contains the input --input {THESIS}"),
+    C("scaling-plot-over-curve", "scaling fit {RT}/curve.jsonl --plot {RT}/curve.jsonl --overwrite",
+      "--plot {RT}/curve.jsonl is the input CURVE"),
+    C("scaling-plot-over-existing-file", "scaling fit {RT}/curve.jsonl --plot {FILE}", "--plot {FILE} already exists"),
+    C("scaling-plot-over-non-png", "scaling fit {RT}/curve.jsonl --plot {FILE} --overwrite",
+      "--plot {FILE} exists and is not a previous output"),
+    # a device torch cannot use here: one message naming the devices that exist (CPU-only CI)
+    C("supernet-device-cuda", "train-supernet --config quickstart --data {CORPUS} --out {W}/dv1 --device cuda",
+      "--device cuda: torch cannot use CUDA here"),
+    C("retrain-device-cuda", "retrain --arch bert " + T + " --out {W}/dv2 --device cuda",
+      "--device cuda: torch cannot use CUDA here"),
+    C("evolve-device-cuda", "evolve --supernet {SN} --out {W}/dv3 --device cuda", "--device cuda: torch cannot use CUDA"),
+    C("rank-check-device-cuda", "rank-check --supernet {SN} --out {W}/dv4 --device cuda",
+      "--device cuda: torch cannot use CUDA"),
+    C("evaluate-device-cuda-7", "evaluate --model {MODEL} --no-blimp --mlm-data {CORPUS} --out {W}/dv5.json "
+      "--device cuda:7", "--device cuda:7: torch cannot use CUDA"),
+    C("evaluate-device-tpu", "evaluate --model {MODEL} --no-blimp --mlm-data {CORPUS} --out {W}/dv6.json --device tpu",
+      "--device 'tpu' is not a device lvsearch runs on (devices here: cpu)"),
+    C("quickstart-device-cuda", "quickstart --out {W}/dv7 --device cuda", "--device cuda: torch cannot use CUDA"),
+    # numbers out of range, refused at parse time
+    C("evolve-min-params-overflow", "evolve --supernet {SN} --out {W}/n1 --min-params 1e999",
+      "--min-params: '1e999' is not a finite number"),
+    C("evolve-max-flops-overflow", "evolve --supernet {SN} --out {W}/n2 --max-flops 1e999",
+      "--max-flops: '1e999' is not a finite number"),
+    C("evolve-cache-mb-nan", "evolve --supernet {SN} --out {W}/n3 --cache-mb nan", "--cache-mb: 'nan' is not a finite"),
+    C("evolve-mutation-prob-above-one", "evolve --supernet {SN} --out {W}/n4 --mutation-prob 1.5",
+      "--mutation-prob: '1.5' is outside [0, 1]"),
+    C("evolve-budget-negative", "evolve --supernet {SN} --out {W}/n5 --budget -5", "--budget"),
+    C("evaluate-lr-inf", "evaluate --model {MODEL} --no-blimp --task {TASK} --out {W}/n6.json --lr inf",
+      "--lr: 'inf' is not a finite number"),
+    C("evaluate-max-len-one", "evaluate --model {MODEL} --no-blimp --task {TASK} --out {W}/n7.json --max-len 1",
+      "--max-len: must be ≥ 3"),
+    C("scaling-holdout-one", "scaling fit {RT}/curve.jsonl --holdout-frac 1", "--holdout-frac: '1' is outside [0, 1)"),
+    C("quickstart-minutes-huge", "quickstart --minutes 1e9 --out {W}/n8", "--minutes 1e+09 is above 10,080"),
+    C("prepare-dev-fraction-zero", "data prepare --input {THESIS} --out {W}/n9 --dev-fraction 0",
+      "--dev-fraction: '0' is outside (0, 1)"),
 ]
+
+
+@pytest.mark.parametrize("verb", ["train-supernet", "retrain", "prepare"])
+def test_overwrite_never_deletes_the_folder_the_user_stands_in(ws: dict[str, Path], tmp_path: Path, verb: str):
+    """``cd RUN && train-supernet --out . --overwrite`` deleted the run, then failed; ``retrain
+    --out ..`` and ``data prepare --out .. --overwrite`` from inside a dataset did the same."""
+    import shutil
+
+    if verb == "prepare":
+        run = tmp_path / "corpus"
+        shutil.copytree(ws["CORPUS"], run)
+        (run / "sub").mkdir()
+        cwd, argv = run / "sub", ["data", "prepare", "--input", str(ws["THESIS"]), "--out", "..", "--overwrite"]
+    else:
+        run = tmp_path / "run"
+        shutil.copytree(ws["SN"] if verb == "train-supernet" else ws["RT"], run)
+        (run / "sub").mkdir()
+        out, cwd = (".", run) if verb == "train-supernet" else ("..", run / "sub")
+        argv = ([verb, "--config", "quickstart"] if verb == "train-supernet" else
+                [verb, "--arch", "bert", "--config", "retrain-quickstart"]) + [
+            "--data", str(ws["CORPUS"]), "--out", out, "--overwrite", *_sets(RETRAIN_TINY[:1])]
+    before = tree_digest(run)
+    env = {**os.environ, "LVSEARCH_QUIET": "1", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    proc = subprocess.run([sys.executable, "-m", "lvsearch", *argv], capture_output=True, text=True, timeout=300,
+                          env=env, cwd=cwd)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr and "the folder you are working in" in " ".join(proc.stderr.split())
+    assert tree_digest(run) == before
 
 
 def _fill(text: str, ws: dict[str, Path]) -> str:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from lvsearch.argtypes import float_in
+
 PREPARE_EPILOG = """\
 inputs:
   a folder                 its *.txt, *.train and *.dev files (BabyLM layout: train/*.train,
@@ -50,7 +52,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     prep.add_argument("--out", required=True, metavar="DIR", help="output folder (new or empty)")
     prep.add_argument("--vocab-size", type=_positive_int, default=16384, help="WordPiece vocabulary size (default: 16384)")
     prep.add_argument("--seq-len", type=_positive_int, default=128, help="default packed sequence length (default: 128)")
-    prep.add_argument("--dev-fraction", type=float, default=0.02, help="fraction of documents held out when there is no dev text (default: 0.02)")
+    prep.add_argument("--dev-fraction", type=float_in(0, 1, lo_open=True, hi_open=True), default=0.02, help="fraction of documents held out when there is no dev text (default: 0.02)")
     prep.add_argument("--seed", type=int, default=0, help="seed of the train/dev split (default: 0)")
     prep.add_argument("--lowercase", action=argparse.BooleanOptionalAction, default=True, help="lower-case text (default: on)")
     prep.add_argument("--min-frequency", type=_positive_int, default=2, help="minimum count of a WordPiece piece (default: 2)")

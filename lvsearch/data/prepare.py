@@ -27,7 +27,15 @@ from lvsearch.data.shards import FORMAT, MANIFEST, SPLITS, TOKENIZER, changed_so
 from lvsearch.data.sources import ResolvedInputs, iter_split_documents, resolve_inputs
 from lvsearch.data.tokenizer import SpecialIds, load_tokenizer, train_wordpiece
 from lvsearch.errors import LvsearchError
-from lvsearch.io import atomic_write_json, check_writable_folder, read_json, remove_stale_temps, sha256_file, umask
+from lvsearch.io import (
+    atomic_write_json,
+    check_writable_folder,
+    guard_output,
+    read_json,
+    remove_stale_temps,
+    sha256_file,
+    umask,
+)
 
 #: Lines encoded per call of the Rust tokenizer.
 ENCODE_BATCH_LINES = 8192
@@ -205,6 +213,9 @@ def prepare(
     settings = settings or PrepareSettings()
     settings.check()
     out = Path(out).expanduser().resolve()
+    guard_output(out, overwrite=overwrite,
+                 inputs=[*(("--input", Path(i).expanduser()) for i in inputs if not str(i).startswith("builtin:")),
+                         ("--tokenizer", tokenizer)])
     check_out_folder(out, overwrite=overwrite)
     start = time.perf_counter()
     resolved = resolve_inputs(inputs, list(hf_datasets), text_column=text_column, skip_bad_files=skip_bad_files)

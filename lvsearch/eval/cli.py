@@ -82,6 +82,17 @@ example:
 """
 
 
+def _at_least(lo: int):
+    """An integer ≥ ``lo`` (e.g. --max-len: [CLS], one token and [SEP] need 3)."""
+    def parse(text: str) -> int:
+        v = _positive_int(text)
+        if v < lo:
+            raise argparse.ArgumentTypeError(f"must be ≥ {lo}, got {v}")
+        return v
+    parse.__name__ = "integer"
+    return parse
+
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -141,20 +152,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     f = p.add_argument_group("fine-tuning")
     f.add_argument("--task", action="append", default=[], metavar="DIR_OR_HF",
                    help="task folder, or HF dataset hf:NAME:CONFIG / NAME:CONFIG (repeatable)")
+    from lvsearch.argtypes import float_in, positive_float
     from lvsearch.eval.finetune import LR_BASE, LR_REF_WIDTH
 
     f.add_argument("--epochs", type=_positive_int, default=d.epochs, help=f"epochs (default: {d.epochs})")
-    f.add_argument("--lr", type=float, default=None,
+    f.add_argument("--lr", type=positive_float, default=None,
                    help=f"peak learning rate of the top slot and classifier (default: {LR_BASE:g} × {LR_REF_WIDTH} / "
                         "the model's hidden width, e.g. 1e-3 at hidden 128, 5e-4 at 256)")
-    f.add_argument("--layer-decay", type=float, default=d.layer_decay,
+    f.add_argument("--layer-decay", type=float_in(0, 1, lo_open=True), default=d.layer_decay,
                    help=f"layer-wise LR decay per slot (default: {d.layer_decay:g}; 1 = off)")
     from lvsearch.eval.finetune import POOLINGS
 
     f.add_argument("--pooling", choices=POOLINGS, default=d.pooling,
                    help=f"classifier input: cls = the [CLS] hidden state, mean = mean over the tokens (default: {d.pooling})")
     f.add_argument("--batch-size", type=_positive_int, default=d.batch_size, help=f"batch size (default: {d.batch_size})")
-    f.add_argument("--max-len", type=_positive_int, default=d.max_len,
+    f.add_argument("--max-len", type=_at_least(3), default=d.max_len,
                    help=f"max tokens per example, [CLS]/[SEP] included (default: {d.max_len})")
     f.add_argument("--seeds", type=_positive_int, default=d.seeds, metavar="N",
                    help=f"number of seeds 0..N-1 (default: {d.seeds})")

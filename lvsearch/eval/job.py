@@ -14,6 +14,8 @@ The command line (:mod:`lvsearch.eval.cli`) only parses arguments into :class:`E
 
 from __future__ import annotations
 
+import json
+
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -23,7 +25,7 @@ from lvsearch.errors import LvsearchError
 from lvsearch.eval.blimp import DEFAULT_METRIC
 from lvsearch.eval.finetune import FinetuneConfig
 from lvsearch.eval.report import DEFAULT_REPORT_NAME, REPORT_FORMAT, summary_rows
-from lvsearch.io import check_writable_folder
+from lvsearch.io import check_writable_folder, guard_output
 
 #: Which BLiMP pairs ``blimp_limit`` keeps (recorded in the report as ``blimp.limit_rule``).
 BLIMP_LIMIT_RULE = "first N pairs of each paradigm, in file order"
@@ -95,6 +97,17 @@ class EvaluateResult:
     report: dict
     json_path: Path
     markdown_path: Path
+
+
+def is_eval_report(path: Path) -> bool:
+    """Whether ``path`` is an evaluation report this verb wrote (a JSON file of
+    :data:`REPORT_FORMAT`): the only file ``evaluate --overwrite`` replaces."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(1 << 20)
+        return json.loads(head.decode("utf-8")).get("format") == REPORT_FORMAT
+    except (OSError, ValueError, AttributeError, UnicodeDecodeError):
+        return False
 
 
 def default_blimp_dir() -> Path:
@@ -172,6 +185,12 @@ def evaluate(opts: EvaluateOptions, *, show: bool = True) -> EvaluateResult:
         raise LvsearchError(f"--out {out} ends in .md; the Markdown table goes beside the JSON report",
                             fix="pass a JSON file name such as report.json")
     check_writable_folder(out.parent, "--out", shown=str(out))
+    local_tasks = [("--task", t) for t in opts.tasks if not str(t).startswith("hf:") and Path(t).exists()]
+    inputs = [("--model", None if hf and not model_dir.is_dir() else model_dir), ("--mlm-data", opts.mlm_data),
+              ("--blimp", opts.blimp), *local_tasks]
+    guard_output(out, inputs=inputs, overwrite=opts.overwrite, is_file=True, own=is_eval_report)
+    guard_output(md_out, inputs=inputs, overwrite=opts.overwrite, is_file=True,
+                 own=lambda p: is_eval_report(p.with_suffix(".json")))
     for path, what in ((out, "report"), (md_out, "Markdown report")):
         if path.exists() and not opts.overwrite:
             raise LvsearchError(f"{what} {path} already exists", fix="pass --overwrite to replace it, or another --out")
@@ -185,7 +204,9 @@ def evaluate(opts: EvaluateOptions, *, show: bool = True) -> EvaluateResult:
         torch.set_num_threads(opts.threads)
     from lvsearch.modeldir import load_model
 
-    device = opts.device
+    from lvsearch.device import check_device
+
+    device = check_device(opts.device)
     if device == "auto":
         import torch
 

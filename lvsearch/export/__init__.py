@@ -296,9 +296,25 @@ def check_out(out: Path, overwrite: bool, *, source: Path | None = None) -> None
     if out.exists() and not out.is_dir():
         raise LvsearchError(f"--out {out} is a file", fix="pass a folder path for the exported model")
     check_writable_folder(out)
-    if out.is_dir() and any(out.iterdir()) and not overwrite:
-        raise LvsearchError(f"--out {out} exists and is not empty; refusing to overwrite it",
-                            fix="pass a new or empty folder, or --overwrite to replace it")
+    if out.is_dir() and any(out.iterdir()):
+        if not is_export(out):
+            raise LvsearchError(f"--out {out} is not empty and holds no lvsearch export (no lvsearch_export.json); "
+                                "--overwrite replaces only an earlier export (refused with or without it)",
+                                fix="pass a new or empty folder")
+        if not overwrite:
+            raise LvsearchError(f"--out {out} already holds an export; refusing to overwrite it",
+                                fix="pass a new or empty folder, or --overwrite to replace it")
+
+
+def is_export(folder: Path) -> bool:
+    """Whether ``folder`` holds an export this verb wrote (``lvsearch_export.json`` of
+    :data:`EXPORT_FORMAT`): the only folder ``export --overwrite`` replaces."""
+    import json
+
+    try:
+        return json.loads((folder / "lvsearch_export.json").read_text(encoding="utf-8")).get("format") == EXPORT_FORMAT
+    except (OSError, ValueError, AttributeError, UnicodeDecodeError):
+        return False
 
 
 def export_model(model_dir: str | os.PathLike, out: str | os.PathLike, *, generator: bool = False,

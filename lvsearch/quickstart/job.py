@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Callable
 from lvsearch.errors import LvsearchError
 from lvsearch.eval.job import EvaluateOptions
 from lvsearch.faults import kill_point
-from lvsearch.io import atomic_write_json, check_same_settings, check_writable_folder, read_json
+from lvsearch.io import atomic_write_json, check_same_settings, check_writable_folder, guard_output, read_json
 from lvsearch.quickstart.plan import ARM_TITLES, ARMS, Plan, make_plan, pace_line  # noqa: F401 (re-exported)
 
 if TYPE_CHECKING:
@@ -165,13 +165,19 @@ def open_context(out: str | Path, settings: QuickstartSettings, *, device: str =
         LvsearchError: bad settings; ``OUT`` is a file, a non-empty folder that holds no
             quickstart, or a quickstart with other settings.
     """
+    from lvsearch.device import check_device
+
     _check_settings(settings)
+    check_device(device)
     out = Path(out).expanduser().resolve()
     plan = make_plan(settings.minutes, settings.seeds, settings.finalists)
     wanted = _normalise_settings(settings)
     path = out / STATE
     if out.exists() and not out.is_dir():
         raise LvsearchError(f"--out {out} is a file", fix="choose a folder path")
+    local = [p for p in (settings.data, *settings.tasks, settings.blimp)
+             if p is not None and not str(p).startswith(("builtin:", "hf:"))]
+    guard_output(out, inputs=[("input", Path(p).expanduser()) for p in local])
     check_writable_folder(out)
     if path.exists():
         state = read_json(path, what="quickstart state")

@@ -196,6 +196,10 @@ def pace_line(minutes: float, used_s: float, done_stages, budgets: dict[str, flo
             f"~{eta_total:.0f} min, ~{max(0.0, eta_total - used_min):.0f} min left"), pace
 
 
+#: The longest quickstart plan (minutes): a week.
+MAX_MINUTES = 7 * 24 * 60
+
+
 def make_plan(minutes: float = BASE_MINUTES, seeds: int = 1, finalists: int = 0) -> Plan:
     """The plan for a budget of ``minutes`` (default 20), ``seeds`` pretraining seeds per arm
     and ``finalists`` EA finalists (0: none, the default).
@@ -220,6 +224,10 @@ def make_plan(minutes: float = BASE_MINUTES, seeds: int = 1, finalists: int = 0)
     """
     if not (math.isfinite(minutes) and minutes > 0):
         raise LvsearchError(f"--minutes must be > 0, got {minutes}", fix="e.g. --minutes 20 (the default)")
+    if minutes > MAX_MINUTES:
+        raise LvsearchError(f"--minutes {minutes:g} is above {MAX_MINUTES:,} (a week): the quickstart is a CPU-scale "
+                            "demonstration", fix="use the verbs with the paper recipes for longer runs (README, "
+                                                 "'Paper-scale workflow')")
     if seeds < 1:
         raise LvsearchError(f"--seeds must be ≥ 1, got {seeds}", fix="e.g. --seeds 1 (the default) or 3")
     if finalists < 0 or finalists == 1:

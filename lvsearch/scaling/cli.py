@@ -27,18 +27,22 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "(2022) and extrapolate.")
     p.set_defaults(group_parser=p)
     ss = p.add_subparsers(dest="scaling_command", metavar="SUBCOMMAND")
+    from lvsearch.argtypes import float_in, positive_float
+
     f = ss.add_parser("fit", help="fit M1-M4 to one learning curve and extrapolate",
                       description=__doc__.split("\n\n")[1].replace("``", ""))
     f.add_argument("curve", help="learning curve: .csv (header row) or .jsonl (one object per line)")
     f.add_argument("--x", default="tokens", help="column/key of the training amount (default: tokens)")
     f.add_argument("--y", default="loss", help="column/key of the loss (default: loss)")
     f.add_argument("--models", default="M1,M2,M3,M4", help="comma-separated estimators (default: all)")
-    f.add_argument("--holdout-frac", type=float, default=0.5,
+    f.add_argument("--holdout-frac", type=float_in(0, 1, hi_open=True), default=0.5,
                    help="fraction of the last points held out to measure extrapolation (default 0.5; 0 = fit all)")
-    f.add_argument("--predict-at", type=float, nargs="+", default=[], metavar="X",
+    f.add_argument("--predict-at", type=positive_float, nargs="+", default=[], metavar="X",
                    help="training amounts to predict the loss at")
-    f.add_argument("--plot", metavar="OUT.png", help="write a log-log plot of data and fits")
-    f.add_argument("--eps0", type=float, default=None,
+    f.add_argument("--plot", metavar="OUT.png", help="write a log-log plot of data and fits (a new file, or a PNG "
+                                                      "with --overwrite; never the curve itself)")
+    f.add_argument("--overwrite", action="store_true", help="replace an existing --plot PNG")
+    f.add_argument("--eps0", type=positive_float, default=None,
                    help="M4 random-guess loss eps_0 (start value, fitted); default: fitted from max(y)")
     f.add_argument("--smooth", choices=["none", "running-min", "moving-average"], default="none",
                    help="fit on a smoothed copy of y (a single noisy low point pins eps_inf)")
@@ -158,6 +162,15 @@ def read_curve(path: str | Path, xkey: str, ykey: str) -> tuple[list[float], lis
     return xs, ys, skipped
 
 
+def _is_png(path) -> bool:
+    """Whether ``path`` is a PNG image (what ``--plot`` writes; the only file it replaces)."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(8) == b"\x89PNG\r\n\x1a\n"
+    except OSError:
+        return False
+
+
 def run_fit(args: argparse.Namespace) -> int:
     import numpy as np
     from rich.console import Console
@@ -168,6 +181,11 @@ def run_fit(args: argparse.Namespace) -> int:
     names = [m.strip().upper() for m in args.models.split(",") if m.strip()]
     if not names:
         raise LvsearchError("--models is empty", fix="pass e.g. --models M2,M4")
+    if args.plot:
+        from lvsearch.io import guard_output
+
+        guard_output(args.plot, flag="--plot", inputs=[("CURVE", args.curve)], overwrite=args.overwrite, is_file=True,
+                     own=_is_png)
     if not 0.0 <= args.holdout_frac < 1.0:
         raise LvsearchError(f"--holdout-frac must be in [0, 1), got {args.holdout_frac}", fix="pass e.g. 0.5")
     xs, ys, skipped = read_curve(args.curve, args.x, args.y)

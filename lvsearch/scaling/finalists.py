@@ -76,7 +76,7 @@ from lvsearch.arch import ARCH_FORMAT, Arch, resolve_arch
 from lvsearch.config import RetrainConfig, load_config, to_jsonable
 from lvsearch.errors import LvsearchError
 from lvsearch.faults import kill_point
-from lvsearch.io import atomic_write_json, check_same_settings, check_writable_folder, read_json
+from lvsearch.io import atomic_write_json, check_same_settings, check_writable_folder, guard_output, read_json
 from lvsearch.scaling.halving import halving_rounds, halving_rungs
 from lvsearch.train.loop import read_curve
 
@@ -423,6 +423,8 @@ def run_finalists(
     out = Path(out).expanduser().resolve()
     if out.exists() and not out.is_dir():
         raise LvsearchError(f"--out {out} is a file", fix="choose a folder path")
+    guard_output(out, overwrite=overwrite, inputs=[("--data", data_dir), ("--arch", arch_spec if Path(str(arch_spec)).exists()
+                                                                          else None)])
     check_writable_folder(out)
     data = PreparedData.open(data_dir)
     from lvsearch.train.retrain import space_from_arch_file

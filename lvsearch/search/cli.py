@@ -26,11 +26,10 @@ warm-started from --supernet with the op fixed at one slot, e.g. for op SA at sl
 
 
 def _int(text: str) -> int:
-    """Integers also as 5e6 / 5_000_000."""
-    try:
-        return int(float(text)) if any(c in text for c in "eE.") else int(text.replace("_", ""))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    """Integers also as 5e6 / 5_000_000 (finite, below 2⁶³: :func:`lvsearch.argtypes.count`)."""
+    from lvsearch.argtypes import count
+
+    return count(text)
 
 
 def _rungs(text: str) -> tuple[int, ...]:
@@ -58,6 +57,7 @@ def _dev_count(text: str) -> int | str:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from lvsearch.argtypes import finite_float, float_in
     from lvsearch.search.job import DEFAULT_DEV_SEQUENCES, DEFAULT_FITNESS, DEFAULT_RACING
 
     p = sub.add_parser(
@@ -78,9 +78,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--iterations", type=int, default=None, help="iterations T (default 20)")
     p.add_argument("--crossover", type=int, default=None, help="children by crossover per iteration (default P/2)")
     p.add_argument("--mutation", type=int, default=None, help="children by mutation per iteration (default P - crossover)")
-    p.add_argument("--mutation-prob", type=float, default=None,
+    p.add_argument("--mutation-prob", type=float_in(0, 1), default=None,
                    help="per-slot op re-draw probability p of the mutation (default 0.1, LV-BERT's)")
-    p.add_argument("--input-mutation-prob", type=float, default=None,
+    p.add_argument("--input-mutation-prob", type=float_in(0, 1), default=None,
                    help="per-input flip probability of the mutation in ELC spaces (default 0: a child that changes no "
                         "op would be a near-clone of its parent; connectivity is searched by the first population "
                         "and crossover)")
@@ -104,7 +104,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "(random) dev sequences, keep the best 1/eta, ..., the survivors on all; 'off' scores "
                         f"everyone on all (default: the recorded one on --resume, else {_fmt_rungs(DEFAULT_RACING)}, "
                         "without the rungs a smaller dev set cannot hold)")
-    p.add_argument("--racing-eta", type=float, default=None, metavar="ETA", help="racing keep factor (default 4)")
+    p.add_argument("--racing-eta", type=finite_float, default=None, metavar="ETA", help="racing keep factor (default 4)")
     p.add_argument("--crossover-kind", choices=["uniform", "one-point", "two-point"], default=None, help="default: uniform")
     p.add_argument("--nsga2-cost", choices=["params", "flops"], default=None, help="NSGA-II objective to minimise (default params)")
     p.add_argument("--max-params", type=_int, default=None, metavar="N", help="reject architectures with more parameters")
@@ -115,7 +115,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         f"--resume, else {DEFAULT_DEV_SEQUENCES or 'the run eval.dev_sequences'})")
     p.add_argument("--batch-size", type=int, default=None, metavar="N", help="dev sequences per forward chunk (default: all)")
     p.add_argument("--seed", type=int, default=None, help="search seed (default 0)")
-    p.add_argument("--cache-mb", type=float, default=512.0, metavar="MB", help="prefix-cache budget (default 512)")
+    p.add_argument("--cache-mb", type=float_in(0, 1 << 30), default=512.0, metavar="MB", help="prefix-cache budget (default 512)")
     p.add_argument("--data", default=None, metavar="DIR", help="prepared data (default: the folder recorded in the run)")
     p.add_argument("--space", default=None, metavar="NAME", help="expected search space, checked against the supernet's (a bare family name such as lvbert matches the supernet's lvbert@N)")
     p.add_argument("--compare-random", action="store_true", help="also run random search from the same first population with the same compute (the EA's dev-sequence passes), then compare the "
@@ -408,8 +408,12 @@ def _rank_check(args: argparse.Namespace) -> int:
         parts = ", ".join(f"{lab} (n={v['n']}): {fmt(v['tau'])}" for lab, v in st["strata"].items())
         ui.console.print(f"τ within {name} strata: {parts}; pair-weighted {fmt(st['weighted_tau'])}", highlight=False, markup=False)
     for name, b in res["by_fitness"].items():
-        ui.console.print(f"fitness {name}: τ {fmt(b['kendall_tau'])} 95% {ci(b['kendall_tau_ci95'])}, "
-                         f"top-5 precision {fmt(b['top5_precision'])}", highlight=False, markup=False)
+        region = b.get("top_region") or {}
+        top = (f", top-region τ {fmt(region.get('kendall_tau'))} over the best {region['n']} by standalone accuracy"
+               if region.get("n") else "")
+        ui.console.print(f"fitness {name}: τ {fmt(b['kendall_tau'])} 95% {ci(b['kendall_tau_ci95'])}{top}, "
+                         f"top-5 precision {fmt(b['top5_precision'])} (averaged over tie orders)",
+                         highlight=False, markup=False)
     for line in landscape or ():
         ui.console.print(line, highlight=False, markup=False, soft_wrap=True)
     return 0

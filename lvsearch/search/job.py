@@ -29,7 +29,7 @@ from pathlib import Path
 
 from lvsearch.arch import Arch
 from lvsearch.errors import LvsearchError
-from lvsearch.io import check_writable_folder
+from lvsearch.io import check_writable_folder, guard_output
 from lvsearch.search.evaluator import Constraints, EvalResult, Racing
 from lvsearch.search.evolution import STATE, Search, SearchConfig, SearchResult, plot_curves
 from lvsearch.search.second_stage import SECOND_STAGE_DIR, SECOND_STAGE_FILE, SecondStage
@@ -423,6 +423,9 @@ def evolve(opts: EvolveOptions, config: SearchConfig, *, show_progress: bool = T
     out = Path(opts.out).expanduser().resolve()
     info = init_distributed(opts.device)
     try:
+        guard_output(out, overwrite=opts.overwrite and not opts.resume,
+                     inputs=[("--supernet", opts.supernet), ("--data", opts.data),
+                             *(("--few-shot", r) for r in (opts.few_shot or ()))])
         _check_out(out, opts.resume, opts.overwrite)
         if opts.cache_mb < 0:
             raise LvsearchError(f"--cache-mb must be ≥ 0, got {opts.cache_mb}")

@@ -464,12 +464,17 @@ def rank_check(supernet: str | Path, *, num_archs: int = 8, steps: int = 200, po
         raise LvsearchError(f"--archs must be ≥ 3 for a rank correlation, got {num_archs}")
     if steps < 1:
         raise LvsearchError(f"--steps must be ≥ 1, got {steps}")
+    from lvsearch.io import guard_output
+
+    out = Path(out) if out is not None else Path(supernet) / "rank_check"
+    guard_output(out, overwrite=overwrite, inputs=[("--supernet", supernet), ("--data", data), ("--reuse", reuse)])
+    if out.is_dir() and any(out.iterdir()) and not (out / "rank_check.json").exists():
+        raise LvsearchError(f"--out {out} is not empty and holds no rank check", fix="choose a new or empty folder")
     t0 = time.perf_counter()
     info = init_distributed(device)
     if info.enabled:
         raise LvsearchError("rank-check runs on one process", fix="run it without torchrun")
     loaded = load_supernet(supernet, device=info.device, step=step)
-    out = Path(out) if out is not None else Path(supernet) / "rank_check"
     reused = None
     if reuse is not None:
         from lvsearch.io import read_json

@@ -40,9 +40,15 @@ def init_distributed(device: str = "auto") -> DistInfo:
     Args:
         device: ``auto`` (``cuda:LOCAL_RANK`` when CUDA is available, else CPU), ``cpu`` or ``cuda``.
 
+    Raises:
+        LvsearchError: a device torch cannot use here (:func:`lvsearch.device.check_device`).
+
     Under torchrun on CPU, each process gets ``cpu_count // LOCAL_WORLD_SIZE`` intra-op threads so
     that processes do not oversubscribe the cores.
     """
+    from lvsearch.device import check_device
+
+    check_device(device)
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))

@@ -343,6 +343,7 @@ def retrain(
             other data.
     """
     from lvsearch import ui
+    from lvsearch.io import guard_output
     from lvsearch.modeldir import save_model_dir
 
     out = Path(out).expanduser().resolve()
@@ -360,6 +361,8 @@ def retrain(
             overrides = _recorded_space(out, list(overrides))
 
         def check_new(config: RetrainConfig) -> None:
+            if arch_spec is not None and Path(str(arch_spec)).is_file():
+                guard_output(out, overwrite=overwrite, inputs=[("--arch", arch_spec)])
             check_arch_file_provenance(arch_spec, data)
             resolved.append(resolve_arch(arch_spec, recipe_space(config, None, arch_spec)))
 

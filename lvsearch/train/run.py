@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 from lvsearch.config import build_dataclass, load_config, to_jsonable
 from lvsearch.errors import LvsearchError
-from lvsearch.io import check_writable_folder, differing_keys, read_json
+from lvsearch.io import check_writable_folder, differing_keys, guard_output, read_json
 from lvsearch.train.checkpoint import CHECKPOINTS, latest_checkpoint, latest_step, verify_checkpoint
 
 CONFIG = "config.json"
@@ -169,6 +169,8 @@ def select_config(
     if info.is_main:
         check_step_memory(config, data)
     if info.is_main:
+        guard_output(out, overwrite=overwrite,
+                     inputs=[("--data", getattr(data, "folder", None)), ("init_from", getattr(config, "init_from", None))])
         check_new_run(out, overwrite=overwrite, run_format=run_format)
     barrier(info)
     return config, None

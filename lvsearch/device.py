@@ -1,0 +1,47 @@
+"""The compute device a verb runs on: one check, shared by every verb, before any model loads.
+
+``--device`` takes ``auto`` (CUDA when torch can use it, else the CPU), ``cpu``, ``cuda`` or
+``cuda:N``. Anything torch cannot use here is one :class:`~lvsearch.errors.LvsearchError`
+naming the devices that exist (before, ``--device cuda`` on a machine without CUDA ended in an
+``AttributeError`` from ``torch.cuda.set_device``, a ``pin_memory`` error or a safetensors one,
+depending on the verb).
+"""
+
+from __future__ import annotations
+
+from lvsearch.errors import LvsearchError
+
+
+def available_devices() -> list[str]:
+    """The devices torch can use here: ``cpu`` and ``cuda:0`` … ``cuda:N-1``."""
+    import torch
+
+    n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    return ["cpu", *(f"cuda:{i}" for i in range(n))]
+
+
+def check_device(device: str, flag: str = "--device") -> str:
+    """``device`` unchanged when torch can use it here (``auto`` always can).
+
+    Raises:
+        LvsearchError: an unknown device name, CUDA asked for where torch has none (a CPU
+            build or no GPU), or a CUDA index beyond the GPUs present; the message lists the
+            devices that exist.
+    """
+    import torch
+
+    if device in ("auto", "cpu"):
+        return device
+    here = ", ".join(available_devices())
+    kind, _, index = str(device).partition(":")
+    if kind != "cuda" or (index and not index.isdigit()):
+        raise LvsearchError(f"{flag} {device!r} is not a device lvsearch runs on (devices here: {here})",
+                            fix="use auto, cpu, cuda or cuda:N")
+    if not torch.cuda.is_available():
+        build = f"CUDA {torch.version.cuda}" if torch.version.cuda else "a CPU-only build"
+        raise LvsearchError(f"{flag} {device}: torch cannot use CUDA here (torch {torch.__version__}, {build}; "
+                            f"devices here: {here})", fix="pass --device cpu (or auto)")
+    if index and int(index) >= torch.cuda.device_count():
+        raise LvsearchError(f"{flag} {device}: there are {torch.cuda.device_count()} CUDA devices (devices here: {here})",
+                            fix="pass a device that exists, e.g. --device cuda:0")
+    return device
