@@ -64,6 +64,8 @@ def search(args, seed: int, lo: int, hi: int) -> Path:
     cmd = ["evolve", "--supernet", str(args.supernet), "--out", str(out), "--population", str(args.population),
            "--iterations", str(args.iterations), "--seed", str(seed), "--compare-random",
            "--min-params", str(lo), "--max-params", str(hi)]
+    if args.strategy is not None:
+        cmd += ["--strategy", args.strategy]
     if args.search_dev_sequences != "default":  # else evolve's defaults: fitness −loss, racing, 1024
         cmd += ["--dev-sequences", str(args.search_dev_sequences)]
     if (out / "state.json").exists():
@@ -79,14 +81,22 @@ def _search_done(folder: Path) -> bool:
         return False
 
 
+def seed_list(args) -> list[int]:
+    """The search seeds run and reported: ``--seed-list``, else 0..``--seeds``−1."""
+    return list(args.seed_list) if args.seed_list is not None else list(range(args.seeds))
+
+
 def arch_arg(args, arm: str, seed: int) -> list[str]:
+    """The retrain's ``--arch`` (and ``--set num_slots`` when the supernet's slot count is not
+    the recipe's 12)."""
+    resize = ["--set", f"num_slots={args.num_slots}"] if args.num_slots != 12 else []
     if arm == "ea":
-        return ["--arch", str(args.work / f"search-{seed}" / "best.json")]
+        return ["--arch", str(args.work / f"search-{seed}" / "best.json"), *resize]
     if arm == "random-search":
-        return ["--arch", str(args.work / f"search-{seed}" / "random" / "best.json")]
+        return ["--arch", str(args.work / f"search-{seed}" / "random" / "best.json"), *resize]
     if arm == "random-arch":
-        return ["--arch", "random:1", "--set", f"space={args.space}"]
-    return ["--arch", arm]
+        return ["--arch", "random:1", "--set", f"space={args.space}", *resize]
+    return ["--arch", arm, *resize]
 
 
 def run_arm(args, arm: str, seed: int) -> str:
@@ -128,10 +138,10 @@ def train_all(args) -> None:
     ref, lo, hi = band(args.supernet)
     print(f"bert {ref:,} params; band [{lo:,}, {hi:,}]", flush=True)
     first = [a for a in ARMS[:3] if a in args.arms]
-    order = [(arm, s) for s in range(args.seeds) for arm in first] + \
-            [(arm, s) for s in range(args.seeds) for arm in ARMS[3:] if arm in args.arms]
+    order = [(arm, s) for s in seed_list(args) for arm in first] + \
+            [(arm, s) for s in seed_list(args) for arm in ARMS[3:] if arm in args.arms]
     with ThreadPoolExecutor(args.jobs) as pool:
-        searches = {s: pool.submit(search, args, s, lo, hi) for s in range(args.seeds)}
+        searches = {s: pool.submit(search, args, s, lo, hi) for s in seed_list(args)}
         futures = []
         for arm, s in order:
             def job(arm=arm, s=s):
@@ -228,7 +238,7 @@ def rank_check_on_arms(args, rows: dict) -> dict:
 def report(args) -> Path:
     rows: dict[str, dict[int, dict]] = {}
     for arm in args.arms:
-        for s in range(args.seeds):
+        for s in seed_list(args):
             run = args.work / "runs" / f"{arm}-s{s}"
             full = (run / "eval.json").exists()
             if not (full or (args.mlm_only and (run / "mlm.json").exists())):
@@ -268,7 +278,7 @@ def report(args) -> Path:
                                  [ra[s]["_blimp_correct"] for s in common], [rb[s]["_blimp_correct"] for s in common]),
                 polarity=_intervals([ra[s]["polarity"] for s in common], [rb[s]["polarity"] for s in common], None, None))
     searches = {}
-    for s in range(args.seeds):
+    for s in seed_list(args):
         for label, folder in (("evolution", args.work / f"search-{s}"), ("random", args.work / f"search-{s}" / "random")):
             try:
                 best = json.loads((folder / "best.json").read_text())
@@ -276,12 +286,15 @@ def report(args) -> Path:
             except (OSError, ValueError):
                 continue
             meta = best.get("meta", {})
-            searches.setdefault(str(s), {})[label] = {"best_ops": best.get("ops"), "fitness": meta.get("fitness"),
-                                                      "params": meta.get("params"),
-                                                      "evaluations": len(state.get("history", []))}
+            hist = state.get("history", [])
+            searches.setdefault(str(s), {})[label] = {
+                "best_ops": best.get("ops"), "fitness": meta.get("fitness"), "params": meta.get("params"),
+                "evaluations": len(hist), "passes": state.get("passes"),
+                "dc_in_slot_1": (best.get("ops") or [None])[0] == "DC"}
     result = {
         "what": "EA vs random search vs references over seeds (benchmarks/search_arms.py)",
-        "settings": {"supernet": str(args.supernet), "steps": args.steps, "seeds": args.seeds,
+        "settings": {"supernet": str(args.supernet), "steps": args.steps, "seeds": seed_list(args),
+                     "strategy": args.strategy or "evolution", "num_slots": args.num_slots,
                      "population": args.population, "iterations": args.iterations,
                      "search_dev_sequences": args.search_dev_sequences, "dev_sequences": args.dev_sequences,
                      "blimp_limit": None if args.mlm_only else args.blimp_limit, "mlm_only": args.mlm_only, "task": str(args.task), "threads_per_run": args.threads,
@@ -289,6 +302,8 @@ def report(args) -> Path:
                      "search_fitness": "lvsearch evolve's defaults at the time of the run (fitness, racing; see its "
                                        "search folders' state.json)"},
         "machine": machine(), "searches": searches, "arms": arms, "pairs": pairs,
+        "dc_in_slot_1": {label: sum(v[label]["dc_in_slot_1"] for v in searches.values() if label in v)
+                         for label in ("evolution", "random")},
         "rank_check_on_arms": rank_check_on_arms(args, rows) if len(rows) > 1 else None,
     }
     return write_result(args.name, result)
@@ -301,6 +316,10 @@ def main() -> None:
     p.add_argument("--work", type=Path, required=True, help="folder for searches, runs and logs (resumable)")
     p.add_argument("--space", default="lvbert-elc", help="space of the random-arch arm (the supernet's family)")
     p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--seed-list", type=int, nargs="+", default=None,
+                   help="search seeds to run and report instead of 0..--seeds-1")
+    p.add_argument("--strategy", choices=["evolution", "aging"], default=None,
+                   help="the searched arm's strategy (evolve --strategy; default: evolve's, evolution)")
     p.add_argument("--steps", type=int, default=2000, help="retrain steps per arm (batch 32 × 64 tokens)")
     p.add_argument("--eval-every", type=int, default=400)
     p.add_argument("--dev-sequences", type=int, default=512)
@@ -324,6 +343,9 @@ def main() -> None:
     if args.task is None:
         args.task = shared_data_dir() / "tasks" / "sentence_polarity"
     args.blimp = shared_data_dir() / "blimp"
+    from lvsearch.io import read_json
+
+    args.num_slots = int(read_json(args.supernet / "config.json", what="supernet run config")["config"]["num_slots"])
     if not args.report:
         train_all(args)
     print(report(args))
