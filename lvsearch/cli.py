@@ -104,6 +104,9 @@ def main(argv: list[str] | None = None) -> int:
         (getattr(args, "group_parser", None) or parser).print_help(sys.stderr)
         return 2
     try:
+        if getattr(args, "resume", False) and getattr(args, "overwrite", False):
+            raise LvsearchError("--resume continues the output that --overwrite would replace: pass one of them",
+                                fix="--resume to continue it, or --overwrite to start it again")
         return int(func(args) or 0)
     except LvsearchError as e:
         if os.environ.get("LVSEARCH_DEBUG"):

@@ -412,9 +412,15 @@ def test_bad_inputs(exported, tmp_path, capsys):
     for name in ("o1", "o2", "o3", "o4", "r.json"):
         assert not (tmp_path / name).exists()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")], "temporary export folders left behind"
-    # --overwrite replaces a non-empty folder as a whole
-    assert main(["export", "--model", str(model_dir), "--out", str(full), "--overwrite"]) == 0
-    assert not (full / "keep.txt").exists() and (full / "modeling_lvsearch.py").is_file()
+    # --overwrite never replaces a folder that holds something other than an earlier export
+    assert main(["export", "--model", str(model_dir), "--out", str(full), "--overwrite"]) == 2
+    assert (full / "keep.txt").read_text() == "keep"
+    # an earlier export is replaced as a whole
+    again = tmp_path / "again"
+    assert main(["export", "--model", str(model_dir), "--out", str(again)]) == 0
+    (again / "keep.txt").write_text("stale")
+    assert main(["export", "--model", str(model_dir), "--out", str(again), "--overwrite"]) == 0
+    assert not (again / "keep.txt").exists() and (again / "modeling_lvsearch.py").is_file()
 
 
 # ----------------------------------------------------------------------------------------- consent (issue 23)

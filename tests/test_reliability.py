@@ -144,9 +144,13 @@ def test_elc_num_params_equals_saved_size(tmp_path: Path):
 # ------------------------------------------------------------------ 4. smaller ones
 @pytest.mark.parametrize("flag,value", [("--max-params", "-1"), ("--max-params", "0"), ("--max-flops", "-5")])
 def test_nonpositive_resource_bounds_are_refused(tmp_path: Path, capsys, flag: str, value: str):
-    code = main(["evolve", "--supernet", str(tmp_path / "sn"), "--out", str(tmp_path / "s"), flag, value])
+    try:
+        code = main(["evolve", "--supernet", str(tmp_path / "sn"), "--out", str(tmp_path / "s"), flag, value])
+    except SystemExit as e:  # a negative count is refused at parse time (lvsearch.argtypes.count)
+        code = e.code
     out = "".join(capsys.readouterr())
-    assert code == 2 and f"{flag} must be a positive number" in out and "Traceback" not in out
+    want = f"{flag} must be a positive number" if value == "0" else f"argument {flag}: '{value}' is outside [0, 2^63)"
+    assert code == 2 and want in out and "Traceback" not in out
     assert not (tmp_path / "s").exists()
 
 
@@ -641,6 +645,12 @@ CASES = [
     C("evaluate-device-tpu", "evaluate --model {MODEL} --no-blimp --mlm-data {CORPUS} --out {W}/dv6.json --device tpu",
       "--device 'tpu' is not a device lvsearch runs on (devices here: cpu)"),
     C("quickstart-device-cuda", "quickstart --out {W}/dv7 --device cuda", "--device cuda: torch cannot use CUDA"),
+    C("evolve-random-compare-random", "evolve --supernet {SN} --out {W}/c1 --strategy random --compare-random",
+      "--compare-random compares a search with random search"),
+    C("evolve-resume-and-overwrite", "evolve --supernet {SN} --out {SEARCH} --resume --overwrite",
+      "--resume continues the output that --overwrite would replace"),
+    C("retrain-resume-and-overwrite", "retrain --data {CORPUS} --out {RT} --resume --overwrite",
+      "--resume continues the output that --overwrite would replace"),
     # numbers out of range, refused at parse time
     C("evolve-min-params-overflow", "evolve --supernet {SN} --out {W}/n1 --min-params 1e999",
       "--min-params: '1e999' is not a finite number"),

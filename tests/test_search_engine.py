@@ -14,34 +14,13 @@ import pytest
 
 from lvsearch.arch import Arch
 from lvsearch.cli import main
-from lvsearch.data.loader import fixed_dev_set
-from lvsearch.data.shards import PreparedData
 from lvsearch.errors import LvsearchError
 from lvsearch.search.evaluator import EvalResult, FunctionEvaluator, Racing, SupernetEvaluator, same_target_keys
 from lvsearch.search.evolution import Search, SearchConfig
 from lvsearch.space import SearchSpace
-from lvsearch.train.supernet import load_supernet, train_supernet
 
-TINY = [
-    "space=lvbert-elc", "num_slots=5", "model.hidden=32", "model.embedding=16", "model.ff_inner=64",
-    "model.heads=2", "model.conv_kernel=3", "train.seq_len=32", "train.batch_size=8", "train.steps=20",
-    "train.warmup_steps=2", "train.log_every=10", "train.eval_every=0", "train.checkpoint_every=20",
-    "eval.dev_sequences=32", "eval.panel=[bert]",
-]
-
-
-@pytest.fixture(scope="module")
-def supernet_run(prepared_corpus: Path, tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("engine") / "sn"
-    train_supernet("quickstart", prepared_corpus, out, overrides=TINY, show_progress=False)
-    return out
-
-
-@pytest.fixture(scope="module")
-def loaded_dev(supernet_run: Path, prepared_corpus: Path):
-    loaded = load_supernet(supernet_run)
-    dev = fixed_dev_set(PreparedData.open(prepared_corpus), num_sequences=24, seq_len=32, seed=loaded.config.eval.seed)
-    return loaded, dev
+# the tiny ELC supernet of the fitness tests (one recipe, one place)
+from test_search_fitness import loaded_dev, supernet_run  # noqa: E402, F401  (fixtures)
 
 
 def _toy(space, target):

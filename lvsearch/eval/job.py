@@ -110,6 +110,16 @@ def is_eval_report(path: Path) -> bool:
         return False
 
 
+def _is_eval_markdown(path: Path) -> bool:
+    """Whether ``path`` is the Markdown table an evaluation wrote (it opens with
+    ``# Evaluation of``) or sits beside a report this verb wrote."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(16).startswith(b"# Evaluation of") or is_eval_report(path.with_suffix(".json"))
+    except OSError:
+        return False
+
+
 def default_blimp_dir() -> Path:
     """``<repo>/../shared/data/blimp`` (may not exist)."""
     import lvsearch
@@ -188,9 +198,10 @@ def evaluate(opts: EvaluateOptions, *, show: bool = True) -> EvaluateResult:
     local_tasks = [("--task", t) for t in opts.tasks if not str(t).startswith("hf:") and Path(t).exists()]
     inputs = [("--model", None if hf and not model_dir.is_dir() else model_dir), ("--mlm-data", opts.mlm_data),
               ("--blimp", opts.blimp), *local_tasks]
-    guard_output(out, inputs=inputs, overwrite=opts.overwrite, is_file=True, own=is_eval_report)
-    guard_output(md_out, inputs=inputs, overwrite=opts.overwrite, is_file=True,
-                 own=lambda p: is_eval_report(p.with_suffix(".json")))
+    # without --overwrite an existing report is refused below with its own message
+    guard_output(out, inputs=inputs, overwrite=True, is_file=True, own=is_eval_report)
+    guard_output(md_out, inputs=inputs, overwrite=True, is_file=True,
+                 own=_is_eval_markdown if opts.overwrite else None)
     for path, what in ((out, "report"), (md_out, "Markdown report")):
         if path.exists() and not opts.overwrite:
             raise LvsearchError(f"{what} {path} already exists", fix="pass --overwrite to replace it, or another --out")

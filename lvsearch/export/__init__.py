@@ -298,11 +298,11 @@ def check_out(out: Path, overwrite: bool, *, source: Path | None = None) -> None
     check_writable_folder(out)
     if out.is_dir() and any(out.iterdir()):
         if not is_export(out):
-            raise LvsearchError(f"--out {out} is not empty and holds no lvsearch export (no lvsearch_export.json); "
+            raise LvsearchError(f"--out {out} exists and is not empty, and holds no lvsearch export (no lvsearch_export.json); "
                                 "--overwrite replaces only an earlier export (refused with or without it)",
                                 fix="pass a new or empty folder")
         if not overwrite:
-            raise LvsearchError(f"--out {out} already holds an export; refusing to overwrite it",
+            raise LvsearchError(f"--out {out} exists and is not empty (an earlier export); refusing to overwrite it",
                                 fix="pass a new or empty folder, or --overwrite to replace it")
 
 

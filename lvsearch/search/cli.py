@@ -213,6 +213,9 @@ def _evolve(args: argparse.Namespace) -> int:
     if args.racing == () and args.racing_eta is not None:
         raise LvsearchError("--racing-eta sets racing's keep factor, and --racing off turns racing off",
                             fix="drop --racing-eta, or pass rungs with --racing N[,N...]")
+    if args.compare_random and args.strategy == "random":
+        raise LvsearchError("--compare-random compares a search with random search, and --strategy random is random "
+                            "search", fix="drop --compare-random, or pick --strategy evolution or aging")
     given = {k: getattr(args, k) for k in _CONFIG_ARGS if getattr(args, k) is not None}
     fitness, racing, eta, dev_sequences = args.fitness, args.racing, args.racing_eta, args.dev_sequences
     if args.resume:

@@ -468,7 +468,7 @@ def rank_check(supernet: str | Path, *, num_archs: int = 8, steps: int = 200, po
 
     out = Path(out) if out is not None else Path(supernet) / "rank_check"
     guard_output(out, overwrite=overwrite, inputs=[("--supernet", supernet), ("--data", data), ("--reuse", reuse)])
-    if out.is_dir() and any(out.iterdir()) and not (out / "rank_check.json").exists():
+    if out.is_dir() and any(out.iterdir()) and not ((out / "rank_check.json").exists() or (out / "standalone").is_dir()):
         raise LvsearchError(f"--out {out} is not empty and holds no rank check", fix="choose a new or empty folder")
     t0 = time.perf_counter()
     info = init_distributed(device)
