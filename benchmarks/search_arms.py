@@ -277,6 +277,8 @@ def report(args) -> Path:
                 blimp=_intervals([ra[s]["blimp"] for s in common], [rb[s]["blimp"] for s in common],
                                  [ra[s]["_blimp_correct"] for s in common], [rb[s]["_blimp_correct"] for s in common]),
                 polarity=_intervals([ra[s]["polarity"] for s in common], [rb[s]["polarity"] for s in common], None, None))
+    from lvsearch.arch import Arch
+
     searches = {}
     for s in seed_list(args):
         for label, folder in (("evolution", args.work / f"search-{s}"), ("random", args.work / f"search-{s}" / "random")):
@@ -290,7 +292,7 @@ def report(args) -> Path:
             searches.setdefault(str(s), {})[label] = {
                 "best_ops": best.get("ops"), "fitness": meta.get("fitness"), "params": meta.get("params"),
                 "evaluations": len(hist), "passes": state.get("passes"),
-                "dc_in_slot_1": (best.get("ops") or [None])[0] == "DC"}
+                "dc_in_slot_1": Arch.from_dict(best).ops[0] == "DC"}
     result = {
         "what": "EA vs random search vs references over seeds (benchmarks/search_arms.py)",
         "settings": {"supernet": str(args.supernet), "steps": args.steps, "seeds": seed_list(args),
