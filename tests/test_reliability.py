@@ -611,7 +611,7 @@ CASES = [
     C("evaluate-out-over-user-file", "evaluate --model {MODEL} --no-blimp --mlm-data {CORPUS} --out {FILE} "
       "--overwrite", "{FILE} exists and is not a previous output"),
     C("export-over-unrelated-folder", "export --model {MODEL} --out {THESIS} --overwrite",
-      "{THESIS} is not empty and holds no lvsearch export"),
+      "{THESIS} exists and is not empty, and holds no lvsearch export"),
     C("supernet-few-shot-out-is-source", "train-supernet --few-shot-from {SN} --op SA --steps 2 --data {CORPUS} "
       "--out {SN} --overwrite", "is the input init_from {SN}"),
     C("rank-check-out-holds-its-reuse", "rank-check --supernet {SN} --reuse {RC_OUT}/rank_check.json --out {RC_OUT} "
