@@ -394,8 +394,9 @@ def read_json(path: str | os.PathLike, *, what: str = "JSON file") -> Any:
     """Read a JSON file.
 
     Raises:
-        LvsearchError: the file is missing, unreadable, or not valid UTF-8 JSON; the message
-            names the file and ``what`` it was supposed to be.
+        LvsearchError: the file is missing, unreadable, not valid UTF-8 JSON, or nested deeper
+            than :data:`MAX_JSON_DEPTH` (a recursion bomb); the message names the file and
+            ``what`` it was supposed to be.
     """
     path = Path(path)
     try:
@@ -405,12 +406,37 @@ def read_json(path: str | os.PathLike, *, what: str = "JSON file") -> Any:
     except IsADirectoryError:
         raise LvsearchError(f"{what} expected, but {path} is a folder", fix="pass the file") from None
     try:
-        return json.loads(text)
+        data = json.loads(text)
     except json.JSONDecodeError as e:
         raise LvsearchError(
             f"{what} {path} is not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})",
             fix="repair or regenerate the file",
         ) from None
+    except RecursionError:
+        data = None
+    if data is None and text.lstrip()[:1] in ("[", "{") or json_depth(data) > MAX_JSON_DEPTH:
+        raise LvsearchError(f"{what} {path} nests deeper than {MAX_JSON_DEPTH} levels; no file lvsearch writes does",
+                            fix="regenerate the file with the command that wrote it")
+    return data
+
+
+#: The deepest nesting :func:`read_json` accepts (lvsearch's own files nest fewer than 10 levels).
+MAX_JSON_DEPTH = 64
+
+
+def json_depth(obj: Any) -> int:
+    """Nesting depth of parsed JSON (a scalar is 0), computed without recursion."""
+    depth, stack = 0, [(obj, 1)]
+    while stack:
+        o, d = stack.pop()
+        if isinstance(o, dict):
+            o = list(o.values())
+        if isinstance(o, list):
+            depth = max(depth, d)
+            if d > MAX_JSON_DEPTH:
+                return d
+            stack.extend((x, d + 1) for x in o)
+    return depth
 
 
 def save_figure(fig, path: str | os.PathLike, *, dpi: int | None = None) -> None:

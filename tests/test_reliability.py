@@ -303,6 +303,8 @@ def ws(prepared_corpus: Path, small_corpus: Path, shared_data: Path, tmp_path_fa
     (w / "arch-seq-bad.json").write_text(json.dumps({"format": "lvsearch.arch/v1", "ops": ["SA", "FF", "SA", "FF"],
                                                      "inputs": [[0], [0], [1, 2], [3]]}))
     (w / "report-broken.json").write_text("{}")
+    (w / "bomb.json").write_text("[" * 100_000 + "]" * 100_000)  # a recursion bomb
+    paths["BOMB"] = w / "bomb.json"
     paths.update(BROKEN_JSON=w / "broken.json", ARCH_SEQ_BAD=w / "arch-seq-bad.json",
                  REPORT_BROKEN=w / "report-broken.json")
     empty = w / "empty"
@@ -651,6 +653,11 @@ CASES = [
       "--resume continues the output that --overwrite would replace"),
     C("retrain-resume-and-overwrite", "retrain --data {CORPUS} --out {RT} --resume --overwrite",
       "--resume continues the output that --overwrite would replace"),
+    # deeply nested JSON (a recursion bomb) in any file the tools read: one message
+    C("retrain-arch-bomb", "retrain --arch {BOMB} " + T + " --out {W}/b1", "{BOMB} nests deeper than 64 levels"),
+    C("evolve-landscape-bomb", "evolve --supernet {SN} --out {W}/b2 --landscape {BOMB}", "{BOMB} nests deeper"),
+    C("rank-check-reuse-bomb", "rank-check --supernet {SN} --out {W}/b3 --reuse {BOMB}", "{BOMB} nests deeper"),
+    C("arch-show-bomb", "arch show {BOMB}", "{BOMB} nests deeper"),
     # numbers out of range, refused at parse time
     C("evolve-min-params-overflow", "evolve --supernet {SN} --out {W}/n1 --min-params 1e999",
       "--min-params: '1e999' is not a finite number"),
