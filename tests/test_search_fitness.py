@@ -129,6 +129,12 @@ def test_noise_measures():
     out = {"a": {"correct": base > 0, "loss": 5 + base}, "b": {"correct": base > 0.01, "loss": 5.01 + base + 0.01 * rng.normal(size=3000)}}
     rep = noise_report(out, ["a", "b"], "loss")
     assert rep["paired_se_neighbours"][0] < rep["se"][0] / 10
+    # two candidates are one pair, not an order: no "resolves the top-k" verdict either way
+    from lvsearch.search.noise import verdict_lines
+
+    assert rep["resolved"] is None and "too few top-k members (2)" in verdict_lines(rep)[1]
+    out["c"] = {"correct": base > 0.02, "loss": 5.02 + base}
+    assert noise_report(out, ["a", "b", "c"], "loss")["resolved"] in (True, False)
 
 
 def test_pick_comparison_verdict_follows_the_paired_difference():

@@ -628,12 +628,15 @@ def write_quickstart_report(ctx: "Context") -> Path:
         w("## Supernet rank check\n")
         w(f"Supernet fitness (inherited weights, step {rk['supernet_step']}, {rk['dev_sequences']} dev sequences) "
           f"against the MLM dev accuracy of the same architectures trained from scratch, over the {rk['n']} arms: "
-          f"Kendall τ = {_fmt(rk['kendall_tau'], 2)} (p = {_fmt(rk['kendall_p'], 2)}"
-          + (f"; 95% bootstrap interval [{_fmt(rk['kendall_tau_ci95'][0], 2)}, {_fmt(rk['kendall_tau_ci95'][1], 2)}]"
-             if (rk.get("kendall_tau_ci95") or [None])[0] is not None
-             else f"; no bootstrap interval from {rk['n']} points") + "), "
-          f"Spearman ρ = {_fmt(rk['spearman_rho'], 2)} (p = {_fmt(rk['spearman_p'], 2)}). "
-          f"With {rk['n']} points this is indicative only (`lvsearch rank-check` samples more).\n")
+          + (f"Kendall τ = {_fmt(rk['kendall_tau'], 2)} (p = {_fmt(rk['kendall_p'], 2)}"
+             + (f"; 95% bootstrap interval [{_fmt(rk['kendall_tau_ci95'][0], 2)}, {_fmt(rk['kendall_tau_ci95'][1], 2)}]"
+                if (rk.get("kendall_tau_ci95") or [None])[0] is not None
+                else f"; no bootstrap interval from {rk['n']} points") + "), "
+             f"Spearman ρ = {_fmt(rk['spearman_rho'], 2)} (p = {_fmt(rk['spearman_p'], 2)}). "
+             if rk["n"] >= MIN_RANK_P_POINTS else
+             f"Kendall τ = {_fmt(rk['kendall_tau'], 2)}, Spearman ρ = {_fmt(rk['spearman_rho'], 2)}; no p-value or "
+             f"interval from {rk['n']} points (with 3, even a perfect order has an exact p of 1/3). ")
+          + f"With {rk['n']} points this is indicative only (`lvsearch rank-check` samples more).\n")
         w("| arm | supernet fitness | standalone MLM accuracy |")
         w("|---|---|---|")
         for r in rk["rows"]:
@@ -743,6 +746,11 @@ def search_noise_lines(*folders: Path) -> list[str]:
             text = "; ".join(noise_verdict(read_json(path, what="search fitness noise")))
             lines.append(f"- {label} top-k: {text}.")
     return ([*lines, ""] if lines else [])
+
+
+#: Fewer arms than this and the report's rank check states τ and ρ without p-values (scipy's
+#: asymptotic p of a perfect 3-point order is 0, its exact p 1/3).
+MIN_RANK_P_POINTS = 5
 
 
 def search_gap_sentence(ea_best: float, rs_best: float, ea_mean: float | None, rs_mean: float | None) -> str:

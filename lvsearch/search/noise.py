@@ -60,7 +60,8 @@ def noise_report(outcomes: dict[str, dict], ranked_keys: list[str], metric: str,
     Returns:
         ``{"metric", "targets", "fitness": [...], "se": [...] (per candidate),
         "paired_se_neighbours": [...] (i vs i+1), "paired_se_median", "spread" (best − worst
-        fitness among them), "ties", "resolved" (paired SE median ≤ spread / 3)}``.
+        fitness among them), "ties", "resolved" (paired SE median ≤ spread / 3; None with fewer
+        than :data:`MIN_RESOLVE` candidates)}``.
     """
     vals = {k: per_target_fitness(outcomes[k], metric) for k in ranked_keys}
     fit = [float(vals[k].mean()) for k in ranked_keys]
@@ -71,7 +72,12 @@ def noise_report(outcomes: dict[str, dict], ranked_keys: list[str], metric: str,
     return {"metric": metric, "targets": int(next(iter(vals.values())).size) if vals else 0,
             "keys": list(ranked_keys), "fitness": fit, "se": se, "paired_se_neighbours": paired,
             "paired_se_median": med, "spread": spread, "ties": count_ties(fit),
-            "resolved": bool(med is not None and med <= spread / 3)}
+            "resolved": bool(med <= spread / 3) if med is not None and len(ranked_keys) >= MIN_RESOLVE else None}
+
+
+#: Fewer top-k members than this and :func:`noise_report` gives no "resolves the top-k" verdict
+#: (with 2, the spread is the very difference the paired SE measures: one pair, not an order).
+MIN_RESOLVE = 3
 
 
 def verdict_lines(report: dict) -> list[str]:
@@ -84,7 +90,10 @@ def verdict_lines(report: dict) -> list[str]:
              f"{se:.3g} {unit}; paired standard error between neighbouring top-{n} candidates "
              f"{(report['paired_se_median'] or 0) * scale:.3g} {unit}; top-{n} spread {report['spread'] * scale:.3g} "
              f"{unit}; {report['ties']} of {n} tied exactly"]
-    if report["resolved"]:
+    if report["resolved"] is None:
+        lines.append(f"too few top-k members ({n}) to say whether the fitness resolves their order (needs "
+                     f"{MIN_RESOLVE}); raise --topk")
+    elif report["resolved"]:
         lines.append("the fitness resolves the top-k: the paired standard error is at most a third of its spread")
     else:
         hint = ("score on more --dev-sequences (with --racing to bound the cost)" if report["metric"] == "loss"
