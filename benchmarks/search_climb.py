@@ -158,6 +158,18 @@ def hamming(a: str, b: str) -> tuple[int, int]:
     return ops, ins
 
 
+def paired_rows(pa: dict, pb: dict, seeds: list[str], curve: str, unit: str, marks: list[int]) -> list[dict]:
+    """Per mark, the paired difference of two strategies' ``curve`` over ``seeds`` (mean, t 95%
+    interval, seeds ahead)."""
+    rows = []
+    for i, n in enumerate(marks):
+        d = [pa[s][curve][i] - pb[s][curve][i] for s in seeds
+             if pa[s][curve][i] is not None and pb[s][curve][i] is not None]
+        rows.append({unit: n, "seeds": len(d), "mean_difference": float(np.mean(d)) if d else None,
+                     "t_95": t_interval(d), "ahead": sum(x > 0 for x in d)})
+    return rows
+
+
 def curves_report(args) -> dict | None:
     from lvsearch.arch import Arch
 
@@ -209,21 +221,10 @@ def curves_report(args) -> dict | None:
     for a, b in [(a, b) for a in args.strategies for b in args.strategies
                  if a != b and (b == "random" or (a, b) == ("aging", "evolution"))]:
         seeds = sorted(set(per[a]) & set(per[b]), key=int)
-        rows = []
-        for i, n in enumerate(marks):
-            d = [per[a][s]["best_so_far"][i] - per[b][s]["best_so_far"][i] for s in seeds
-                 if per[a][s]["best_so_far"][i] is not None and per[b][s]["best_so_far"][i] is not None]
-            rows.append({"evaluations": n, "seeds": len(d), "mean_difference": float(np.mean(d)) if d else None,
-                         "t_95": t_interval(d), "ahead": sum(x > 0 for x in d)})
-        out["paired"][f"{a} - {b}"] = rows
+        out["paired"][f"{a} - {b}"] = paired_rows(per[a], per[b], seeds, "best_so_far", "evaluations", marks)
         if pass_marks:  # the same at equal compute: best within the first n dev-sequence passes
-            rows = []
-            for i, n in enumerate(pass_marks):
-                d = [per[a][s]["best_at_passes"][i] - per[b][s]["best_at_passes"][i] for s in seeds
-                     if per[a][s]["best_at_passes"][i] is not None and per[b][s]["best_at_passes"][i] is not None]
-                rows.append({"passes": n, "seeds": len(d), "mean_difference": float(np.mean(d)) if d else None,
-                             "t_95": t_interval(d), "ahead": sum(x > 0 for x in d)})
-            out["paired_at_passes"][f"{a} - {b}"] = rows
+            out["paired_at_passes"][f"{a} - {b}"] = paired_rows(per[a], per[b], seeds, "best_at_passes", "passes",
+                                                                pass_marks)
     out["pooled_complete_scores"] = len(pooled)
     return out
 
