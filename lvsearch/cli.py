@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     except LvsearchError as e:
         if os.environ.get("LVSEARCH_DEBUG"):
             raise
-        from lvsearch.io import escape_invisible
+        from lvsearch.ui import escape_invisible
 
         print(f"lvsearch: error: {escape_invisible(str(e))}", file=sys.stderr)
         return 2
@@ -124,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
         # half-written replaced an earlier file.
         if os.environ.get("LVSEARCH_DEBUG"):
             raise
-        from lvsearch.io import escape_invisible
+        from lvsearch.ui import escape_invisible
 
         where = f" {escape_invisible(str(e.filename))}" if getattr(e, "filename", None) else ""
         print(f"lvsearch: error: cannot access{where}: {e.strerror or e}\n  fix: check the path, its permissions and "

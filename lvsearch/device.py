@@ -45,3 +45,14 @@ def check_device(device: str, flag: str = "--device") -> str:
         raise LvsearchError(f"{flag} {device}: there are {torch.cuda.device_count()} CUDA devices (devices here: {here})",
                             fix="pass a device that exists, e.g. --device cuda:0")
     return device
+
+
+def cpu_has_native_bf16() -> bool:
+    """Whether this CPU computes bf16 matmuls natively (AVX512-BF16 or AMX), where bf16
+    autocast is faster than fp32 (measured: benchmarks/learning_efficiency.py --speed);
+    without it bf16 is emulated and slower."""
+    import torch
+
+    cpu = torch.cpu
+    return bool(getattr(cpu, "_is_avx512_bf16_supported", lambda: False)()
+                or getattr(cpu, "_is_amx_tile_supported", lambda: False)())

@@ -383,13 +383,6 @@ def shown(text: str) -> str:
     return repr(str(text))
 
 
-def escape_invisible(message: str) -> str:
-    """``message`` with every invisible or control character other than a newline written as
-    its escape (``\\t``, ``\\x1b``, ``\\ufeff``, ``\\u200b``): the CLI prints every error and
-    warning through it, so a name quoted raw from the user's data cannot hide a character."""
-    return "".join(c if c.isprintable() or c == "\n" else repr(c)[1:-1] for c in message)
-
-
 def read_json(path: str | os.PathLike, *, what: str = "JSON file") -> Any:
     """Read a JSON file.
 

@@ -50,7 +50,7 @@ def environment(device: str | None = None) -> dict:
     import torch
 
     from lvsearch import __version__
-    from lvsearch.train.loop import cpu_has_native_bf16
+    from lvsearch.device import cpu_has_native_bf16
 
     cuda = torch.version.cuda if torch.cuda.is_available() else None
     return {

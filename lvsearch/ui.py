@@ -139,6 +139,11 @@ def warn(message: str) -> None:
     """Print a warning line to stderr (invisible characters escaped, as in error messages)."""
     from rich.markup import escape
 
-    from lvsearch.io import escape_invisible
-
     console.print(f"[yellow]warning:[/yellow] {escape(escape_invisible(message))}", highlight=False)
+
+
+def escape_invisible(message: str) -> str:
+    """``message`` with every invisible or control character other than a newline written as
+    its escape (``\\t``, ``\\x1b``, ``\\ufeff``, ``\\u200b``): the CLI prints every error and
+    warning through it, so a name quoted raw from the user's data cannot hide a character."""
+    return "".join(c if c.isprintable() or c == "\n" else repr(c)[1:-1] for c in message)

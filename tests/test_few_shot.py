@@ -25,7 +25,7 @@ from lvsearch.data.shards import PreparedData
 from lvsearch.errors import LvsearchError
 from lvsearch.search.evaluator import Racing, SupernetEvaluator
 from lvsearch.search.few_shot import FewShotSupernets, sub_supernet_recipe
-from lvsearch.search.job import load_dev
+from lvsearch.train.supernet import load_dev
 from lvsearch.space import SearchSpace
 from lvsearch.train.supernet import ArchSampler, load_supernet, train_supernet
 

@@ -1,5 +1,6 @@
 """Layering: no module imports another package's ``_private`` names (docs/architecture.md:
-"a concept's contract lives in the module that owns it")."""
+"a concept's contract lives in the module that owns it"), neither by import nor as an
+attribute (``stream._permutation(...)`` on an object of another package's class)."""
 from __future__ import annotations
 
 import ast
@@ -59,4 +60,61 @@ def test_the_check_catches_a_private_import(tmp_path):
     assert cross_package_private_imports([fake], root=tmp_path) == [
         "lvsearch/scaling/x.py:1 imports lvsearch.train.retrain._helper",
         "lvsearch/scaling/x.py:3 imports lvsearch.kernels._extension",
+    ]
+
+
+def _defined_private_names(path: Path) -> set[str]:
+    """Private functions, methods, classes and class or module attributes ``path`` defines."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and _private(node.name):
+            names.add(node.name)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) and _private(node.attr):
+            names.add(node.attr)  # self._x = ...
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            for t in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                if isinstance(t, ast.Name) and _private(t.id):
+                    names.add(t.id)
+    return names
+
+
+def cross_package_private_attributes(files: list[Path], root: Path = REPO) -> list[str]:
+    """``path:line uses .._x`` for each attribute access ``obj._x`` (``obj`` not ``self`` or
+    ``cls``) where ``_x`` is a private name that lvsearch defines only in other packages: the
+    contract of another package's object, reached around its public surface."""
+    owners: dict[str, set[str]] = {}
+    for path in files:
+        for name in _defined_private_names(path):
+            owners.setdefault(name, set()).add(_package(_module_name(path, root)))
+    found = []
+    for path in files:
+        here = _package(_module_name(path, root))
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+            if not (isinstance(node, ast.Attribute) and _private(node.attr)):
+                continue
+            if isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"):
+                continue
+            packages = owners.get(node.attr, set())
+            if packages and here not in packages:
+                found.append(f"{path.relative_to(root)}:{node.lineno} uses .{node.attr} of {', '.join(sorted(packages))}")
+    return found
+
+
+def test_no_cross_package_private_attributes():
+    files = sorted((REPO / "lvsearch").rglob("*.py"))
+    assert cross_package_private_attributes(files) == []
+
+
+def test_the_check_catches_a_private_attribute(tmp_path):
+    """An object of another package's class used through a private method is reported; the
+    package's own private names and ``self._x`` are not."""
+    (tmp_path / "lvsearch" / "data").mkdir(parents=True)
+    (tmp_path / "lvsearch" / "eval").mkdir(parents=True)
+    (tmp_path / "lvsearch" / "data" / "loader.py").write_text(
+        "class Stream:\n    def _permutation(self, e):\n        return self._perm\n")
+    (tmp_path / "lvsearch" / "eval" / "floors.py").write_text(
+        "def count(stream):\n    return stream._permutation(0)\n\n\ndef _own():\n    return x._own\n")
+    files = sorted((tmp_path / "lvsearch").rglob("*.py"))
+    assert cross_package_private_attributes(files, root=tmp_path) == [
+        "lvsearch/eval/floors.py:2 uses ._permutation of lvsearch.data",
     ]

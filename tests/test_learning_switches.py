@@ -18,7 +18,8 @@ from lvsearch.errors import LvsearchError
 from lvsearch.model import Encoder, ModelDims, Supernet
 from lvsearch.model.layers import SelfAttention, relative_buckets
 from lvsearch.space import SearchSpace
-from lvsearch.train.loop import cpu_has_native_bf16, lr_at
+from lvsearch.device import cpu_has_native_bf16
+from lvsearch.train.loop import lr_at
 
 V = 60
 

@@ -1100,7 +1100,8 @@ def test_messages_show_invisible_characters(tmp_path: Path):
     from rich.console import Console
 
     from lvsearch import ui
-    from lvsearch.io import escape_invisible, shown
+    from lvsearch.io import shown
+    from lvsearch.ui import escape_invisible
 
     assert shown("\ufeffsentence") == "'\\ufeffsentence'" and shown("a\tb") == "'a\\tb'"
     assert escape_invisible("line one\nbad\x1b[31m name\u200b") == "line one\nbad\\x1b[31m name\\u200b"

@@ -57,7 +57,10 @@ class BatchStream:
             )
         self._epoch, self._perm = -1, None
 
-    def _permutation(self, epoch: int) -> np.ndarray:
+    def permutation(self, epoch: int) -> np.ndarray:
+        """The order of the training sequences in ``epoch``: shape ``(num_sequences,)``, row
+        indices, drawn from ``(seed, epoch)`` alone (so the reference floors count exactly the
+        tokens a run sees). Cached for the last epoch asked."""
         if epoch != self._epoch:
             self._perm = np.random.default_rng([self.seed, epoch]).permutation(len(self.sequences))
             self._epoch = epoch
@@ -67,7 +70,7 @@ class BatchStream:
         """This rank's batch of global step ``step`` (0-based): LongTensor ``(batch_size, seq_len)``."""
         epoch, within = divmod(step, self.steps_per_epoch)
         start = within * self.global_batch + self.rank * self.batch_size
-        rows = self._permutation(epoch)[start : start + self.batch_size]
+        rows = self.permutation(epoch)[start : start + self.batch_size]
         return torch.from_numpy(self.sequences[rows])
 
     def epoch_of(self, step: int) -> float:

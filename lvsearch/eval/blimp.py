@@ -111,13 +111,13 @@ PRECISIONS = ("fp32", "bf16")
 
 def resolve_precision(precision: str, device: str) -> str:
     """``"fp32"`` or ``"bf16"`` for the scorer's forward passes: ``auto`` is bf16 on CUDA and on
-    CPUs with native bf16 (the training loop's rule, :func:`lvsearch.train.loop.cpu_has_native_bf16`),
+    CPUs with native bf16 (the training loop's rule, :func:`lvsearch.device.cpu_has_native_bf16`),
     else fp32. Raises LvsearchError for another value."""
     if precision in PRECISIONS:
         return precision
     if precision != "auto":
         raise LvsearchError(f"unknown BLiMP precision {precision!r}", fix="use auto, fp32 or bf16")
-    from lvsearch.train.loop import cpu_has_native_bf16
+    from lvsearch.device import cpu_has_native_bf16
 
     return "bf16" if str(device).startswith("cuda") or (str(device) == "cpu" and cpu_has_native_bf16()) else "fp32"
 

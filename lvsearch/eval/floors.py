@@ -68,7 +68,7 @@ def seen_sequences(data, *, batch_size: int, seq_len: int, seed: int, steps: int
     stream = _stream(data, batch_size, seq_len, seed)
     if steps <= 0:
         return np.empty((0, seq_len), dtype=np.int64)
-    rows = [stream._permutation(e)[: stream.steps_per_epoch * batch_size]
+    rows = [stream.permutation(e)[: stream.steps_per_epoch * batch_size]
             for e in range((steps - 1) // stream.steps_per_epoch + 1)]
     order = np.concatenate(rows)[: steps * batch_size]
     return stream.sequences[order]
@@ -92,7 +92,7 @@ def seen_row_counts(data, *, batch_size: int, seq_len: int, seed: int, steps: in
     epoch = 0
     while left > 0:
         take = min(left, per_epoch)
-        counts += np.bincount(stream._permutation(epoch)[:take], minlength=n)
+        counts += np.bincount(stream.permutation(epoch)[:take], minlength=n)
         left -= take
         epoch += 1
     rows = np.nonzero(counts)[0]

@@ -655,7 +655,7 @@ def stage_rank(ctx: Context) -> dict:
 
     from lvsearch.arch import Arch
     from lvsearch.search.evaluator import SupernetEvaluator
-    from lvsearch.search.job import load_dev
+    from lvsearch.train.supernet import load_dev
     from lvsearch.train.supernet import load_supernet
 
     loaded = load_supernet(ctx.supernet_dir)

@@ -384,7 +384,7 @@ class SupernetEvaluator(BaseEvaluator):
         supernet: a trained :class:`lvsearch.model.Supernet` (put in eval mode here).
         dev: the fixed masked dev set (``input_ids``, ``labels``: ``(S, L)`` long), e.g.
             ``fixed_dev_set(data, num_sequences=..., seq_len=..., seed=...)`` with the supernet
-            run's seq_len and the standard dev masking (:func:`lvsearch.search.job.load_dev`).
+            run's seq_len and the standard dev masking (:func:`lvsearch.train.supernet.load_dev`).
         seq_len: sequence length for :meth:`Supernet.flops_per_token` (default: the dev set's L).
         batch_size: dev sequences per forward chunk (None = the whole dev set, or each racing
             segment, at once).

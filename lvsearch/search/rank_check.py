@@ -445,7 +445,7 @@ def rank_check(supernet: str | Path, *, num_archs: int = 8, steps: int = 200, po
         LvsearchError: N < 3 (no meaningful correlation), steps < 1, an ``out`` folder that
             already holds a rank check (without ``overwrite``), a ``reuse`` file that is not a
             rank check or names architectures outside this supernet's space, and the errors of
-            :func:`lvsearch.search.job.load_dev` / ``load_supernet``.
+            :func:`lvsearch.train.supernet.load_dev` / ``load_supernet``.
     """
     import time
 
@@ -455,7 +455,7 @@ def rank_check(supernet: str | Path, *, num_archs: int = 8, steps: int = 200, po
 
     from lvsearch.io import atomic_write_json
     from lvsearch.search.evaluator import SupernetEvaluator
-    from lvsearch.search.job import load_dev
+    from lvsearch.train.supernet import load_dev
     from lvsearch.train.distributed import init_distributed
     from lvsearch.train.loop import train
     from lvsearch.train.supernet import load_supernet

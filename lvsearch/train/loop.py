@@ -30,6 +30,7 @@ import torch
 from torch import nn
 
 from lvsearch.config import TrainConfig
+from lvsearch.device import cpu_has_native_bf16
 from lvsearch.errors import LvsearchError
 from lvsearch.faults import kill_point
 from lvsearch.io import atomic_write_bytes, iter_jsonl, remove_stale_temps
@@ -132,18 +133,9 @@ def make_optimizer(module: nn.Module, cfg: TrainConfig) -> torch.optim.AdamW:
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.adam_betas, eps=cfg.adam_eps)
 
 
-def cpu_has_native_bf16() -> bool:
-    """Whether this CPU computes bf16 matmuls natively (AVX512-BF16 or AMX), where bf16
-    autocast is faster than fp32 (measured: benchmarks/learning_efficiency.py --speed);
-    without it bf16 is emulated and slower."""
-    cpu = torch.cpu
-    return bool(getattr(cpu, "_is_avx512_bf16_supported", lambda: False)()
-                or getattr(cpu, "_is_amx_tile_supported", lambda: False)())
-
-
 def resolved_precision(cfg: TrainConfig, device: torch.device) -> str:
     """``"bf16"`` or ``"fp32"``: what ``cfg.precision`` means on ``device``. ``auto`` is bf16
-    on CUDA and on CPUs with native bf16 (:func:`cpu_has_native_bf16`), fp32 elsewhere."""
+    on CUDA and on CPUs with native bf16 (:func:`lvsearch.device.cpu_has_native_bf16`), fp32 elsewhere."""
     if cfg.precision != "auto":
         return cfg.precision
     if device.type == "cuda" or (device.type == "cpu" and cpu_has_native_bf16()):

@@ -383,3 +383,35 @@ def load_supernet(run_dir: str | Path, *, device: str | torch.device = "cpu", st
     supernet.to(device).eval()
     return LoadedSupernet(supernet, space, dims, config, rc, ckpt.step, run_dir,
                           weights_sha256=ckpt.state["files"]["model.safetensors"])
+
+
+def load_dev(loaded, data_dir: str | Path | None, dev_sequences: int | None):
+    """The fixed masked dev set of a supernet run: the run's seq_len and eval seed, the standard
+    BERT dev masking (:data:`lvsearch.data.loader.DEV_MASKING`, whatever masking the supernet
+    trained with, so fitness is comparable across runs); ``dev_sequences`` sequences (default:
+    the run's). Returns ``(DevSet, PreparedData)``.
+
+    Raises:
+        LvsearchError: missing data folder or a tokenizer whose sha256 differs from the run's.
+    """
+    rc = loaded.run_config
+    folder = data_dir or rc["data"]["folder"]
+    if not Path(folder).is_dir():
+        raise LvsearchError(f"data folder {folder} (recorded in {loaded.run_dir / 'config.json'}) not found",
+                            fix="pass --data DIR, the folder the supernet was trained on")
+    data = PreparedData.open(folder)
+    if data.tokenizer_sha256 != rc["data"]["tokenizer_sha256"]:
+        raise LvsearchError(
+            f"data folder {data.folder} was prepared with another tokenizer than supernet run {loaded.run_dir} "
+            f"(sha256 {data.tokenizer_sha256[:12]}… vs {rc['data']['tokenizer_sha256'][:12]}…)",
+            fix=f"pass the --data folder the supernet was trained on ({rc['data']['folder']})",
+        )
+    cfg = loaded.config
+    n = dev_sequences if dev_sequences is not None else cfg.eval.dev_sequences
+    if n == "all":
+        n = None
+    elif not isinstance(n, int) or n < 1:
+        raise LvsearchError(f"--dev-sequences must be ≥ 1 or 'all', got {n}",
+                            fix="e.g. --dev-sequences 1024, or omit it for the default")
+    dev = fixed_dev_set(data, num_sequences=n, seq_len=cfg.train.seq_len, seed=cfg.eval.seed)
+    return dev, data
