@@ -112,7 +112,7 @@ def main() -> None:
     import torch
 
     from lvsearch.search.evaluator import RACING_ORDER_SEED, Racing, SupernetEvaluator
-    from lvsearch.search.job import load_dev
+    from lvsearch.train.supernet import load_dev
     from lvsearch.search.noise import per_target_fitness
     from lvsearch.train.supernet import load_supernet
 

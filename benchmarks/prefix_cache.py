@@ -48,7 +48,7 @@ def main() -> None:
     from lvsearch.arch import Arch
     from lvsearch.search.evaluator import SupernetEvaluator
     from lvsearch.search.evolution import Search, SearchConfig
-    from lvsearch.search.job import load_dev
+    from lvsearch.train.supernet import load_dev
     from lvsearch.train.supernet import load_supernet
 
     torch.set_num_threads(args.threads)

@@ -92,7 +92,7 @@ def main() -> None:
     import torch
 
     from lvsearch.search.evaluator import RACING_ORDER_SEED, Constraints, Racing, SupernetEvaluator
-    from lvsearch.search.job import load_dev
+    from lvsearch.train.supernet import load_dev
     from lvsearch.train.supernet import load_supernet
 
     torch.set_num_threads(1)

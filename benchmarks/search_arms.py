@@ -208,7 +208,7 @@ def rank_check_on_arms(args, rows: dict) -> dict:
 
     from lvsearch.arch import Arch
     from lvsearch.search.evaluator import SupernetEvaluator
-    from lvsearch.search.job import load_dev
+    from lvsearch.train.supernet import load_dev
     from lvsearch.search.rank_check import bootstrap_interval
     from lvsearch.train.supernet import load_supernet
 

@@ -294,7 +294,7 @@ def heritability(args) -> None:
 
     from lvsearch.io import atomic_write_json
     from lvsearch.search.evaluator import SupernetEvaluator
-    from lvsearch.search.job import load_dev
+    from lvsearch.train.supernet import load_dev
     from lvsearch.train.supernet import load_supernet
 
     torch.set_num_threads(1)

@@ -41,7 +41,7 @@ def score_all(args, keys: list[str]) -> dict:
 
     from lvsearch.arch import Arch
     from lvsearch.search.evaluator import SupernetEvaluator
-    from lvsearch.search.job import load_dev
+    from lvsearch.train.supernet import load_dev
     from lvsearch.search.second_stage import SecondStage, rerank
     from lvsearch.train.distributed import init_distributed
     from lvsearch.train.supernet import load_supernet

@@ -51,7 +51,7 @@ def main() -> None:
 
     from lvsearch.arch import Arch
     from lvsearch.search.evaluator import SupernetEvaluator
-    from lvsearch.search.job import load_dev
+    from lvsearch.train.supernet import load_dev
     from lvsearch.search.rank_check import paired_tau_difference, rank_quality
     from lvsearch.train.supernet import load_supernet
 
