@@ -19,7 +19,7 @@ import importlib
 import os
 import sys
 
-from lvsearch import __version__
+from lvsearch import __version__, tracking
 from lvsearch.errors import LvsearchError
 
 #: Modules that contribute sub-commands, in the order they appear in ``--help``.
@@ -107,7 +107,8 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(args, "resume", False) and getattr(args, "overwrite", False):
             raise LvsearchError("--resume continues the output that --overwrite would replace: pass one of them",
                                 fix="--resume to continue it, or --overwrite to start it again")
-        return int(func(args) or 0)
+        with tracking.enabled(getattr(args, "log_to", ())):
+            return int(func(args) or 0)
     except LvsearchError as e:
         if os.environ.get("LVSEARCH_DEBUG"):
             raise

@@ -16,6 +16,7 @@ from pathlib import Path
 from lvsearch.errors import LvsearchError
 from lvsearch.eval.job import BLIMP_LIMIT_RULE, EvaluateOptions
 from lvsearch.eval.report import DEFAULT_REPORT_NAME
+from lvsearch import tracking
 
 EPILOG = """\
 what is measured:
@@ -181,6 +182,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="dev sequence length (default: the model's training train.seq_len; else the dataset's)")
     m.add_argument("--dev-seed", type=int,
                    help="seed of the dev sample and masks (default: the model's training eval.seed; else 1234)")
+    tracking.add_argument(p)
     p.set_defaults(func=run)
 
     r = sub.add_parser(

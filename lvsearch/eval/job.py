@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from lvsearch import tracking
 from lvsearch.errors import LvsearchError
 from lvsearch.eval.blimp import DEFAULT_METRIC
 from lvsearch.eval.finetune import FinetuneConfig
@@ -436,6 +437,8 @@ def evaluate(opts: EvaluateOptions, *, show: bool = True) -> EvaluateResult:
             raise LvsearchError(f"{path} appeared during the evaluation", fix="pass --overwrite or another --out")
     atomic_write_json(out, report)
     atomic_write_bytes(md_out, single_report_markdown(report).encode("utf-8"))
+    # BLiMP per paradigm, task metrics, floors and verdicts: one point each, under the report's name
+    tracking.log(out.parent, 0, {k: v for k, v in report.items() if k != "timings"}, f"{out.stem}/")
     if show:
         print_summary(report)
         ui.console.print(f"report written to {out} and {md_out}", highlight=False)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from lvsearch import tracking
+
 DESCRIPTION = (
     "The whole pipeline on real text in one command: prepare the corpus (WordPiece, 4096 pieces), "
     "train the quickstart supernet, search it with evolution and with random search (same number of "
@@ -50,6 +52,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--retrain-config", default="retrain-quickstart", metavar="RECIPE",
                    help="retrain recipe of every arm (default: retrain-quickstart); steps come from --minutes")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto", help="device of every stage (default: auto)")
+    tracking.add_argument(p)
     p.set_defaults(func=_quickstart)
 
 

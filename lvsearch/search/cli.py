@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from lvsearch import tracking
+
 EVOLVE_EPILOG = """\
 examples:
   lvsearch evolve --supernet runs/sn --out runs/search
@@ -146,6 +148,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--resume", action="store_true", help="continue the search in --out")
     p.add_argument("--overwrite", action="store_true", help="replace a search already in --out")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="default: cuda when available")
+    tracking.add_argument(p)
     p.set_defaults(func=_evolve)
 
     a = sub.add_parser("arch", help="inspect architectures", description="Inspect architecture files and names.")

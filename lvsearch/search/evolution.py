@@ -65,6 +65,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from lvsearch import tracking
 from lvsearch.arch import Arch
 from lvsearch.errors import LvsearchError
 from lvsearch.faults import kill_point
@@ -698,6 +699,10 @@ class Search:
         self.curve.append({"iteration": t, "best": top[0] if top else None,
                            "topk_mean": sum(top) / len(top) if top else None,
                            "evaluated": len(self.history), "passes": self.passes})
+        if self.out is not None:
+            scored = sorted(f for f in (self.evaluator.memo[k].fitness for k in self.population) if f is not None)
+            median = (scored[(len(scored) - 1) // 2] + scored[len(scored) // 2]) / 2 if scored else None
+            tracking.log(self.out, t, {**self.curve[-1], "median": median}, "search/")
         self.iteration = t + 1
         self.population = self._next_population() if not self.finished else []
 
@@ -710,16 +715,21 @@ class Search:
 
             path = self.out / STATE  # type: ignore[operator]
             self.load_state(read_json(path, what="search state"), path)
+            tracking.start_at(self.out, self.iteration)
             # The state holds everything; rewrite the files derived from it, which a kill
             # between the state write and theirs (or after a finished search) left stale.
             self.save()
         else:
             self.start()
+        if self.out is not None:
+            tracking.params(self.out, self.config.to_dict())
         if self.on_start is not None:
             self.on_start(self)
         stop = self.config.iterations if max_iterations is None else min(max_iterations, self.config.iterations)
         while self.iteration < stop and not self.finished:
             self.step()
+            if self.out is not None:
+                tracking.flush(self.out)  # before the state: a kill after it must not lose this point
             self.save()
             if self.on_iteration is not None:
                 self.on_iteration(self, self.iteration - 1)

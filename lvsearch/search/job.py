@@ -27,6 +27,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from lvsearch import tracking
 from lvsearch.arch import Arch
 from lvsearch.errors import LvsearchError
 from lvsearch.io import check_writable_folder, guard_output
@@ -221,6 +222,7 @@ def _write_noise(evaluator, res: SearchResult, folder: Path, metric: str, show: 
 
     rep = search_noise(evaluator, [r.key for r in res.topk], metric)
     atomic_write_json(folder / "noise.json", rep)
+    tracking.log(folder, res.iteration, {k: v for k, v in rep.items() if not isinstance(v, list)}, "noise/")
     if show:
         for line in verdict_lines(rep):
             ui.console.print(line, highlight=False, markup=False, soft_wrap=True)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from lvsearch import tracking
+
 EPILOG = """\
 examples:
   lvsearch train-supernet --config recipes/quickstart.yaml --data data/corpus --out runs/sn
@@ -54,6 +56,7 @@ def register_supernet(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its latest checkpoint")
     p.add_argument("--overwrite", action="store_true", help="replace the run already in --out")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="default: cuda when available")
+    tracking.add_argument(p)
     p.set_defaults(func=_train_supernet)
 
 
@@ -168,6 +171,7 @@ def register_retrain(sub: argparse._SubParsersAction) -> None:
     from lvsearch.scaling.cli import add_finalist_arguments
 
     add_finalist_arguments(p)
+    tracking.add_argument(p)
     p.set_defaults(func=_retrain)
 
 

@@ -29,6 +29,7 @@ from typing import Protocol
 import torch
 from torch import nn
 
+from lvsearch import tracking
 from lvsearch.config import TrainConfig
 from lvsearch.device import cpu_has_native_bf16
 from lvsearch.errors import LvsearchError
@@ -212,6 +213,7 @@ def train(
     label: str = "training",
     show_progress: bool = True,
     stop_at: int | None = None,
+    track: bool = True,
 ) -> dict:
     """Run (or resume) training to ``cfg.steps`` optimizer steps (or to ``stop_at``).
 
@@ -230,6 +232,8 @@ def train(
             ``stop_at`` a multiple of ``eval_every`` its ``curve.jsonl`` is a prefix too. None:
             train to ``cfg.steps``. Nothing is trained when the run is already past it; the
             loaded weights are then evaluated again (rank 0), so ``final_eval`` is complete.
+        track: mirror the metrics to the enabled trackers (:mod:`lvsearch.tracking`); False for
+            a throw-away branch such as a cool-down probe.
 
     Every step checks the summed loss and the gradient norm, and every checkpoint the weights,
     before anything is written: a non-finite checkpoint is never written.
@@ -269,6 +273,8 @@ def train(
         if info.is_main:
             _truncate_metrics(run_dir / METRICS, start)
             _truncate_metrics(run_dir / CURVE, start)
+            if track:
+                tracking.start_at(run_dir, start + 1)  # the steps after the checkpoint are redone
     metrics = MetricsWriter(run_dir / METRICS, info.is_main)
     curve = MetricsWriter(run_dir / CURVE, info.is_main)
 
@@ -292,6 +298,8 @@ def train(
             folder = save_checkpoint(run_dir, done, module, optimizer, {**checkpoint_extra, "tokens": done * tokens_per_step},
                                      keep=cfg.keep_checkpoints)
             last_good = (done, folder)
+            if track:
+                tracking.flush(run_dir)
 
     t0 = time.perf_counter()
     tokens_done_here = 0
@@ -356,6 +364,8 @@ def train(
                 if not math.isfinite(record["loss"]):
                     raise _diverged(done, f"loss {record['loss']}", last_good)
                 metrics.write(record)
+                if track and info.is_main:
+                    tracking.log(run_dir, done, {k: v for k, v in record.items() if k != "step"}, "train/")
                 bar.update(task, info=f"loss {record['loss']:.3f} {record['tokens_per_s']:,.0f} tok/s")
             is_eval = (cfg.eval_every and done % cfg.eval_every == 0) or done == end
             if is_eval and info.is_main:
@@ -364,6 +374,8 @@ def train(
                     final_eval = objective.evaluate(module, done)
                 module.train()
                 metrics.write({"step": done, "tokens": done * tokens_per_step, "eval": final_eval})
+                if track:
+                    tracking.log(run_dir, done, final_eval, "dev/")
                 if "curve" in final_eval:
                     curve.write({"step": done, "tokens": done * tokens_per_step, **final_eval["curve"]})
             is_ckpt = (cfg.checkpoint_every and done % cfg.checkpoint_every == 0) or done == end

@@ -40,7 +40,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lvsearch import __version__
+from lvsearch import __version__, tracking
 from lvsearch.arch import Arch, resolve_arch
 from lvsearch.config import MODEL_SIZES, RetrainConfig, to_jsonable
 from lvsearch.data.loader import fixed_dev_set
@@ -392,6 +392,8 @@ def retrain(
             "dims": dims.to_dict(),
             "generator_dims": module.generator.dims.to_dict() if isinstance(module, Electra) else None,
         }, data, info, resume=resume)
+        if info.is_main:
+            tracking.params(out, normalise(to_jsonable(config)))
         t = config.train
         summary = train(
             objective, t, out, info,
@@ -420,6 +422,7 @@ def retrain(
             summary["params"] = disc.num_params()
             summary.update(run_floors(data, objective.dev, t, summary["steps"], summary.get("final_eval") or {}))
             atomic_write_json(out / "summary.json", summary)
+            tracking.log(out, summary["steps"], {k: summary[k] for k in ("floors", "beats_floor") if k in summary})
             ui.console.print(f"model directory: {out / MODEL_DIR}")
             key = summary.get("floors_compared_with")
             if key:
@@ -513,7 +516,8 @@ def cooldown_probe(run_dir: str | Path, at_step: int, decay_steps: int, *, data_
         objective = RetrainObjective(module, data, branch_cfg, info)
         summary = train(objective, branch_cfg.train, tmp, info, tokens_per_step=t.batch_size * t.seq_len, resume=True,
                         checkpoint_extra={"tokenizer_sha256": data.tokenizer_sha256, "arch": arch.key},
-                        label=f"cool-down probe {arch.compact} @{at_step}+{decay_steps}", show_progress=show_progress)
+                        label=f"cool-down probe {arch.compact} @{at_step}+{decay_steps}", show_progress=show_progress,
+                        track=False)
         cooled = float(summary["final_eval"]["curve"]["loss"])
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from lvsearch import __version__
+from lvsearch import __version__, tracking
 from lvsearch.arch import Arch, resolve_arch
 from lvsearch.config import SamplingConfig, SupernetConfig, to_jsonable
 from lvsearch.data.loader import DevSet, fixed_dev_set
@@ -279,6 +279,8 @@ def train_supernet(
             "panel": {name: arch.key for name, arch in objective.panel.items()},
         }
         begin_run(out, record, data, info, resume=resume)
+        if info.is_main:
+            tracking.params(out, record["config"])
         t = config.train
         summary = train(
             objective,
@@ -297,6 +299,7 @@ def train_supernet(
             final = latest_checkpoint(out)  # the run's fingerprint: the final weights' sha256
             summary["weights_sha256"] = read_json(final / "state.json", what="checkpoint state")["files"]["model.safetensors"]
             atomic_write_json(out / "summary.json", summary)
+            tracking.log(out, summary["steps"], {k: summary[k] for k in ("floors", "beats_floor") if k in summary})
             if summary.get("floors"):
                 from lvsearch.eval.floors import floor_line
 
