@@ -766,8 +766,10 @@ def _summary_core(run: Path) -> dict:
 
 
 def _train_outcome(run: Path) -> dict:
+    model_config = run / "model" / "config.json"  # a retrain's model directory records what --arch named
     return {"weights": _weights_digest(run), "metrics": _metrics_lines(run, "metrics.jsonl"),
-            "summary": _summary_core(run), "stale_temps": sorted(p.name for p in (run / "checkpoints").glob(".step-*"))}
+            "summary": _summary_core(run), "stale_temps": sorted(p.name for p in (run / "checkpoints").glob(".step-*")),
+            "arch_source": json.loads(model_config.read_text())["extra"]["arch_source"] if model_config.is_file() else None}
 
 
 def _kill_then_resume(argv: list[str], resume_argv: list[str], point: str, run: Path) -> None:
@@ -795,6 +797,7 @@ def test_kill_and_resume_matrix_training(prepared_corpus: Path, tmp_path: Path, 
     proc = cli(*base, "--out", str(ref))
     assert proc.returncode == 0, proc.stderr[-3000:]
     want = _train_outcome(ref)
+    assert want["arch_source"] == (None if verb == "train-supernet" else "random:3")
     for point in KILLS:
         point = point.format(k=rng.randint(1, 11))
         run = tmp_path / point.replace(":", "-")

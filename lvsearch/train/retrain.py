@@ -380,6 +380,8 @@ def retrain(
                 return finished
         else:
             arch = resolved[0]
+        # what --arch named when the run started (a resume is given no --arch, or the same one)
+        arch_source = str(recorded.get("arch_source")) if resume and recorded.get("arch_source") else str(arch_spec)
         dims = config.model_settings().dims(data.vocab_size, data.special_ids.pad, config.train.seq_len)
         module = build_module(config, arch, dims)
         objective = RetrainObjective(module, data, config, info)
@@ -388,7 +390,7 @@ def retrain(
             "lvsearch_version": __version__,
             "config": normalise(to_jsonable(config)),
             "arch": arch.to_dict(),
-            "arch_source": str(arch_spec),
+            "arch_source": arch_source,
             "dims": dims.to_dict(),
             "generator_dims": module.generator.dims.to_dict() if isinstance(module, Electra) else None,
         }, data, info, resume=resume)
@@ -409,7 +411,7 @@ def retrain(
                 out / MODEL_DIR, disc, arch=arch, dims=dims, tokenizer_path=out / TOKENIZER,
                 objective=config.objective, generator=gen,
                 training_args=normalise(to_jsonable(config)),
-                extra={"run": str(out), "steps": summary["steps"], "tokens": summary["tokens"], "arch_source": str(arch_spec),
+                extra={"run": str(out), "steps": summary["steps"], "tokens": summary["tokens"], "arch_source": arch_source,
                        "train_tokens": data.num_tokens("train")},
             )
             summary["model_dir"] = str(out / MODEL_DIR)
