@@ -471,6 +471,9 @@ CASES = [
     C("evolve-resume-nothing", "evolve --supernet {SN} --out {EMPTY} --resume", "{EMPTY}"),
     C("evolve-resume-edited-state", "evolve --supernet {SN} --out {SEARCH_CURVE_CUT} --resume " + " ".join(SEARCH_ARGS),
       "{SEARCH_CURVE_CUT}/state.json"),
+    # a finished 3-iteration search resumed with fewer: the state and best.json stay as they are
+    C("evolve-resume-fewer-iterations", "evolve --supernet {SN} --out {SEARCH} --resume --iterations 2",
+      "--iterations 2, below the 3 recorded in {SEARCH}/state.json (3 iterations already run): --iterations may only grow"),
     # evolve's size band: a band no architecture of the space can fill ends at once, naming both switches
     C("evolve-band-above-space", "evolve --supernet {SN} --out {W}/e6 --min-params 1e9 --max-params 2e9",
       "fits --min-params 1,000,000,000 and --max-params 2,000,000,000: its architectures have"),
@@ -1210,3 +1213,4 @@ def test_drawing_and_scoring_a_population_report_progress_off_a_terminal():
     quiet.update(q, completed=5)  # finished before its first line: prints nothing
     lines = buf.getvalue().splitlines()
     assert len(lines) == 2 and lines[0].startswith("[progress] evolution: iteration 1: scoring: 40/100 (40%)")
+
