@@ -832,6 +832,44 @@ def test_kill_and_resume_matrix_evolve(ws: dict[str, Path], tmp_path: Path):
         assert got == want, f"evolve killed at {point} and resumed differs"
 
 
+def test_kill_and_resume_matrix_few_shot_part(ws: dict[str, Path], prepared_corpus: Path, tmp_path: Path):
+    """A few-shot part checkpoints on its one-shot's schedule (SN_SETS: every 4 steps; it wrote
+    none before its last step), so a kill mid-part, inside its final checkpoint write or before
+    its summary resumes to the uninterrupted part's weights, metrics and summary, no temporary
+    folder left (issue 36)."""
+    base = ["train-supernet", "--few-shot-from", str(ws["SN"]), "--op", "SA", "--steps", "10",
+            "--data", str(prepared_corpus)]
+    ref = tmp_path / "ref"
+    proc = cli(*base, "--out", str(ref))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    want = _train_outcome(ref)
+    assert sorted(p.name for p in (ref / "checkpoints").glob("step-*")) == ["step-0000008", "step-0000010"]
+    for point in (f"step:{random.Random('kill-few-shot').randint(5, 7)}", "checkpoint-write:10", "before-summary"):
+        run = tmp_path / point.replace(":", "-")
+        _kill_then_resume([*base, "--out", str(run)], ["train-supernet", "--data", str(prepared_corpus), "--out",
+                                                        str(run), "--resume"], point, run)
+        assert _train_outcome(run) == want, f"few-shot part killed at {point} and resumed differs"
+
+
+def test_kill_and_resume_second_stage(ws: dict[str, Path], tmp_path: Path):
+    """A kill while the second stage fine-tunes a candidate (after the search finished):
+    ``evolve --resume`` re-ranks to the uninterrupted run's second_stage.json and best.json."""
+    base = ["evolve", "--supernet", str(ws["SN"]), *SEARCH_ARGS, "--second-stage", "finetune", "--second-stage-k", "2",
+            "--second-stage-steps", "4"]
+
+    def outcome(out: Path) -> dict:
+        rec = json.loads((out / "second_stage.json").read_text())
+        rec.pop("seconds", None)
+        return {"second_stage": rec, **_search_outcome(out)}
+
+    ref = tmp_path / "ref"
+    proc = cli(*base, "--out", str(ref))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = tmp_path / "killed"
+    _kill_then_resume([*base, "--out", str(out)], [*base, "--out", str(out), "--resume"], "step:3", out)
+    assert outcome(out) == outcome(ref)
+
+
 def _finalists_outcome(out: Path) -> dict:
     state = json.loads((out / "finalists.json").read_text())
 
