@@ -48,6 +48,7 @@ from lvsearch.data.masking import IGNORE_INDEX
 from lvsearch.data.shards import TOKENIZER, PreparedData
 from lvsearch.errors import LvsearchError
 from lvsearch.io import atomic_write_json, read_json
+from lvsearch.lock import holds_output
 from lvsearch.model import Encoder, ModelDims
 from lvsearch.space import SearchSpace
 from lvsearch.train.distributed import DistInfo, barrier, init_distributed, shutdown
@@ -311,6 +312,7 @@ def build_module(config: RetrainConfig, arch: Arch, dims: ModelDims) -> nn.Modul
     return Electra(disc, Encoder(arch, generator_dims(dims, fraction)), config.disc_weight)
 
 
+@holds_output("out")
 def retrain(
     arch_spec: str | None,
     recipe: str | None,
