@@ -471,6 +471,9 @@ CASES = [
     C("evolve-resume-nothing", "evolve --supernet {SN} --out {EMPTY} --resume", "{EMPTY}"),
     C("evolve-resume-edited-state", "evolve --supernet {SN} --out {SEARCH_CURVE_CUT} --resume " + " ".join(SEARCH_ARGS),
       "{SEARCH_CURVE_CUT}/state.json"),
+    # a finished 3-iteration search resumed with fewer: the state and best.json stay as they are
+    C("evolve-resume-fewer-iterations", "evolve --supernet {SN} --out {SEARCH} --resume --iterations 2",
+      "--iterations 2, below the 3 recorded in {SEARCH}/state.json (3 iterations already run): --iterations may only grow"),
     # evolve's size band: a band no architecture of the space can fill ends at once, naming both switches
     C("evolve-band-above-space", "evolve --supernet {SN} --out {W}/e6 --min-params 1e9 --max-params 2e9",
       "fits --min-params 1,000,000,000 and --max-params 2,000,000,000: its architectures have"),
@@ -766,8 +769,10 @@ def _summary_core(run: Path) -> dict:
 
 
 def _train_outcome(run: Path) -> dict:
+    model_config = run / "model" / "config.json"  # a retrain's model directory records what --arch named
     return {"weights": _weights_digest(run), "metrics": _metrics_lines(run, "metrics.jsonl"),
-            "summary": _summary_core(run), "stale_temps": sorted(p.name for p in (run / "checkpoints").glob(".step-*"))}
+            "summary": _summary_core(run), "stale_temps": sorted(p.name for p in (run / "checkpoints").glob(".step-*")),
+            "arch_source": json.loads(model_config.read_text())["extra"]["arch_source"] if model_config.is_file() else None}
 
 
 def _kill_then_resume(argv: list[str], resume_argv: list[str], point: str, run: Path) -> None:
@@ -795,6 +800,7 @@ def test_kill_and_resume_matrix_training(prepared_corpus: Path, tmp_path: Path, 
     proc = cli(*base, "--out", str(ref))
     assert proc.returncode == 0, proc.stderr[-3000:]
     want = _train_outcome(ref)
+    assert want["arch_source"] == (None if verb == "train-supernet" else "random:3")
     for point in KILLS:
         point = point.format(k=rng.randint(1, 11))
         run = tmp_path / point.replace(":", "-")
@@ -824,6 +830,44 @@ def test_kill_and_resume_matrix_evolve(ws: dict[str, Path], tmp_path: Path):
         _kill_then_resume([*base, "--out", str(out)], [*base, "--out", str(out), "--resume"], point, out)
         got = {"ea": _search_outcome(out), "random": _search_outcome(out / "random")}
         assert got == want, f"evolve killed at {point} and resumed differs"
+
+
+def test_kill_and_resume_matrix_few_shot_part(ws: dict[str, Path], prepared_corpus: Path, tmp_path: Path):
+    """A few-shot part checkpoints on its one-shot's schedule (SN_SETS: every 4 steps; it wrote
+    none before its last step), so a kill mid-part, inside its final checkpoint write or before
+    its summary resumes to the uninterrupted part's weights, metrics and summary, no temporary
+    folder left (issue 36)."""
+    base = ["train-supernet", "--few-shot-from", str(ws["SN"]), "--op", "SA", "--steps", "10",
+            "--data", str(prepared_corpus)]
+    ref = tmp_path / "ref"
+    proc = cli(*base, "--out", str(ref))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    want = _train_outcome(ref)
+    assert sorted(p.name for p in (ref / "checkpoints").glob("step-*")) == ["step-0000008", "step-0000010"]
+    for point in (f"step:{random.Random('kill-few-shot').randint(5, 7)}", "checkpoint-write:10", "before-summary"):
+        run = tmp_path / point.replace(":", "-")
+        _kill_then_resume([*base, "--out", str(run)], ["train-supernet", "--data", str(prepared_corpus), "--out",
+                                                        str(run), "--resume"], point, run)
+        assert _train_outcome(run) == want, f"few-shot part killed at {point} and resumed differs"
+
+
+def test_kill_and_resume_second_stage(ws: dict[str, Path], tmp_path: Path):
+    """A kill while the second stage fine-tunes a candidate (after the search finished):
+    ``evolve --resume`` re-ranks to the uninterrupted run's second_stage.json and best.json."""
+    base = ["evolve", "--supernet", str(ws["SN"]), *SEARCH_ARGS, "--second-stage", "finetune", "--second-stage-k", "2",
+            "--second-stage-steps", "4"]
+
+    def outcome(out: Path) -> dict:
+        rec = json.loads((out / "second_stage.json").read_text())
+        rec.pop("seconds", None)
+        return {"second_stage": rec, **_search_outcome(out)}
+
+    ref = tmp_path / "ref"
+    proc = cli(*base, "--out", str(ref))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = tmp_path / "killed"
+    _kill_then_resume([*base, "--out", str(out)], [*base, "--out", str(out), "--resume"], "step:3", out)
+    assert outcome(out) == outcome(ref)
 
 
 def _finalists_outcome(out: Path) -> dict:
@@ -1208,3 +1252,121 @@ def test_drawing_and_scoring_a_population_report_progress_off_a_terminal():
     quiet.update(q, completed=5)  # finished before its first line: prints nothing
     lines = buf.getvalue().splitlines()
     assert len(lines) == 2 and lines[0].startswith("[progress] evolution: iteration 1: scoring: 40/100 (40%)")
+
+
+# ---------------------------------------------------------------- one writer per output (issue 36)
+#: (verb id, argv, the output the other command holds): fresh, --resume and --overwrite, every verb that writes.
+WRITERS = [
+    ("train-supernet-new", "train-supernet --config quickstart --data {CORPUS} --out {W}/lk-sn", "{W}/lk-sn"),
+    ("train-supernet-resume", "train-supernet --data {CORPUS} --out {SN} --resume", "{SN}"),
+    ("train-supernet-overwrite", "train-supernet --config quickstart --data {CORPUS} --out {SN} --overwrite", "{SN}"),
+    ("few-shot-part", "train-supernet --few-shot-from {SN} --op SA --steps 4 --data {CORPUS} --out {W}/lk-part",
+     "{W}/lk-part"),
+    ("retrain-resume", "retrain --data {CORPUS} --out {RT} --resume", "{RT}"),
+    ("retrain-finalists", "retrain --arch {SEARCH}/topk.json --finalists 2 --budget 16 --config retrain-quickstart "
+                          "--data {CORPUS} --out {W}/lk-fin", "{W}/lk-fin"),
+    ("evolve-new", "evolve --supernet {SN} --out {W}/lk-ev --seed 3", "{W}/lk-ev"),
+    ("evolve-resume", "evolve --supernet {SN} --out {SEARCH} --resume", "{SEARCH}"),
+    ("rank-check", "rank-check --supernet {SN} --archs 3 --steps 1", "{SN}/rank_check"),
+    ("quickstart", "quickstart --data {CORPUS} --out {W}/lk-qs --no-blimp", "{W}/lk-qs"),
+    ("data-prepare", "data prepare --input builtin:python-docs --out {W}/lk-data", "{W}/lk-data"),
+    ("export", "export --model {MODEL} --out {W}/lk-export", "{W}/lk-export"),
+    ("evaluate", "evaluate --model {MODEL} --out {W}/lk-eval.json --no-blimp", "{W}/lk-eval.json"),
+    ("report", "report {MODEL} --out {W}/lk-report", "{W}/lk-report"),
+]
+
+
+@pytest.mark.parametrize("argv,held", [w[1:] for w in WRITERS], ids=[w[0] for w in WRITERS])
+def test_a_second_writer_of_one_output_is_refused(ws: dict[str, Path], argv: str, held: str):
+    from lvsearch.lock import OutputLock, lock_path
+
+    held_path = Path(_fill(held, ws))
+    before = {k: tree_digest(p) for k, p in ws.items() if p.is_dir()}
+    with OutputLock(held_path):  # this test process is the other command
+        proc = cli(*_fill(argv, ws).split())
+        assert lock_path(held_path).is_file()
+    err = " ".join(proc.stderr.split())
+    assert proc.returncode == 2, f"exit {proc.returncode}\n{proc.stderr[-3000:]}"
+    assert "Traceback" not in proc.stderr
+    assert f"{held_path} is being written by another lvsearch command (pid {os.getpid()}" in err, err
+    assert err.count("error:") == 1
+    assert not held_path.exists() or held_path.is_dir() and any(held_path.iterdir())  # nothing made
+    assert not lock_path(held_path).exists()  # the holder's release removed it
+    for k in before:
+        assert tree_digest(ws[k]) == before[k], f"changed files under {ws[k]}"
+
+
+def _hold_in_child(out: Path) -> subprocess.Popen:
+    """A process (not this one) holding the lock on ``out`` until its stdin closes."""
+    code = ("import sys; from lvsearch.lock import OutputLock\n"
+            "with OutputLock(sys.argv[1]):\n    print('held', flush=True); sys.stdin.read()\n")
+    child = subprocess.Popen([sys.executable, "-c", code, str(out)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert child.stdout.readline().strip() == "held"
+    return child
+
+
+def test_the_output_lock_refuses_a_live_holder_and_takes_over_a_dead_ones(tmp_path: Path, capsys):
+    from lvsearch.lock import OutputLock, lock_path
+
+    out = tmp_path / "runs" / "sn"  # its parent does not exist yet
+    child = _hold_in_child(out)
+    try:
+        with pytest.raises(LvsearchError, match=rf"--out {out} is being written .*pid {child.pid} on "):
+            OutputLock(out).acquire()
+        assert json.loads(lock_path(out).read_text())["pid"] == child.pid  # the refusal changed nothing
+    finally:
+        child.stdin.close()
+        child.wait()
+    assert not (tmp_path / "runs").exists()  # the holder removed its lock file and the folder it made for it
+
+    # a lock file left by a killed command (its pid is gone; nobody holds the flock): taken over with a warning
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    out.parent.mkdir(parents=True)
+    lock_path(out).write_text(json.dumps({"pid": dead.pid, "host": os.uname().nodename, "command": "lvsearch x"}))
+    with OutputLock(out):
+        assert json.loads(lock_path(out).read_text())["pid"] == os.getpid()
+        with OutputLock(out):  # re-entrant in one process (a job calling a job on the same output)
+            pass
+        assert lock_path(out).is_file()
+    assert not lock_path(out).exists()
+    assert f"took over the lock {lock_path(out)} of a command that is no longer running (pid {dead.pid}" in printed(capsys)
+
+
+def test_two_training_runs_into_one_folder(prepared_corpus: Path, tmp_path: Path):
+    """The issue's reproduction: a second train-supernet into the folder of a running one (new,
+    --overwrite, --resume) is refused; after the first is killed, --overwrite takes its stale
+    lock over and trains alone."""
+    from lvsearch.lock import lock_path
+
+    run = tmp_path / "sn"
+    base = ["train-supernet", "--config", "quickstart", "--data", str(prepared_corpus), *_sets(SN_SETS)]
+    env = {**os.environ, "LVSEARCH_QUIET": "1", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    env.pop("LVSEARCH_KILL_AT", None)
+    # the first run: many steps, so it is still training when the others start; killed below
+    first = subprocess.Popen([sys.executable, "-m", "lvsearch", *base, "--out", str(run), "--set", "train.steps=100000"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=REPO)
+    try:
+        for _ in range(600):
+            if (run / "checkpoints").is_dir() or first.poll() is not None:
+                break
+            subprocess.run(["sleep", "0.2"])
+        assert first.poll() is None and json.loads(lock_path(run).read_text())["pid"] == first.pid
+        for extra in ([], ["--overwrite"]):
+            proc = cli(*base, "--out", str(run), *extra)
+            assert proc.returncode == 2 and f"pid {first.pid}" in proc.stderr, proc.stderr[-2000:]
+        proc = cli("train-supernet", "--data", str(prepared_corpus), "--out", str(run), "--resume")
+        assert proc.returncode == 2 and "is being written by another lvsearch command" in " ".join(proc.stderr.split())
+        assert first.poll() is None  # untouched: still training
+    finally:
+        first.kill()  # as a crash would: its lock file stays behind, stale
+        first.wait()
+    assert json.loads(lock_path(run).read_text())["pid"] == first.pid
+    proc = cli(*base, "--out", str(run), "--overwrite")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"took over the lock {lock_path(run)} of a command that is no longer running (pid {first.pid}" in \
+        " ".join(proc.stderr.split())
+    steps = [r["step"] for r in _metrics_lines(run, "metrics.jsonl") if "eval" not in r]
+    assert steps == sorted(set(steps)) and steps[-1] == 12  # one writer: each step logged once
+    assert not lock_path(run).exists()

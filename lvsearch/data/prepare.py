@@ -36,6 +36,7 @@ from lvsearch.io import (
     sha256_file,
     umask,
 )
+from lvsearch.lock import holds_output
 
 #: Lines encoded per call of the Rust tokenizer.
 ENCODE_BATCH_LINES = 8192
@@ -180,6 +181,7 @@ def _replace_folder(tmp: Path, out: Path) -> None:
     remove_stale_temps(out.parent, f".{out.name}.old-")
 
 
+@holds_output("out")
 def prepare(
     inputs: list[str],
     out: str | Path,

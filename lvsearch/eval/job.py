@@ -27,6 +27,7 @@ from lvsearch.eval.blimp import DEFAULT_METRIC
 from lvsearch.eval.finetune import FinetuneConfig
 from lvsearch.eval.report import DEFAULT_REPORT_NAME, REPORT_FORMAT, summary_rows
 from lvsearch.io import check_writable_folder, guard_output
+from lvsearch.lock import holds_output
 
 #: Which BLiMP pairs ``blimp_limit`` keeps (recorded in the report as ``blimp.limit_rule``).
 BLIMP_LIMIT_RULE = "first N pairs of each paradigm, in file order"
@@ -155,6 +156,21 @@ def mlm_dev_settings(opts: EvaluateOptions, training_args: dict | None, data) ->
     return out
 
 
+def report_path(opts: EvaluateOptions) -> Path | None:
+    """Where :func:`evaluate` writes its JSON report: ``--out``, else ``MODEL_DIR/``
+    :data:`~lvsearch.eval.report.DEFAULT_REPORT_NAME`; None for an ``hf:`` model that is not a
+    local folder and no ``--out`` (refused by :func:`evaluate`)."""
+    from lvsearch.eval.hf import HF_PREFIX, is_hf_spec
+
+    model_arg = str(opts.model)
+    hf = is_hf_spec(model_arg)
+    model_dir = Path(model_arg[len(HF_PREFIX):] if hf else model_arg).expanduser()
+    if opts.out:
+        return Path(opts.out)
+    return None if hf and not model_dir.is_dir() else model_dir / DEFAULT_REPORT_NAME
+
+
+@holds_output(lambda a: report_path(a["opts"]))
 def evaluate(opts: EvaluateOptions, *, show: bool = True) -> EvaluateResult:
     """Evaluate one model and write its report (JSON + Markdown, atomic writes).
 
@@ -190,7 +206,7 @@ def evaluate(opts: EvaluateOptions, *, show: bool = True) -> EvaluateResult:
     if hf and opts.layer_decay != 1.0:
         raise LvsearchError(f"--layer-decay {opts.layer_decay:g} needs an lvsearch model directory (slot names); "
                             f"{model_arg} is a Hugging Face model", fix="drop --layer-decay for hf: models")
-    out = Path(opts.out) if opts.out else model_dir / DEFAULT_REPORT_NAME
+    out = report_path(opts)
     md_out = out.with_suffix(".md")
     if md_out == out:
         raise LvsearchError(f"--out {out} ends in .md; the Markdown table goes beside the JSON report",

@@ -25,6 +25,7 @@ from typing import Sequence
 
 from lvsearch.errors import LvsearchError
 from lvsearch.io import check_writable_folder
+from lvsearch.lock import holds_output
 
 REPORT_FORMAT = "lvsearch.eval-report/v1"
 DEFAULT_REPORT_NAME = "results.json"
@@ -402,6 +403,7 @@ def _alpha_section(label: str, arch, alpha) -> list[str]:
     return lines
 
 
+@holds_output("out")
 def write_report(sources: Sequence[str], out: str | Path, *, overwrite: bool = False) -> dict:
     """``lvsearch report``: ``OUT/report.md`` (one column per model) and one α heatmap PNG per
     model (``OUT/alpha_<label>.png``).

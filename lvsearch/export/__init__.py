@@ -51,6 +51,7 @@ from lvsearch.io import (
     replace_folder,
     restore_replaced_folder,
 )
+from lvsearch.lock import holds_output
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -317,6 +318,7 @@ def is_export(folder: Path) -> bool:
         return False
 
 
+@holds_output("out")
 def export_model(model_dir: str | os.PathLike, out: str | os.PathLike, *, generator: bool = False,
                  overwrite: bool = False, loaded: "LoadedModel | None" = None) -> dict:
     """Write the Hugging Face folder of model directory ``model_dir`` to ``out`` (layout in the

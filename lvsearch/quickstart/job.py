@@ -42,6 +42,7 @@ from lvsearch.errors import LvsearchError
 from lvsearch.eval.job import EvaluateOptions
 from lvsearch.faults import kill_point
 from lvsearch.io import atomic_write_json, check_same_settings, check_writable_folder, guard_output, read_json
+from lvsearch.lock import holds_output
 from lvsearch.quickstart.plan import ARM_TITLES, ARMS, Plan, make_plan, pace_line  # noqa: F401 (re-exported)
 
 if TYPE_CHECKING:
@@ -713,6 +714,7 @@ STAGES: list[tuple[str, Callable[[Context], dict]]] = [
 ]
 
 
+@holds_output("out")
 def run_quickstart(out: str | Path, settings: QuickstartSettings, *, device: str = "auto",
                    show_progress: bool = True, stop_after: str | None = None) -> Context:
     """Run (or resume) every stage; returns the context (``ctx.state`` has the outcomes).

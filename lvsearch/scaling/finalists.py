@@ -77,6 +77,7 @@ from lvsearch.config import RetrainConfig, load_config, to_jsonable
 from lvsearch.errors import LvsearchError
 from lvsearch.faults import kill_point
 from lvsearch.io import atomic_write_json, check_same_settings, check_writable_folder, guard_output, read_json
+from lvsearch.lock import holds_output
 from lvsearch.scaling.halving import halving_rounds, halving_rungs
 from lvsearch.train.loop import read_curve
 
@@ -378,6 +379,7 @@ def _open_state(out: Path, job: _Job, overwrite: bool) -> dict:
 # ---------------------------------------------------------------------------------------
 
 
+@holds_output("out")
 def run_finalists(
     arch_spec: str,
     recipe: str | None,

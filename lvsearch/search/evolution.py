@@ -523,6 +523,14 @@ class Search:
                 diff = sorted(k for k, v in recorded.to_dict().items() if k not in grow and mine[k] != v)
                 raise LvsearchError(f"--resume with different search settings than {source} ({', '.join(diff)})",
                                     fix="resume with the original settings (only --iterations and --budget may grow)")
+            # a smaller target would re-save the state under it, and best.json from a cut search
+            for flag, old, new in (("--iterations", recorded.iterations, self.config.iterations),
+                                   ("--budget", recorded.budget, self.config.budget)):
+                if old is not None and new is not None and new < old:
+                    raise LvsearchError(
+                        f"--resume with {flag} {new:,}, below the {old:,} recorded in {source} ({int(s['iteration'])} "
+                        f"iterations already run): {flag} may only grow",
+                        fix=f"resume with {flag} {old:,} or more (omit it to keep the recorded one), or start a new --out")
             if s["space"] != self.space.to_dict():
                 raise LvsearchError(f"--resume: {source} was made for another search space", fix="check --supernet")
             if s["extra"] != self.extra_state:

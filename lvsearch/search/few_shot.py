@@ -29,8 +29,9 @@ from lvsearch.search.evaluator import SupernetEvaluator
 def sub_supernet_recipe(one_shot: str | Path, *, steps: int, slot: int | None, op: str | None,
                         warmup_steps: int | None = None) -> dict:
     """The recipe (a ``train-supernet`` YAML mapping) of one sub-supernet of ``one_shot``: the
-    one-shot run's recorded recipe with ``train.steps = steps`` (warm-up ``steps // 10`` unless
-    given), ``init_from = one_shot`` and ``sampling.fix_slot/fix_op = slot/op`` (both None: the
+    one-shot run's recorded recipe (its ``train.checkpoint_every`` included, so a killed part
+    resumes like any supernet run) with ``train.steps = steps`` (warm-up ``steps // 10`` unless
+    given), no evaluation during training, ``init_from = one_shot`` and ``sampling.fix_slot/fix_op = slot/op`` (both None: the
     equal-compute control, the one-shot supernet trained on uniformly).
 
     Raises:
@@ -43,9 +44,9 @@ def sub_supernet_recipe(one_shot: str | Path, *, steps: int, slot: int | None, o
     _, rec = read_run_config(Path(one_shot), RUN_FORMAT, SupernetConfig,
                              missing_fix="pass the train-supernet run folder of the one-shot supernet")
     cfg = dict(rec["config"])
+    # checkpoints on the one-shot's schedule (train.checkpoint_every), so a killed part resumes
     cfg["train"] = {**cfg["train"], "steps": int(steps),
-                    "warmup_steps": int(steps // 10 if warmup_steps is None else warmup_steps),
-                    "checkpoint_every": int(steps), "eval_every": 0}
+                    "warmup_steps": int(steps // 10 if warmup_steps is None else warmup_steps), "eval_every": 0}
     sampling = {**cfg["sampling"], "fix_slot": slot, "fix_op": op}
     if sampling.get("strategy") != "sandwich":
         sampling.pop("paths", None)  # recorded with every run, but read (and accepted) by the sandwich rule only

@@ -31,6 +31,7 @@ from lvsearch import tracking
 from lvsearch.arch import Arch
 from lvsearch.errors import LvsearchError
 from lvsearch.io import check_writable_folder, guard_output
+from lvsearch.lock import holds_output
 from lvsearch.search.evaluator import Constraints, EvalResult, Racing
 from lvsearch.search.evolution import STATE, Search, SearchConfig, SearchResult, plot_curves
 from lvsearch.search.second_stage import SECOND_STAGE_DIR, SECOND_STAGE_FILE, SecondStage
@@ -369,6 +370,7 @@ def check_size_band(supernet, constraints: Constraints) -> tuple[int, int]:
     return lo, hi
 
 
+@holds_output(lambda a: a["opts"].out)
 def evolve(opts: EvolveOptions, config: SearchConfig, *, show_progress: bool = True,
            max_iterations: int | None = None) -> dict[str, SearchResult]:
     """Run (or resume) a search over a trained supernet; returns ``{"evolution"|strategy: result,

@@ -30,6 +30,7 @@ from torch import nn
 
 from lvsearch.arch import Arch
 from lvsearch.errors import LvsearchError
+from lvsearch.lock import holds_output
 
 
 class FixedArchObjective:
@@ -420,6 +421,12 @@ def stratified_tau(xs, ys, labels: list[str]) -> dict:
     return {"strata": out, "weighted_tau": num / den if den else None}
 
 
+def rank_check_out(supernet: str | Path, out: str | Path | None) -> Path:
+    """The rank check's output folder: ``out``, or ``SUPERNET/rank_check`` when None."""
+    return Path(out) if out is not None else Path(supernet) / "rank_check"
+
+
+@holds_output(lambda a: rank_check_out(a["supernet"], a["out"]))
 def rank_check(supernet: str | Path, *, num_archs: int = 8, steps: int = 200, pool: int | None = None,
                out: str | Path | None = None, data: str | Path | None = None, dev_sequences: int | None = None,
                seed: int = 0, overwrite: bool = False, device: str = "auto", show_progress: bool = False,
@@ -466,7 +473,7 @@ def rank_check(supernet: str | Path, *, num_archs: int = 8, steps: int = 200, po
         raise LvsearchError(f"--steps must be ≥ 1, got {steps}")
     from lvsearch.io import guard_output
 
-    out = Path(out) if out is not None else Path(supernet) / "rank_check"
+    out = rank_check_out(supernet, out)
     guard_output(out, overwrite=overwrite, inputs=[("--supernet", supernet), ("--data", data), ("--reuse", reuse)])
     if out.is_dir() and any(out.iterdir()) and not ((out / "rank_check.json").exists() or (out / "standalone").is_dir()):
         raise LvsearchError(f"--out {out} is not empty and holds no rank check", fix="choose a new or empty folder")

@@ -48,6 +48,7 @@ from lvsearch.data.masking import IGNORE_INDEX
 from lvsearch.data.shards import TOKENIZER, PreparedData
 from lvsearch.errors import LvsearchError
 from lvsearch.io import atomic_write_json, read_json
+from lvsearch.lock import holds_output
 from lvsearch.model import Encoder, ModelDims
 from lvsearch.space import SearchSpace
 from lvsearch.train.distributed import DistInfo, barrier, init_distributed, shutdown
@@ -311,6 +312,7 @@ def build_module(config: RetrainConfig, arch: Arch, dims: ModelDims) -> nn.Modul
     return Electra(disc, Encoder(arch, generator_dims(dims, fraction)), config.disc_weight)
 
 
+@holds_output("out")
 def retrain(
     arch_spec: str | None,
     recipe: str | None,
@@ -380,6 +382,8 @@ def retrain(
                 return finished
         else:
             arch = resolved[0]
+        # what --arch named when the run started (a resume is given no --arch, or the same one)
+        arch_source = str(recorded.get("arch_source")) if resume and recorded.get("arch_source") else str(arch_spec)
         dims = config.model_settings().dims(data.vocab_size, data.special_ids.pad, config.train.seq_len)
         module = build_module(config, arch, dims)
         objective = RetrainObjective(module, data, config, info)
@@ -388,7 +392,7 @@ def retrain(
             "lvsearch_version": __version__,
             "config": normalise(to_jsonable(config)),
             "arch": arch.to_dict(),
-            "arch_source": str(arch_spec),
+            "arch_source": arch_source,
             "dims": dims.to_dict(),
             "generator_dims": module.generator.dims.to_dict() if isinstance(module, Electra) else None,
         }, data, info, resume=resume)
@@ -411,7 +415,7 @@ def retrain(
                 out / MODEL_DIR, disc, arch=arch, dims=dims, tokenizer_path=out / TOKENIZER,
                 objective=config.objective, generator=gen,
                 training_args=normalise(to_jsonable(config)),
-                extra={"run": str(out), "steps": summary["steps"], "tokens": summary["tokens"], "arch_source": str(arch_spec),
+                extra={"run": str(out), "steps": summary["steps"], "tokens": summary["tokens"], "arch_source": arch_source,
                        "train_tokens": data.num_tokens("train")},
             )
             summary["model_dir"] = str(out / MODEL_DIR)

@@ -40,6 +40,7 @@ from lvsearch.data.masking import IGNORE_INDEX
 from lvsearch.data.shards import PreparedData
 from lvsearch.errors import LvsearchError
 from lvsearch.io import atomic_write_json, read_json
+from lvsearch.lock import holds_output
 from lvsearch.model import ModelDims, Supernet
 from lvsearch.space import SearchSpace
 from lvsearch.train.checkpoint import latest_checkpoint, load_checkpoint
@@ -224,6 +225,7 @@ class SupernetObjective:
         return {"panel": results, "unigram_accuracy": self.unigram}
 
 
+@holds_output("out")
 def train_supernet(
     recipe: str | dict | None,
     data_dir: str | Path,
