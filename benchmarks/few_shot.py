@@ -31,7 +31,7 @@ from _common import RESULTS, machine, run_lvsearch, write_result
 def train_part(args, name: str, slot: int | None, op: str | None, steps: int) -> Path:
     import yaml
 
-    from lvsearch.search.few_shot import sub_supernet_recipe
+    from lvsearch.train.supernet import sub_supernet_recipe
 
     out = args.work / name
     if (out / "summary.json").is_file():

@@ -463,7 +463,7 @@ def _check_recipe_kind(cls: type, raw: dict, source: str) -> None:
 
 def load_config(cls: type, recipe: str | dict | None, overrides: list[str] = ()) -> tuple[Any, dict]:  # type: ignore[assignment]
     """Read a recipe (optional: a YAML path or bundled name, or an already built mapping such as
-    :func:`lvsearch.search.few_shot.sub_supernet_recipe`'s) + ``--set`` overrides into dataclass ``cls``.
+    :func:`lvsearch.train.supernet.sub_supernet_recipe`'s) + ``--set`` overrides into dataclass ``cls``.
 
     Returns:
         ``(config, raw)`` where ``raw`` is the merged mapping (for the record).

@@ -24,7 +24,8 @@ from lvsearch.data.loader import fixed_dev_set
 from lvsearch.data.shards import PreparedData
 from lvsearch.errors import LvsearchError
 from lvsearch.search.evaluator import Racing, SupernetEvaluator
-from lvsearch.search.few_shot import FewShotSupernets, sub_supernet_recipe
+from lvsearch.search.few_shot import FewShotSupernets
+from lvsearch.train.supernet import sub_supernet_recipe
 from lvsearch.train.supernet import load_dev
 from lvsearch.space import SearchSpace
 from lvsearch.train.supernet import ArchSampler, load_supernet, train_supernet

@@ -70,7 +70,7 @@ def _few_shot_recipe(args: argparse.Namespace) -> dict | None:
             raise LvsearchError(f"{', '.join(part)} set a few-shot part, but --few-shot-from is not given",
                                 fix="add --few-shot-from ONE_SHOT_RUN, or drop " + ", ".join(part))
         return None
-    from lvsearch.search.few_shot import sub_supernet_recipe
+    from lvsearch.train.supernet import sub_supernet_recipe
 
     if args.config:
         raise LvsearchError("--few-shot-from takes its recipe from the one-shot run, and --config gives another one",

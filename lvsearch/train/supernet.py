@@ -239,7 +239,7 @@ def train_supernet(
 ) -> dict:
     """Train (or resume) a supernet; returns the summary also written to ``summary.json``.
     ``recipe`` is a YAML path, a bundled name or a recipe mapping (e.g. a few-shot part's,
-    :func:`lvsearch.search.few_shot.sub_supernet_recipe`). ``resume`` of a run already finished at ``train.steps`` changes no file and returns the
+    :func:`lvsearch.train.supernet.sub_supernet_recipe`). ``resume`` of a run already finished at ``train.steps`` changes no file and returns the
     recorded summary (:func:`lvsearch.train.run.finished_summary`).
 
     Raises:
@@ -420,3 +420,28 @@ def load_dev(loaded, data_dir: str | Path | None, dev_sequences: int | None):
                             fix="e.g. --dev-sequences 1024, or omit it for the default")
     dev = fixed_dev_set(data, num_sequences=n, seq_len=cfg.train.seq_len, seed=cfg.eval.seed)
     return dev, data
+
+
+def sub_supernet_recipe(one_shot: str | Path, *, steps: int, slot: int | None, op: str | None,
+                        warmup_steps: int | None = None) -> dict:
+    """The recipe (a ``train-supernet`` YAML mapping) of one sub-supernet of ``one_shot``: the
+    one-shot run's recorded recipe (its ``train.checkpoint_every`` included, so a killed part
+    resumes like any supernet run) with ``train.steps = steps`` (warm-up ``steps // 10`` unless
+    given), no evaluation during training, ``init_from = one_shot`` and ``sampling.fix_slot/fix_op = slot/op`` (both None: the
+    equal-compute control, the one-shot supernet trained on uniformly).
+
+    Raises:
+        LvsearchError: ``one_shot`` is not a supernet run (see :func:`lvsearch.train.run.read_run_config`).
+    """
+    _, rec = read_run_config(Path(one_shot), RUN_FORMAT, SupernetConfig,
+                             missing_fix="pass the train-supernet run folder of the one-shot supernet")
+    cfg = dict(rec["config"])
+    # checkpoints on the one-shot's schedule (train.checkpoint_every), so a killed part resumes
+    cfg["train"] = {**cfg["train"], "steps": int(steps),
+                    "warmup_steps": int(steps // 10 if warmup_steps is None else warmup_steps), "eval_every": 0}
+    sampling = {**cfg["sampling"], "fix_slot": slot, "fix_op": op}
+    if sampling.get("strategy") != "sandwich":
+        sampling.pop("paths", None)  # recorded with every run, but read (and accepted) by the sandwich rule only
+    cfg["sampling"] = sampling
+    cfg["init_from"] = str(Path(one_shot).resolve())
+    return cfg
