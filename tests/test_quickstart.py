@@ -494,3 +494,28 @@ def test_worker_processes_train_as_one_thread_in_process(tmp_path, prepared_corp
         time.sleep(0.1)
     with pytest.raises(LvsearchError, match="retrain of bad2: .*nosuch"):
         pool.check()
+
+
+@pytest.mark.parametrize("decoy", ["empty folder", "other package"])
+def test_workers_import_this_lvsearch_whatever_the_current_folder_holds(tmp_path, monkeypatch, decoy):
+    """Issue 36: run from a folder holding a directory named ``lvsearch`` (a checkout seen from
+    its parent loads as a namespace package in place of an editable install; a package of that
+    name would shadow any install), a worker still imports the lvsearch of this process: the
+    job's own error arrives, not an import failure blamed on memory."""
+    from lvsearch.errors import LvsearchError
+    from lvsearch.quickstart.workers import WorkerJob, run_jobs
+
+    here = tmp_path / "cwd"
+    (here / "lvsearch").mkdir(parents=True)
+    if decoy == "other package":
+        (here / "lvsearch" / "__init__.py").write_text("raise ImportError('the decoy lvsearch was imported')\n")
+    else:  # only the editable install's finder (no PYTHONPATH) would find lvsearch after the folder
+        monkeypatch.delenv("PYTHONPATH", raising=False)
+    monkeypatch.chdir(here)
+    job = WorkerJob("bad", "retrain", {"arch_spec": "bert", "recipe": str(tmp_path / "nosuch.yaml"),
+                                       "data_dir": str(tmp_path), "out": str(tmp_path / "c")})
+    with pytest.raises(LvsearchError) as err:
+        run_jobs([job], tmp_path / "logs", show_progress=False)
+    msg = str(err.value)
+    assert msg.startswith("retrain of bad: ") and "is not a prepared dataset" in msg, msg
+    assert "memory" not in msg
