@@ -1207,3 +1207,30 @@ def test_drawing_and_scoring_a_population_report_progress_off_a_terminal():
     quiet.update(q, completed=5)  # finished before its first line: prints nothing
     lines = buf.getvalue().splitlines()
     assert len(lines) == 2 and lines[0].startswith("[progress] evolution: iteration 1: scoring: 40/100 (40%)")
+
+
+def test_nsga2_example_runs_without_racing(ws: dict[str, Path], tmp_path: Path):
+    """Issue 36: the documented ``evolve --strategy nsga2 --max-params 5000000`` exited 2 with
+    "--racing ranks a batch by one fitness" although --racing was never given (the unset default
+    was truthy). NSGA-II now runs unraced by default; an explicit --racing is still refused."""
+    out = tmp_path / "nsga"
+    assert main(["evolve", "--supernet", str(ws["SN"]), "--out", str(out), "--strategy", "nsga2",
+                 "--max-params", "5000000", *SEARCH_ARGS]) == 0
+    assert (out / "best.json").is_file()
+    assert main(["evolve", "--supernet", str(ws["SN"]), "--out", str(tmp_path / "raced"), "--strategy", "nsga2",
+                 "--racing", "8", *SEARCH_ARGS]) == 2
+
+
+def test_evaluate_rerun_into_the_model_folder_asks_for_overwrite(ws: dict[str, Path], tmp_path: Path, capsys):
+    """Issue 36 (README step 5 run twice): the second ``evaluate --model M`` said its own
+    M/results.md was "not a previous output of this command (refused with or without
+    --overwrite)"; it is one: without --overwrite the message asks for it, with it the report is replaced."""
+    model = tmp_path / "model"
+    shutil.copytree(ws["MODEL"], model)
+    argv = ["evaluate", "--model", str(model), "--no-blimp", "--mlm-data", str(ws["CORPUS"]), "--dev-sequences", "8"]
+    assert main(argv) == 0
+    capsys.readouterr()
+    assert main(argv) == 2
+    text = printed(capsys)
+    assert "already exists" in text and "--overwrite" in text and "not a previous output" not in text
+    assert main([*argv, "--overwrite"]) == 0

@@ -200,8 +200,7 @@ def evaluate(opts: EvaluateOptions, *, show: bool = True) -> EvaluateResult:
               ("--blimp", opts.blimp), *local_tasks]
     # without --overwrite an existing report is refused below with its own message
     guard_output(out, inputs=inputs, overwrite=True, is_file=True, own=is_eval_report)
-    guard_output(md_out, inputs=inputs, overwrite=True, is_file=True,
-                 own=_is_eval_markdown if opts.overwrite else None)
+    guard_output(md_out, inputs=inputs, overwrite=True, is_file=True, own=_is_eval_markdown)
     for path, what in ((out, "report"), (md_out, "Markdown report")):
         if path.exists() and not opts.overwrite:
             raise LvsearchError(f"{what} {path} already exists", fix="pass --overwrite to replace it, or another --out")
