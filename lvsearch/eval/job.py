@@ -70,6 +70,8 @@ class EvaluateOptions:
     allow_pickle: bool = False
     blimp: str | Path | None = None
     no_blimp: bool = False
+    #: why BLiMP is skipped when ``no_blimp`` was set by a caller rather than by --no-blimp
+    no_blimp_reason: str | None = None
     blimp_limit: int | None = None
     blimp_token_budget: int = 8192
     blimp_metric: str = DEFAULT_METRIC
@@ -236,7 +238,7 @@ def evaluate(opts: EvaluateOptions, *, show: bool = True) -> EvaluateResult:
     blimp_dir = None
     blimp_note = None
     if opts.no_blimp:
-        blimp_note = {"status": "skipped", "reason": "--no-blimp"}
+        blimp_note = {"status": "skipped", "reason": opts.no_blimp_reason or "--no-blimp"}
     elif opts.blimp:
         blimp_dir = Path(opts.blimp)
     elif default_blimp_dir().is_dir():
