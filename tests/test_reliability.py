@@ -1234,3 +1234,14 @@ def test_evaluate_rerun_into_the_model_folder_asks_for_overwrite(ws: dict[str, P
     text = printed(capsys)
     assert "already exists" in text and "--overwrite" in text and "not a previous output" not in text
     assert main([*argv, "--overwrite"]) == 0
+
+
+def test_supernet_panel_lines_are_explained(prepared_corpus: Path, tmp_path: Path, capsys):
+    """Issue 36: the console's "panel NAME: dev MLM accuracy" lines after a supernet run were
+    unexplained; one line now says what the panel is."""
+    assert main(["train-supernet", "--config", "quickstart", "--data", str(prepared_corpus), "--out",
+                 str(tmp_path / "sn"), *_sets([*SUPERNET_TINY, "train.steps=2", "train.eval_every=0",
+                                                "eval.panel=[bert]"])]) == 0
+    text = printed(capsys)
+    assert "panel bert: dev MLM accuracy" in text
+    assert text.index("panel: the recipe's fixed reference architectures") < text.index("panel bert:")
