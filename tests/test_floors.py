@@ -348,7 +348,7 @@ def test_evaluate_and_report_lead_with_the_three_floors(data, tmp_path, capsys, 
     md = (tmp_path / "ours.md").read_text()
     assert md.index("## Verdict against the floors") < md.index("| metric |")
     verdict = md.split("## Verdict against the floors")[1].split("| metric |")[0]
-    assert "MLM (neighbour-count floor) does not beat its floor" in verdict
+    assert "MLM (neighbour-count floor) is below its floor" in verdict  # an untrained model is clearly below
     assert "BLiMP (3-gram Kneser-Ney floor)" in verdict and "sentence_polarity test accuracy (bag-of-words floor)" in verdict
     assert "| BLiMP − floor |" in md and "| sentence_polarity test accuracy floor · bag of words (C=" in md
     assert "does not beat its floor: failed (loss did not fall)" in verdict  # a model at chance still says so
@@ -357,3 +357,19 @@ def test_evaluate_and_report_lead_with_the_three_floors(data, tmp_path, capsys, 
     rc, out = _cli(["report", str(tmp_path / "ours.json"), "--out", str(tmp_path / "rep")], capsys)
     rep = (tmp_path / "rep" / "report.md").read_text()
     assert rc == 0 and rep.index("## Verdict against the floors") < rep.index("## Differences between models") < rep.index("| metric |")
+
+
+def test_verdict_tells_below_the_floor_from_within_noise():
+    """Issue 36: −0.062 [−0.112, −0.014] read "does not beat its floor", as a difference within
+    noise does; below and within noise now read differently."""
+    from lvsearch.eval.report import verdicts
+
+    def report(diff, lo, hi):
+        return {"mlm": {"floors": {"status": "done", "vs_floor": {"difference": diff, "ci": [lo, hi], "beats": lo > 0}}}}
+
+    [(_, below)] = verdicts(report(-0.062, -0.112, -0.014))
+    [(_, noise)] = verdicts(report(-0.01, -0.05, 0.03))
+    [(_, beats)] = verdicts(report(0.05, 0.01, 0.09))
+    assert below.startswith("is below its floor, -0.0620")
+    assert noise.startswith("does not beat its floor (within noise of it)")
+    assert beats.startswith("beats its floor")

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from lvsearch.cli import main
+from lvsearch.quickstart.job import QuickstartSettings
 from lvsearch.quickstart.plan import make_plan
 from lvsearch.quickstart.report import paired_difference
 
@@ -162,12 +163,43 @@ def test_killed_run_resumed_not_restarted(finished):
     assert state["stages"]["data"]["seconds"] == before["stages"]["data"]["seconds"]
     summary = json.loads((out / "supernet" / "summary.json").read_text())
     assert summary["resumed_from"] > 0  # continued from the checkpoint written before the kill
-    # a third run finds everything done and only rewrites the report
+    # a third run finds everything done and rewrites nothing (issue 36: it rewrote report.md and
+    # quickstart.json); it prints where the report is and its verdicts
+    files = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in sorted(out.rglob("*")) if p.is_file()}
     t0 = time.perf_counter()
     assert main(finished["argv"]) == 0
     assert time.perf_counter() - t0 < 60
-    again = json.loads((out / "quickstart.json").read_text())
-    assert again["stages"]["retrain"]["seconds"] == state["stages"]["retrain"]["seconds"]
+    assert {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in sorted(out.rglob("*")) if p.is_file()} == files
+
+
+def test_console_ends_with_the_verdicts_and_the_report_has_a_legend(finished, capsys):
+    """Issue 36: after the quickstart the console printed only ``quickstart done: …/report.md``;
+    the c/s/f letters had no legend in the report."""
+    capsys.readouterr()
+    assert main(finished["argv"]) == 0
+    text = " ".join("".join(capsys.readouterr()).split())
+    assert "already finished" in text and str(finished["out"] / "report.md") in text
+    for arm in ("ea", "random-search", "bert"):
+        assert f"- {arm}: MLM (neighbour-count floor)" in text, arm
+    assert "Summary:" in text
+    report = (finished["out"] / "report.md").read_text()
+    assert "`s` = self-attention (SA), `f` = feed-forward (FF), `c` = dynamic convolution (DC)" in report
+
+
+def test_missing_blimp_folder_is_named_and_bad_arguments_come_first(tmp_path, monkeypatch, capsys):
+    """Issue 36: with the default BLiMP folder absent, the report said "skipped: --no-blimp"
+    (never passed), and the BLiMP warning printed before an argument error."""
+    import lvsearch.eval.job as eval_job
+    from lvsearch.quickstart.job import Context, evaluate_options
+
+    missing = tmp_path / "no-blimp-here"
+    monkeypatch.setattr(eval_job, "default_blimp_dir", lambda: missing)
+    assert main(["quickstart", "--out", str(tmp_path / "o"), "--data", str(tmp_path / "nodata")]) == 2
+    err = capsys.readouterr().err
+    assert "--data" in err and "BLiMP skipped" not in err, err
+    ctx = Context(tmp_path, QuickstartSettings(blimp=None), make_plan(float(MINUTES)), {})
+    opts = evaluate_options(ctx, tmp_path / "m", tmp_path / "r.json")
+    assert opts.no_blimp and "BLiMP folder not found at" in opts.no_blimp_reason and str(missing) in opts.no_blimp_reason
 
 
 def test_other_settings_on_same_out_refused(finished, capsys):
@@ -494,3 +526,28 @@ def test_worker_processes_train_as_one_thread_in_process(tmp_path, prepared_corp
         time.sleep(0.1)
     with pytest.raises(LvsearchError, match="retrain of bad2: .*nosuch"):
         pool.check()
+
+
+@pytest.mark.parametrize("decoy", ["empty folder", "other package"])
+def test_workers_import_this_lvsearch_whatever_the_current_folder_holds(tmp_path, monkeypatch, decoy):
+    """Issue 36: run from a folder holding a directory named ``lvsearch`` (a checkout seen from
+    its parent loads as a namespace package in place of an editable install; a package of that
+    name would shadow any install), a worker still imports the lvsearch of this process: the
+    job's own error arrives, not an import failure blamed on memory."""
+    from lvsearch.errors import LvsearchError
+    from lvsearch.quickstart.workers import WorkerJob, run_jobs
+
+    here = tmp_path / "cwd"
+    (here / "lvsearch").mkdir(parents=True)
+    if decoy == "other package":
+        (here / "lvsearch" / "__init__.py").write_text("raise ImportError('the decoy lvsearch was imported')\n")
+    else:  # only the editable install's finder (no PYTHONPATH) would find lvsearch after the folder
+        monkeypatch.delenv("PYTHONPATH", raising=False)
+    monkeypatch.chdir(here)
+    job = WorkerJob("bad", "retrain", {"arch_spec": "bert", "recipe": str(tmp_path / "nosuch.yaml"),
+                                       "data_dir": str(tmp_path), "out": str(tmp_path / "c")})
+    with pytest.raises(LvsearchError) as err:
+        run_jobs([job], tmp_path / "logs", show_progress=False)
+    msg = str(err.value)
+    assert msg.startswith("retrain of bad: ") and "is not a prepared dataset" in msg, msg
+    assert "memory" not in msg

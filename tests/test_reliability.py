@@ -1370,3 +1370,41 @@ def test_two_training_runs_into_one_folder(prepared_corpus: Path, tmp_path: Path
     steps = [r["step"] for r in _metrics_lines(run, "metrics.jsonl") if "eval" not in r]
     assert steps == sorted(set(steps)) and steps[-1] == 12  # one writer: each step logged once
     assert not lock_path(run).exists()
+
+
+def test_nsga2_example_runs_without_racing(ws: dict[str, Path], tmp_path: Path):
+    """Issue 36: the documented ``evolve --strategy nsga2 --max-params 5000000`` exited 2 with
+    "--racing ranks a batch by one fitness" although --racing was never given (the unset default
+    was truthy). NSGA-II now runs unraced by default; an explicit --racing is still refused."""
+    out = tmp_path / "nsga"
+    assert main(["evolve", "--supernet", str(ws["SN"]), "--out", str(out), "--strategy", "nsga2",
+                 "--max-params", "5000000", *SEARCH_ARGS]) == 0
+    assert (out / "best.json").is_file()
+    assert main(["evolve", "--supernet", str(ws["SN"]), "--out", str(tmp_path / "raced"), "--strategy", "nsga2",
+                 "--racing", "8", *SEARCH_ARGS]) == 2
+
+
+def test_evaluate_rerun_into_the_model_folder_asks_for_overwrite(ws: dict[str, Path], tmp_path: Path, capsys):
+    """Issue 36 (README step 5 run twice): the second ``evaluate --model M`` said its own
+    M/results.md was "not a previous output of this command (refused with or without
+    --overwrite)"; it is one: without --overwrite the message asks for it, with it the report is replaced."""
+    model = tmp_path / "model"
+    shutil.copytree(ws["MODEL"], model)
+    argv = ["evaluate", "--model", str(model), "--no-blimp", "--mlm-data", str(ws["CORPUS"]), "--dev-sequences", "8"]
+    assert main(argv) == 0
+    capsys.readouterr()
+    assert main(argv) == 2
+    text = printed(capsys)
+    assert "already exists" in text and "--overwrite" in text and "not a previous output" not in text
+    assert main([*argv, "--overwrite"]) == 0
+
+
+def test_supernet_panel_lines_are_explained(prepared_corpus: Path, tmp_path: Path, capsys):
+    """Issue 36: the console's "panel NAME: dev MLM accuracy" lines after a supernet run were
+    unexplained; one line now says what the panel is."""
+    assert main(["train-supernet", "--config", "quickstart", "--data", str(prepared_corpus), "--out",
+                 str(tmp_path / "sn"), *_sets([*SUPERNET_TINY, "train.steps=2", "train.eval_every=0",
+                                                "eval.panel=[bert]"])]) == 0
+    text = printed(capsys)
+    assert "panel bert: dev MLM accuracy" in text
+    assert text.index("panel: the recipe's fixed reference architectures") < text.index("panel bert:")

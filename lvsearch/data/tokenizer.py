@@ -13,6 +13,7 @@ that order. A loaded tokenizer may number them differently: always read ids from
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
@@ -65,6 +66,48 @@ def _install_post_processor(tokenizer, ids: SpecialIds) -> None:
     )
 
 
+#: What BertNormalizer turns into a space (its other control characters it deletes, so they do not
+#: separate words): tab, newline, carriage return and Rust's non-control White_Space characters.
+_BERT_WHITESPACE = re.compile("[ \t\n\r\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+")
+
+
+def _new_wordpiece(lowercase: bool):
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers
+
+    tok = Tokenizer(models.WordPiece(unk_token=UNK, continuing_subword_prefix="##", max_input_chars_per_word=100))
+    tok.normalizer = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True, lowercase=lowercase)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.decoder = decoders.WordPiece(prefix="##")
+    return tok
+
+
+def _train(chunks: Iterable[str], *, vocab_size: int, lowercase: bool, min_frequency: int, special: list[str]):
+    from tokenizers import trainers
+
+    tok = _new_wordpiece(lowercase)
+    trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=special,
+                                        continuing_subword_prefix="##", show_progress=False)
+    tok.train_from_iterator(chunks, trainer=trainer)
+    return tok
+
+
+def _repeated(counts: dict[str, int], order: list[str], chunk_words: int = 4096) -> Iterable[str]:
+    """Text with each raw word of ``order`` ``counts[word]`` times, in chunks of about
+    ``chunk_words`` words: the trainer counts exactly the words of the original text."""
+    buf, n = [], 0
+    for word in order:
+        left = counts[word]
+        while left:
+            k = min(left, chunk_words)
+            buf.append((word + " ") * k)
+            n, left = n + k, left - k
+            if n >= chunk_words:
+                yield "".join(buf)
+                buf, n = [], 0
+    if buf:
+        yield "".join(buf)
+
+
 def train_wordpiece(
     texts: Iterable[str | list[str]],
     *,
@@ -72,7 +115,19 @@ def train_wordpiece(
     lowercase: bool = True,
     min_frequency: int = 2,
 ):
-    """Train a WordPiece tokenizer on ``texts`` (strings or batches of strings).
+    """Train a WordPiece tokenizer on ``texts`` (strings or batches of strings); the same text
+    gives a byte-identical tokenizer in every process.
+
+    Hugging Face's trainer (``tokenizers`` BPE trainer under WordPiece) breaks ties between
+    pairs of equal count by the ids of their pieces, and numbers the continuation pieces
+    ``##c`` in the iteration order of a hash map of the words, which is seeded per process: on
+    a corpus where equal counts compete for the last places, each run kept other pieces
+    (issue 36: three runs, three tokenizers). Here the text is read once into counts of its
+    raw words (split where BertNormalizer puts spaces, so the trainer sees the same words with
+    the same counts); a first, cheap training on the distinct words lists the characters and
+    the ``##c`` pieces, and the real training gets them as leading special tokens in code-point
+    order (characters first, as the trainer itself numbers them), so every piece has a fixed id
+    before the first merge. The result is then renumbered canonically.
 
     Args:
         texts: training text, e.g. lines of the train split; iterated once.
@@ -84,32 +139,33 @@ def train_wordpiece(
     Returns:
         ``tokenizers.Tokenizer`` with the post-processor and decoder installed.
     """
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+    from collections import Counter
 
-    tok = Tokenizer(models.WordPiece(unk_token=UNK, continuing_subword_prefix="##", max_input_chars_per_word=100))
-    tok.normalizer = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True, lowercase=lowercase)
-    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    tok.decoder = decoders.WordPiece(prefix="##")
-    trainer = trainers.WordPieceTrainer(
-        vocab_size=vocab_size,
-        min_frequency=min_frequency,
-        special_tokens=list(SPECIAL_TOKENS),
-        continuing_subword_prefix="##",
-        show_progress=False,
-    )
-    tok.train_from_iterator(texts, trainer=trainer)
-    # HF tokenizers numbers pieces of equal count in hash-map order, which changes from run to
-    # run. WordPiece's greedy longest-match depends only on the set of pieces, so renumbering
-    # them canonically (special tokens first, then by code point) changes no tokenisation and
-    # makes tokenizer.json and the shards byte-identical across runs.
-    vocab = tok.get_vocab()
-    pieces = sorted(t for t in vocab if t not in SPECIAL_TOKENS)
-    tok.model = models.WordPiece(
-        {t: i for i, t in enumerate([*SPECIAL_TOKENS, *pieces])},
-        unk_token=UNK,
-        continuing_subword_prefix="##",
-        max_input_chars_per_word=100,
-    )
+    from tokenizers import models
+
+    counts: Counter[str] = Counter()
+    for item in texts:
+        for line in [item] if isinstance(item, str) else item:
+            counts.update(w for w in _BERT_WHITESPACE.split(line) if w)
+    order = sorted(counts)
+    settings = {"lowercase": lowercase, "min_frequency": min_frequency}
+    # 1. which ##c pieces the words make: no merge (the vocabulary is full at once)
+    alphabet = _train((" ".join(order[i:i + 4096]) for i in range(0, len(order), 4096)), vocab_size=1,
+                      special=list(SPECIAL_TOKENS), **settings)
+    found = [t for t in alphabet.get_vocab() if t not in SPECIAL_TOKENS]
+    chars = sorted(t for t in found if len(t) == 1)  # numbered by code point, as the trainer does
+    continuation = sorted(t for t in found if t.startswith("##") and len(t) == 3)
+    # 2. the training, every piece numbered before it starts: the characters first, as the trainer
+    # numbers them itself, so a tie it settled the same way in every run is settled as before
+    trained = _train(_repeated(counts, order), vocab_size=vocab_size,
+                     special=[*SPECIAL_TOKENS, *chars, *continuation], **settings)
+    # WordPiece's greedy longest-match depends only on the set of pieces, so numbering them
+    # canonically (special tokens first, then by code point) changes no tokenisation.
+    pieces = sorted(t for t in trained.get_vocab() if t not in SPECIAL_TOKENS)
+    tok = _new_wordpiece(lowercase)
+    tok.model = models.WordPiece({t: i for i, t in enumerate([*SPECIAL_TOKENS, *pieces])}, unk_token=UNK,
+                                 continuing_subword_prefix="##", max_input_chars_per_word=100)
+    tok.add_special_tokens(list(SPECIAL_TOKENS))
     _install_post_processor(tok, SpecialIds.of(tok))
     return tok
 

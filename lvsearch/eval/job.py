@@ -72,6 +72,8 @@ class EvaluateOptions:
     allow_pickle: bool = False
     blimp: str | Path | None = None
     no_blimp: bool = False
+    #: why BLiMP is skipped when ``no_blimp`` was set by a caller rather than by --no-blimp
+    no_blimp_reason: str | None = None
     blimp_limit: int | None = None
     blimp_token_budget: int = 8192
     blimp_metric: str = DEFAULT_METRIC
@@ -217,8 +219,7 @@ def evaluate(opts: EvaluateOptions, *, show: bool = True) -> EvaluateResult:
               ("--blimp", opts.blimp), *local_tasks]
     # without --overwrite an existing report is refused below with its own message
     guard_output(out, inputs=inputs, overwrite=True, is_file=True, own=is_eval_report)
-    guard_output(md_out, inputs=inputs, overwrite=True, is_file=True,
-                 own=_is_eval_markdown if opts.overwrite else None)
+    guard_output(md_out, inputs=inputs, overwrite=True, is_file=True, own=_is_eval_markdown)
     for path, what in ((out, "report"), (md_out, "Markdown report")):
         if path.exists() and not opts.overwrite:
             raise LvsearchError(f"{what} {path} already exists", fix="pass --overwrite to replace it, or another --out")
@@ -254,7 +255,7 @@ def evaluate(opts: EvaluateOptions, *, show: bool = True) -> EvaluateResult:
     blimp_dir = None
     blimp_note = None
     if opts.no_blimp:
-        blimp_note = {"status": "skipped", "reason": "--no-blimp"}
+        blimp_note = {"status": "skipped", "reason": opts.no_blimp_reason or "--no-blimp"}
     elif opts.blimp:
         blimp_dir = Path(opts.blimp)
     elif default_blimp_dir().is_dir():

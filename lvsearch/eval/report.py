@@ -126,14 +126,21 @@ def _ci(v: dict) -> str:
 
 
 def _verdict(v: dict | None) -> str:
+    """``beats its floor`` (interval above 0), ``is below its floor`` (interval below 0) or
+    ``does not beat its floor (within noise of it)``, with the difference and its interval."""
     if not v:
         return "unmeasured"
-    return f"{'beats' if v['beats'] else 'does not beat'} its floor, {_ci(v)}"
+    if v["beats"]:
+        return f"beats its floor, {_ci(v)}"
+    if v["ci"][1] < 0:
+        return f"is below its floor, {_ci(v)}"
+    return f"does not beat its floor (within noise of it), {_ci(v)}"
 
 
 def verdicts(report: dict) -> list[tuple[str, str]]:
     """``(what, verdict)`` per floor of one report: MLM (neighbour-count), BLiMP (n-gram) and
-    each fine-tuning task (bag of words), each "beats" / "does not beat its floor" with model −
+    each fine-tuning task (bag of words), each "beats", "is below" or "does not beat its floor (within
+    noise of it)" with model −
     floor and its paired-bootstrap 95% interval (beats = the interval lies above 0), or why
     there is no verdict."""
     out = []

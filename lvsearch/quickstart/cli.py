@@ -59,7 +59,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _quickstart(args: argparse.Namespace) -> int:
     from lvsearch import ui
     from lvsearch.eval.job import default_blimp_dir
-    from lvsearch.quickstart.job import DEFAULT_DATA, QuickstartSettings, run_quickstart
+    from lvsearch.quickstart.job import DEFAULT_DATA, QuickstartSettings, check_settings, run_quickstart
+    from lvsearch.quickstart.report import console_headline
 
     blimp = None
     if not args.no_blimp:
@@ -67,16 +68,22 @@ def _quickstart(args: argparse.Namespace) -> int:
             blimp = args.blimp
         elif default_blimp_dir().is_dir():
             blimp = str(default_blimp_dir())
-        else:
-            ui.warn(f"BLiMP skipped: no --blimp given and {default_blimp_dir()} is absent; pass --blimp DIR "
-                    f"(a folder of BLiMP *.jsonl files) to score it, or --no-blimp to silence this")
     settings = QuickstartSettings(
         data=args.data or DEFAULT_DATA, minutes=args.minutes, seeds=args.seeds, objective=args.objective,
         space=args.space, tasks=list(args.task), blimp=blimp, supernet_recipe=args.supernet_config,
         retrain_recipe=args.retrain_config, skip_bad_files=args.skip_bad_files, finalists=args.finalists,
     )
+    check_settings(settings)  # bad arguments are reported before the BLiMP note
+    if blimp is None and not args.no_blimp:
+        ui.warn(f"BLiMP skipped: no --blimp given and {default_blimp_dir()} is absent; pass --blimp DIR "
+                f"(a folder of BLiMP *.jsonl files) to score it, or --no-blimp to silence this")
     ctx = run_quickstart(args.out, settings, device=args.device)
     report = ctx.out / "report.md"
+    if ctx.finished_before:
+        ui.console.print(f"this quickstart had already finished; nothing was rewritten. Its report: {report}",
+                         highlight=False, soft_wrap=True)
+    for line in console_headline(report.read_text(encoding="utf-8")):
+        ui.console.print(line, highlight=False, markup=False, soft_wrap=True)
     ui.console.print(f"quickstart done: {report}", highlight=False)
     print(report)
     return 0

@@ -101,6 +101,8 @@ class Context:
     show_progress: bool = True
     #: the worker processes of the fixed arms started before the search (:func:`start_fixed_arms`)
     pool: "WorkerPool | None" = None
+    #: the run had finished before this call: nothing was run or rewritten (:func:`run_quickstart`)
+    finished_before: bool = False
 
     @property
     def data_dir(self) -> Path:
@@ -134,7 +136,12 @@ def _normalise_settings(s: QuickstartSettings) -> dict:
     return d
 
 
-def _check_settings(settings: QuickstartSettings) -> None:
+def check_settings(settings: QuickstartSettings) -> None:
+    """Check the settings before any work (data, recipes' space, BLiMP folder, tasks).
+
+    Raises:
+        LvsearchError: the first bad setting, naming its option.
+    """
     if settings.objective not in ("mlm", "electra"):
         raise LvsearchError(f"--objective must be mlm or electra, got {settings.objective!r}")
     if str(settings.data).startswith("hf:"):
@@ -168,7 +175,7 @@ def open_context(out: str | Path, settings: QuickstartSettings, *, device: str =
     """
     from lvsearch.device import check_device
 
-    _check_settings(settings)
+    check_settings(settings)
     check_device(device)
     out = Path(out).expanduser().resolve()
     plan = make_plan(settings.minutes, settings.seeds, settings.finalists)
@@ -587,6 +594,10 @@ def evaluate_options(ctx: Context, model: Path, report: Path) -> EvaluateOptions
                            device=ctx.device, tasks=tuple(ctx.settings.tasks))
     if ctx.settings.blimp is None:
         opts.no_blimp = True
+        from lvsearch.eval.job import default_blimp_dir
+
+        if not default_blimp_dir().is_dir():  # else the user passed --no-blimp
+            opts.no_blimp_reason = f"BLiMP folder not found at {default_blimp_dir()} (pass --blimp DIR)"
     else:
         opts.blimp, opts.blimp_limit = ctx.settings.blimp, p.blimp_limit
     if ctx.settings.tasks:
@@ -728,6 +739,11 @@ def run_quickstart(out: str | Path, settings: QuickstartSettings, *, device: str
     from lvsearch.train.loop import RESUME_HINT
 
     ctx = open_context(out, settings, device=device, show_progress=show_progress)
+    stages = ctx.state.get("stages") or {}
+    if all(isinstance(stages.get(n), dict) and stages[n].get("status") == "done" for n, _ in STAGES) \
+            and (ctx.out / "report.md").is_file() and stop_after is None:
+        ctx.finished_before = True  # a finished run: print where its report is, rewrite nothing
+        return ctx
     from lvsearch.repro import record_environment
 
     record_environment(ctx.out, ctx.device, resume=bool(ctx.state.get("stages")), what="quickstart")

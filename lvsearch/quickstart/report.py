@@ -551,6 +551,7 @@ def write_quickstart_report(ctx: "Context") -> Path:
     plot_arch_strips({ARM_TITLES[a]: archs[a] for a in arms}, strip)
     w("## Architectures\n")
     w(f"![architectures]({strip.name})\n")
+    w(ARCH_LEGEND + "\n")
     for a in arms:
         w(f"- {ARM_TITLES[a]}: `{archs[a].key}`")
     w("")
@@ -766,6 +767,28 @@ def search_gap_sentence(ea_best: float, rs_best: float, ea_mean: float | None, r
             f"{best} ahead on best fitness, {mean} on the top-k mean")
     return (f"Here: {lead}. One seed per search: whether that gap is systematic is not measured "
             "(`benchmarks/search_arms.py` runs several search seeds; docs/results.md, \"Does the search work?\").")
+
+
+#: One line of legend for the architecture strings of the report and the console.
+ARCH_LEGEND = ("Architecture strings name one op per slot, input side first: `s` = self-attention (SA), "
+               "`f` = feed-forward (FF), `c` = dynamic convolution (DC); after `|`, the earlier outputs each slot "
+               "reads (0 = the embeddings), slots separated by `;`.")
+
+
+def console_headline(report_md: str) -> list[str]:
+    """What the console prints after a quickstart: the report's verdict lines (each arm against
+    its floors) and its summary sentence, Markdown emphasis removed; empty when the report has
+    neither."""
+    lines = report_md.splitlines()
+    out: list[str] = []
+    if "## Verdict against the floors" in lines:
+        for line in lines[lines.index("## Verdict against the floors") + 1:]:
+            if line.startswith("## "):
+                break
+            if line.startswith("- "):
+                out.append(line.replace("**", ""))
+    out += [line.replace("**", "") for line in lines if line.startswith("**Summary:**")]
+    return out
 
 
 def summary_sentences(comparisons: dict, ea_below_floor: bool) -> str:

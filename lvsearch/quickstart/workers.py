@@ -3,8 +3,8 @@
 On a CPU the arms' small models use two cores better as separate single-threaded processes than
 as one two-threaded process (``benchmarks/arm_parallelism.py``; docs/results.md "Quickstart"):
 intra-op parallelism over a 128-wide model leaves cores waiting at every op. So each arm's
-``retrain`` / ``evaluate`` runs in its own process (``python -m lvsearch.quickstart.workers
-SPEC``) with one torch thread, all arms at once; the results are those of the same call with
+``retrain`` / ``evaluate`` runs in its own process (``python -c`` :func:`_worker_main`, importing
+lvsearch from where this process did, whatever the current folder holds) with one torch thread, all arms at once; the results are those of the same call with
 one thread in this process, bit for bit (the thread count is recorded in each run's
 ``environment.json``).
 
@@ -64,6 +64,32 @@ def _set_pdeathsig() -> None:  # pragma: no cover - runs in the child between fo
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
+
+
+def _boot_code() -> str:
+    """The ``python -c`` program of a worker: it imports lvsearch from where this process
+    imported it. ``python -m`` (and ``-c``) would put the current folder first on ``sys.path``,
+    so a folder there named ``lvsearch`` (e.g. a checkout, seen from its parent) would load as a
+    namespace package in place of an editable install; here that first entry is replaced by the
+    folder that holds this process's ``lvsearch`` package."""
+    import lvsearch
+
+    root = str(Path(lvsearch.__file__).resolve().parents[1])
+    return (f"import sys; sys.path[0] = {root!r}; "
+            "from lvsearch.quickstart.workers import _worker_main; sys.exit(_worker_main(sys.argv[1]))")
+
+
+def _last_line(log: Path) -> str:
+    """The last non-blank line of a worker's log (at most 300 characters), or ""."""
+    try:
+        with open(log, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 4096))
+            tail = f.read().decode("utf-8", errors="replace").splitlines()
+    except OSError:
+        return ""
+    lines = [t.strip() for t in tail if t.strip() and not t.startswith("[progress] ")]
+    return lines[-1][:300] if lines else ""
 
 
 def _last_progress(log: Path) -> str:
@@ -139,7 +165,7 @@ class WorkerPool:
             atomic_write_json(spec, {"kind": job.kind, "kwargs": job.kwargs, "then_evaluate": job.then_evaluate,
                                      "result": str(result)})
             with open(log, "ab") as out:
-                p = subprocess.Popen([sys.executable, "-m", "lvsearch.quickstart.workers", str(spec)], env=env,
+                p = subprocess.Popen([sys.executable, "-c", _boot_code(), str(spec)], env=env,
                                      stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                      preexec_fn=_set_pdeathsig if sys.platform.startswith("linux") else None)
             self.procs.append((job, p, result, log))
@@ -214,8 +240,12 @@ class WorkerPool:
         if msg:
             raise LvsearchError(f"{job.kind} of {job.name}: {msg}")
         how = f"was killed by signal {-p.returncode}" if p.returncode < 0 else f"failed (exit {p.returncode})"
-        raise LvsearchError(f"the {job.kind} worker of {job.name} {how}; its output is in {log}",
-                            fix="fix what the log says (out of memory?) and re-run the same command to resume")
+        last = _last_line(log)
+        said = f"; its log {log} ends: {last}" if last else f"; its output is in {log}"
+        # a SIGKILL nobody asked for is most often the kernel's out-of-memory killer
+        oom = " (killed by SIGKILL: out of memory?)" if p.returncode == -signal.SIGKILL else ""
+        raise LvsearchError(f"the {job.kind} worker of {job.name} {how}{said}",
+                            fix=f"fix what the log says{oom} and re-run the same command to resume")
 
     def stop(self) -> None:
         """SIGINT every running worker (each saves its checkpoint at the next step) and wait for

@@ -105,7 +105,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="successive halving over dev targets: score every candidate of a batch on the first N "
                         "(random) dev sequences, keep the best 1/eta, ..., the survivors on all; 'off' scores "
                         f"everyone on all (default: the recorded one on --resume, else {_fmt_rungs(DEFAULT_RACING)}, "
-                        "without the rungs a smaller dev set cannot hold)")
+                        "without the rungs a smaller dev set cannot hold; off for --strategy nsga2)")
     p.add_argument("--racing-eta", type=finite_float, default=None, metavar="ETA", help="racing keep factor (default 4)")
     p.add_argument("--crossover-kind", choices=["uniform", "one-point", "two-point"], default=None, help="default: uniform")
     p.add_argument("--nsga2-cost", choices=["params", "flops"], default=None, help="NSGA-II objective to minimise (default params)")

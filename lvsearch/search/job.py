@@ -76,7 +76,7 @@ class EvolveOptions:
             loss); see :class:`lvsearch.search.evaluator.SupernetEvaluator`.
         racing: increasing dev-sequence counts of the racing rungs (successive halving over
             targets), or None: every candidate scored on all ``dev_sequences``; ``"default"``:
-            :data:`DEFAULT_RACING` without the rungs that do not fit the dev set.
+            :data:`DEFAULT_RACING` without the rungs that do not fit the dev set (none for NSGA-II).
         racing_eta: keep ``1/eta`` of a batch per rung.
         second_stage: re-rank each finished search's top-k on fresh dev targets before the pick
             (:mod:`lvsearch.search.second_stage`); the same settings for the EA and its
@@ -431,7 +431,7 @@ def evolve(opts: EvolveOptions, config: SearchConfig, *, show_progress: bool = T
         if not (isinstance(opts.racing_eta, (int, float)) and math.isfinite(opts.racing_eta) and opts.racing_eta > 1):
             raise LvsearchError(f"--racing-eta must be a finite number > 1, got {opts.racing_eta}",
                                 fix="e.g. --racing-eta 4 (the best quarter of a batch goes on to the next rung)")
-        if opts.racing and config.strategy == "nsga2":
+        if opts.racing and opts.racing != "default" and config.strategy == "nsga2":
             raise LvsearchError("--racing ranks a batch by one fitness; NSGA-II ranks by two objectives",
                                 fix="drop --racing, or use --strategy evolution/aging/random")
         split = _load_few_shot(opts, loaded, out, info)
@@ -440,8 +440,8 @@ def evolve(opts: EvolveOptions, config: SearchConfig, *, show_progress: bool = T
         _check_second_stage(opts, config, prepared, int(dev.input_ids.shape[0]), loaded.config.train.seq_len, out)
         constraints = Constraints(opts.max_params, opts.max_flops, opts.min_params)
         rungs = opts.racing
-        if rungs == "default":
-            rungs = tuple(r for r in DEFAULT_RACING if r < dev.input_ids.shape[0])
+        if rungs == "default":  # NSGA-II ranks by two objectives: no racing unless asked (refused above)
+            rungs = () if config.strategy == "nsga2" else tuple(r for r in DEFAULT_RACING if r < dev.input_ids.shape[0])
         racing = Racing(tuple(rungs), opts.racing_eta) if rungs else None
         settings = {"seq_len": loaded.config.train.seq_len, "batch_size": opts.batch_size,
                     "cache_bytes": int(opts.cache_mb * (1 << 20)), "constraints": constraints, "device": info.device,

@@ -305,6 +305,8 @@ def train_supernet(
             if summary.get("floors"):
                 from lvsearch.eval.floors import floor_line
 
+                if summary.get("beats_floor"):
+                    ui.console.print(PANEL_NOTE, highlight=False, soft_wrap=True)
                 for name, verdict in (summary.get("beats_floor") or {}).items():
                     acc = summary["final_eval"]["panel"][name]["accuracy"]
                     ui.console.print(floor_line(f"panel {name}: dev MLM accuracy", acc, summary["floors"]), highlight=False)
@@ -312,6 +314,11 @@ def train_supernet(
         return summary
     finally:
         shutdown(info)
+
+
+#: What the console's "panel" lines are (printed once before them).
+PANEL_NOTE = ("panel: the recipe's fixed reference architectures (eval.panel), scored with the supernet's "
+              "inherited weights on its dev set; a check that the shared weights learned, not a search result")
 
 
 def panel_floors(data: PreparedData, dev: DevSet, train_cfg, steps: int, final_eval: dict) -> dict:
