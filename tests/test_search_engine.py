@@ -219,3 +219,27 @@ def test_a_state_from_before_the_separate_rates_resumes_with_its_single_rate(tmp
     with pytest.raises(LvsearchError, match="input_mutation_prob"):
         Search(space, _toy(space, target), SearchConfig(population=6, iterations=4, topk=2, seed=1),
                out=tmp_path / "s").run(resume=True)
+
+
+def test_topk_table_rows_stay_distinct_at_any_width():
+    """Issue 36: the console's top-k table cut the architecture string, so candidates that
+    differ only after the cut (their ELC inputs) printed identically."""
+    from rich.console import Console
+
+    from lvsearch.search.job import inputs_digest, topk_table
+
+    space = SearchSpace.load("lvbert-elc").with_num_slots(12)
+    a = space.sample(random.Random(3))
+    b = Arch(a.ops, a.inputs[:-1] + ((0, 11),))  # the same ops, another input for the last slot
+    assert a.key != b.key and a.compact == b.compact
+    search = Search(space, _toy(space, a), SearchConfig(population=4, iterations=1, topk=2, seed=0))
+    search.run()
+    search.topk = [a.key, b.key]
+    for k, fit in ((a.key, 0.5), (b.key, 0.4)):
+        search.evaluator.memo[k] = EvalResult(key=k, fitness=fit, accuracy=fit, loss=1.0, params=10, flops=1.0)
+    console = Console(width=80, record=True)
+    console.print(topk_table(search, "top"))
+    text = console.export_text()
+    assert inputs_digest(a.key) in text and inputs_digest(b.key) in text and inputs_digest(a.key) != inputs_digest(b.key)
+    assert "…" not in text, text
+    assert inputs_digest(a.compact) == "seq"  # a sequential architecture's key has no inputs part

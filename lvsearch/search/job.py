@@ -192,19 +192,34 @@ def _load_few_shot(opts: EvolveOptions, loaded, out: Path, info):
 
 
 def topk_table(search: Search, title: str):
-    """A rich table of the current top-k set."""
+    """A rich table of the current top-k set. The ops column folds instead of cutting, and the
+    ELC inputs are shown as a short digest (:func:`inputs_digest`), so candidates that differ
+    anywhere read differently at any terminal width (the full keys are in topk.json)."""
     from rich.table import Table
 
-    tab = Table(title=title)
-    for col in ("#", "fitness", "accuracy", "loss", "params", "MFLOPs/tok", "arch"):
-        tab.add_column(col, justify="right" if col not in ("arch",) else "left")
+    tab = Table(title=title, caption="inputs: digest of the ELC connectivity (full keys in topk.json)")
+    for col in ("#", "fitness", "accuracy", "loss", "params", "MFLOPs/tok"):
+        tab.add_column(col, justify="right", no_wrap=True)
+    tab.add_column("ops", overflow="fold")
+    tab.add_column("inputs", no_wrap=True)
     for i, k in enumerate(search.topk, start=1):
         r = search.evaluator.memo[k]
+        ops, _, _ = k.partition("|")
         tab.add_row(str(i), f"{r.fitness:.4f}", "-" if r.accuracy is None else f"{r.accuracy:.4f}",
                     "-" if r.loss is None else f"{r.loss:.4f}",
                     "-" if r.params is None else f"{r.params:,}",
-                    "-" if r.flops is None else f"{r.flops / 1e6:.2f}", k)
+                    "-" if r.flops is None else f"{r.flops / 1e6:.2f}", ops, inputs_digest(k))
     return tab
+
+
+def inputs_digest(key: str) -> str:
+    """``"seq"`` for an architecture key whose slots read only the previous output, else the
+    first 8 hex digits of the sha256 of its inputs part (after ``|``): a short, stable name for
+    the ELC connectivity of a console row."""
+    import hashlib
+
+    _, sep, inputs = key.partition("|")
+    return hashlib.sha256(inputs.encode()).hexdigest()[:8] if sep else "seq"
 
 
 def random_control(config: SearchConfig, ea: SearchResult) -> SearchConfig:
