@@ -329,6 +329,7 @@ def ws(prepared_corpus: Path, small_corpus: Path, shared_data: Path, tmp_path_fa
         (task / f"{split}.tsv").write_text("\n".join(rows) + "\n", encoding="utf-8")
     paths["TASK"] = task
     paths.update(_encoding_tasks(w, task))
+    paths.update(_bad_label_tasks(w, task))
     paths.update(_hf_workspace(w, prepared_corpus))
     return paths
 
@@ -354,6 +355,37 @@ def _encoding_tasks(w: Path, task: Path) -> dict[str, Path]:
             if name == "TASK_ZERO_WIDTH":  # one text column: premise only
                 body = "".join(f"{ln.split(chr(9))[0]}\t{ln.split(chr(9))[-1]}\n" for ln in body.splitlines())
             (folder / f"{split}.tsv").write_text(header + "\n" + body, encoding="utf-8")
+        out[name] = folder
+    return out
+
+
+def _bad_label_tasks(w: Path, task: Path) -> dict[str, Path]:
+    """Copies of the task folder with a field over the reader's limit (line 3 of train.tsv), a
+    ``nan`` label (line 4 of train.tsv: how pandas writes a missing value), and a regression
+    task (scores) whose dev split has an ``inf`` score on line 3."""
+    from lvsearch.eval.finetune import MAX_FIELD_CHARS
+
+    rows = {split: (task / f"{split}.tsv").read_text(encoding="utf-8").splitlines() for split in ("train", "dev")}
+
+    def edited(lines: list[str], line: int, column: int, value: str) -> str:
+        out = list(lines)
+        fields = out[line - 1].split("\t")
+        fields[column] = value
+        out[line - 1] = "\t".join(fields)
+        return "\n".join(out) + "\n"
+
+    def scores(lines: list[str]) -> list[str]:
+        return [lines[0]] + [ln.rsplit("\t", 1)[0] + f"\t{i % 5}.5" for i, ln in enumerate(lines[1:])]
+
+    out = {}
+    for name, train, dev in (
+            ("TASK_LONG_FIELD", edited(rows["train"], 3, 0, "word " * (MAX_FIELD_CHARS // 5 + 1)), None),
+            ("TASK_NAN_LABEL", edited(rows["train"], 4, -1, "nan"), None),
+            ("TASK_INF_SCORE", "\n".join(scores(rows["train"])) + "\n", edited(scores(rows["dev"]), 3, -1, "inf"))):
+        folder = w / name.lower().replace("_", "-")
+        folder.mkdir()
+        (folder / "train.tsv").write_text(train, encoding="utf-8")
+        (folder / "dev.tsv").write_text(dev or "\n".join(rows["dev"]) + "\n", encoding="utf-8")
         out[name] = folder
     return out
 
@@ -538,6 +570,14 @@ CASES = [
       "the header has 4 ('premise', '', 'hypothesis', 'label')"),
     C("evaluate-task-header-zero-width", "evaluate --model {MODEL} --no-blimp --task {TASK_ZERO_WIDTH} "
       "--out {W}/ev25.json", "columns found: 'premise\\u200b', 'label'"),
+    # task files: a field over the reader's limit, labels that are not finite numbers (issue 36)
+    C("evaluate-task-field-too-long", "evaluate --model {MODEL} --no-blimp --task {TASK_LONG_FIELD} --out {W}/ev26.json",
+      "{TASK_LONG_FIELD}/train.tsv, line 3: cannot be read as a tab-separated row (field larger than field limit "
+      "(1000000); lvsearch reads fields of up to 1,000,000 characters)"),
+    C("evaluate-task-nan-label", "evaluate --model {MODEL} --no-blimp --task {TASK_NAN_LABEL} --out {W}/ev27.json",
+      "{TASK_NAN_LABEL}/train.tsv, line 4: label 'nan' is not a finite number"),
+    C("evaluate-task-inf-score", "evaluate --model {MODEL} --no-blimp --task {TASK_INF_SCORE} --out {W}/ev28.json",
+      "{TASK_INF_SCORE}/dev.tsv, line 3: label 'inf' is not a finite number"),
     C("evaluate-compare-missing", "evaluate --compare {W}/a.json {W}/b.json", "{W}/a.json"),
     C("report-missing-source", "report {W}/nothing --out {W}/rep1", "{W}/nothing"),
     C("report-broken-report", "report {REPORT_BROKEN} --out {W}/rep2", "{REPORT_BROKEN}"),
@@ -1021,6 +1061,24 @@ def test_a_stray_label_warns(shared_data: Path, tmp_path: Path, capsys):
     assert "label 'positive' occurs 1 time(s)" in text and "line 6" in text
     load_task_folder(shared_data / "tasks" / "sentence_polarity")
     assert "warning" not in printed(capsys)
+
+
+def test_task_fields_longer_than_csvs_default_limit_are_read(tmp_path: Path):
+    """A 200,000-character text was a _csv.Error traceback (Python's default limit is 131,072);
+    fields up to MAX_FIELD_CHARS are read whole, and the csv module's limit is left as it was."""
+    import csv
+
+    from lvsearch.eval.finetune import MAX_FIELD_CHARS, load_task_folder
+
+    task = tmp_path / "task"
+    task.mkdir()
+    long = "x" * 200_000
+    (task / "train.tsv").write_text(f"sentence\tlabel\n{long}\t0\nshort\t1\n", encoding="utf-8")
+    (task / "dev.tsv").write_text("sentence\tlabel\na\t0\nb\t1\n", encoding="utf-8")
+    before = csv.field_size_limit()
+    data = load_task_folder(task)
+    assert data.splits["train"][0].a == long and MAX_FIELD_CHARS > 200_000
+    assert csv.field_size_limit() == before
 
 
 # ---------------------------------------------------------------- text files in other encodings
