@@ -13,6 +13,7 @@ import codecs
 import hashlib
 import json
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -418,6 +419,45 @@ def read_json(path: str | os.PathLike, *, what: str = "JSON file") -> Any:
         raise LvsearchError(f"{what} {path} nests deeper than {MAX_JSON_DEPTH} levels; no file lvsearch writes does",
                             fix="regenerate the file with the command that wrote it")
     return data
+
+
+def check_fields(data: Any, schema: type, path: str | os.PathLike, *, what: str, fix: str) -> Any:
+    """Check parsed JSON ``data`` read from ``path`` against ``schema`` (a pydantic model class;
+    lvsearch's file models use :class:`FileModel`) and return ``data`` unchanged.
+
+    Raises:
+        LvsearchError: ``data`` does not fit ``schema``; one message naming ``what``, the file
+            and the first field that does not fit (as a dotted path, ``model.folder``,
+            ``finetune.rte.aggregate``), what was expected and what was found, with ``fix``
+            (the command that regenerates the file).
+    """
+    from pydantic import ValidationError
+
+    try:
+        schema.model_validate(data)
+    except ValidationError as e:
+        raise LvsearchError(f"{what} {path} is malformed: {field_problem(e.errors()[0])}", fix=fix) from None
+    return data
+
+
+def field_problem(error: dict) -> str:
+    """One pydantic error (an item of ``ValidationError.errors()``) as ``field X is missing`` /
+    ``field X: <what was expected> (found <value>)``, the value cut to 60 characters."""
+    loc = ".".join(str(x) for x in error["loc"])
+    if error["type"] == "missing":
+        return f"field {loc} is missing"
+    msg = error["msg"].removeprefix("Value error, ").removeprefix("Assertion failed, ")
+    msg = re.sub(r" or instance of \w+$", "", msg)  # "a valid dictionary or instance of Blimp": a class name
+    found = repr(error.get("input"))
+    found = found if len(found) <= 60 else found[:57] + "..."
+    msg = f"{msg[:1].lower() + msg[1:]} (found {found})"
+    return f"field {loc}: {msg}" if loc else msg
+
+
+def read_checked(path: str | os.PathLike, schema: type, *, what: str, fix: str) -> Any:
+    """:func:`read_json` then :func:`check_fields`: the parsed JSON of ``path``, checked
+    against the pydantic model ``schema``. Raises LvsearchError as those two."""
+    return check_fields(read_json(path, what=what), schema, path, what=what, fix=fix)
 
 
 #: The deepest nesting :func:`read_json` accepts (lvsearch's own files nest fewer than 10 levels).

@@ -330,6 +330,7 @@ def ws(prepared_corpus: Path, small_corpus: Path, shared_data: Path, tmp_path_fa
     paths["TASK"] = task
     paths.update(_encoding_tasks(w, task))
     paths.update(_bad_label_tasks(w, task))
+    paths.update(_bad_reports(w, rt / "model"))
     paths.update(_hf_workspace(w, prepared_corpus))
     return paths
 
@@ -387,6 +388,45 @@ def _bad_label_tasks(w: Path, task: Path) -> dict[str, Path]:
         (folder / "train.tsv").write_text(train, encoding="utf-8")
         (folder / "dev.tsv").write_text(dev or "\n".join(rows["dev"]) + "\n", encoding="utf-8")
         out[name] = folder
+    return out
+
+
+def edited_report(model: Path, edit=None) -> dict:
+    """A minimal evaluation report of ``model`` (what ``lvsearch report`` renders), after ``edit``."""
+    config = json.loads((model / "config.json").read_text())
+    report = {"format": "lvsearch.eval-report/v1",
+              "model": {"name": "model", "folder": str(model), "num_params": 1000,
+                        "config": {"objective": config["objective"], "arch": config["arch"]}},
+              "mlm": {"status": "done", "accuracy": 0.5, "loss": 3.0},
+              "blimp": {"status": "skipped", "reason": "--no-blimp"},
+              "finetune": {"rte": {"status": "done", "aggregate": {"dev": {"accuracy": {
+                  "mean": 0.5, "std": None, "median": 0.5, "n": 1}}}}}}
+    if edit:
+        edit(report)
+    return report
+
+
+#: Damaged evaluation reports (issue 36): each edit of :func:`edited_report` and the field it breaks.
+BAD_REPORTS = {
+    "REPORT_NO_FOLDER": lambda r: r["model"].pop("folder"),
+    "REPORT_FOLDER_NUMBER": lambda r: r["model"].update(folder=5),
+    "REPORT_MLM_STRING": lambda r: r.update(mlm="garbage"),
+    "REPORT_MLM_ACCURACY_TEXT": lambda r: r["mlm"].update(accuracy="high"),
+    "REPORT_MLM_STATUS": lambda r: r["mlm"].update(status=5),
+    "REPORT_BLIMP_DONE_EMPTY": lambda r: r.update(blimp={"status": "done"}),
+    "REPORT_BLIMP_LIST": lambda r: r.update(blimp=[1, 2]),
+    "REPORT_TASK_MEAN_TEXT": lambda r: r["finetune"]["rte"]["aggregate"]["dev"]["accuracy"].update(mean="x"),
+    "REPORT_TASK_NO_METRICS": lambda r: r["finetune"]["rte"].update(aggregate={"dev": {}}),
+    "REPORT_TASKS_LIST": lambda r: r.update(finetune=[1]),
+}
+
+
+def _bad_reports(w: Path, model: Path) -> dict[str, Path]:
+    """The report of :func:`edited_report` (``REPORT_OK``) and its damaged copies (:data:`BAD_REPORTS`)."""
+    out = {}
+    for name, edit in [("REPORT_OK", None), *BAD_REPORTS.items()]:
+        out[name] = w / f"{name.lower().replace('_', '-')}.json"
+        out[name].write_text(json.dumps(edited_report(model, edit)))
     return out
 
 
@@ -582,6 +622,27 @@ CASES = [
     C("report-missing-source", "report {W}/nothing --out {W}/rep1", "{W}/nothing"),
     C("report-broken-report", "report {REPORT_BROKEN} --out {W}/rep2", "{REPORT_BROKEN}"),
     C("report-out-in-proc", "report {MODEL} --out /proc/lvsearch-x", "/proc/lvsearch-x"),
+    # garbage in a report's fields: one message naming the field, no report written (issue 36)
+    C("report-no-model-folder", "report {REPORT_NO_FOLDER} --out {W}/rep3", "{REPORT_NO_FOLDER} is malformed: "
+      "field model.folder is missing"),
+    C("report-model-folder-number", "report {REPORT_FOLDER_NUMBER} --out {W}/rep4",
+      "field model.folder: input should be a valid string (found 5)"),
+    C("report-mlm-string", "report {REPORT_MLM_STRING} --out {W}/rep5",
+      "field mlm: input should be a valid dictionary (found 'garbage')"),
+    C("report-mlm-accuracy-text", "report {REPORT_MLM_ACCURACY_TEXT} --out {W}/rep6",
+      "field mlm.accuracy: input should be a valid number (found 'high')"),
+    C("report-mlm-status-number", "report {REPORT_MLM_STATUS} --out {W}/rep7",
+      "field mlm.status: input should be 'done', 'skipped' or 'not applicable' (found 5)"),
+    C("report-blimp-done-empty", "report {REPORT_BLIMP_DONE_EMPTY} --out {W}/rep8",
+      "field blimp: status 'done' needs 'pairs', 'ties', 'phenomena'"),
+    C("report-blimp-list", "report {REPORT_BLIMP_LIST} --out {W}/rep9", "field blimp: input should be a valid dictionary"),
+    C("report-task-mean-text", "report {REPORT_TASK_MEAN_TEXT} --out {W}/rep10",
+      "field finetune.rte.aggregate.dev.accuracy.mean: input should be a valid number (found 'x')"),
+    C("report-task-no-metrics", "report {REPORT_TASK_NO_METRICS} --out {W}/rep11",
+      "field finetune.rte: aggregate needs a 'dev' or 'test' entry, each with at least one metric"),
+    C("report-tasks-list", "report {REPORT_TASKS_LIST} --out {W}/rep12",
+      "field finetune: input should be a valid dictionary (found [1])"),
+    C("evaluate-compare-garbage", "evaluate --compare {REPORT_OK} {REPORT_MLM_STRING}", "{REPORT_MLM_STRING} is malformed"),
     # quickstart / scaling
     C("quickstart-missing-data", "quickstart --data {W}/nodata --out {W}/q1", "{W}/nodata"),
     C("quickstart-out-is-file", "quickstart --out {FILE}", "{FILE}"),
@@ -1061,6 +1122,25 @@ def test_a_stray_label_warns(shared_data: Path, tmp_path: Path, capsys):
     assert "label 'positive' occurs 1 time(s)" in text and "line 6" in text
     load_task_folder(shared_data / "tasks" / "sentence_polarity")
     assert "warning" not in printed(capsys)
+
+
+def test_the_undamaged_report_renders(ws: dict[str, Path], tmp_path: Path):
+    """The damaged reports' rows fail for their edit: the same report unedited renders (exit 0)."""
+    r = cli("report", str(ws["REPORT_OK"]), "--out", str(tmp_path / "rep"))
+    assert r.returncode == 0, r.stderr
+    assert "MLM dev accuracy" in (tmp_path / "rep" / "report.md").read_text()
+
+
+def test_report_checks_survive_python_O(ws: dict[str, Path], tmp_path: Path):
+    """Validation never rests on ``assert`` (``python -O`` strips it): a damaged report is
+    refused the same with -O, and no package module validates with assert."""
+    env = {**os.environ, "LVSEARCH_QUIET": "1", "PYTHONPATH": str(REPO)}
+    r = subprocess.run([sys.executable, "-O", "-m", "lvsearch", "report", str(ws["REPORT_NO_FOLDER"]), "--out",
+                        str(tmp_path / "rep")], capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
+    assert r.returncode == 2 and "field model.folder is missing" in r.stderr and "Traceback" not in r.stderr
+    asserts = [f"{p.relative_to(REPO)}:{i}" for p in sorted((REPO / "lvsearch").rglob("*.py"))
+               for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if line.lstrip().startswith("assert ")]
+    assert asserts == [], asserts
 
 
 def test_task_fields_longer_than_csvs_default_limit_are_read(tmp_path: Path):
