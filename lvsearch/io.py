@@ -10,6 +10,7 @@ the file when it is missing or not valid JSON. Nothing is ever loaded with pickl
 from __future__ import annotations
 
 import codecs
+import errno
 import hashlib
 import json
 import os
@@ -24,10 +25,19 @@ from lvsearch.faults import kill_point
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically (temp file in the same folder + fsync + rename)."""
+    """Write ``data`` to ``path`` atomically (temp file in the same folder + fsync + rename).
+
+    Raises:
+        LvsearchError: the write fails (disk full, quota, read-only file system, permissions:
+            :func:`write_error`); the message names ``path``, the temporary file is removed and
+            an earlier ``path`` is left as it was.
+    """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as e:
+        raise write_error(path, e) from None
     try:
         os.fchmod(fd, 0o666 & ~umask())  # mkstemp creates 0600; give the usual permissions
         with os.fdopen(fd, "wb") as f:
@@ -35,13 +45,37 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+        if isinstance(e, OSError):
+            raise write_error(path, e) from None
         raise
     remove_stale_temps(path.parent, f".{path.name}.", (".tmp",))
+
+
+#: What a failed write's errno means for the user, and the fix (:func:`write_error`).
+_WRITE_ERRNOS = {
+    errno.ENOSPC: ("the disk is full", "free space on that disk (df -h {folder}) or choose another --out"),
+    errno.EDQUOT: ("your disk quota is exceeded", "free space within your quota (quota -s) or choose another --out"),
+    errno.EFBIG: ("the file is too large for its file system", "choose another --out on a file system that holds it"),
+    errno.EROFS: ("the file system is read-only", "choose another --out on a writable file system"),
+    errno.EACCES: ("permission denied", "make {folder} writable for you, or choose another --out"),
+    errno.EPERM: ("permission denied", "make {folder} writable for you, or choose another --out"),
+}
+
+
+def write_error(path: str | os.PathLike, err: OSError) -> LvsearchError:
+    """The :class:`LvsearchError` for an ``OSError`` raised while writing ``path``: names the
+    file (an ``ENOSPC`` from ``write()`` names none), what the errno means (disk full, quota,
+    read-only file system, permissions) and the fix, and says that finished work is kept."""
+    path = Path(path)
+    reason, fix = _WRITE_ERRNOS.get(err.errno, (err.strerror or str(err), "check the path and its permissions"))
+    return LvsearchError(f"cannot write {path}: {reason} ({err.strerror or err})",
+                         fix=fix.format(folder=path.parent) + "; then re-run the command (with --resume where it has "
+                             "one): what was finished before is kept")
 
 
 def remove_stale_temps(folder: str | os.PathLike, prefix: str, suffixes: tuple[str, ...] = ("",)) -> list[Path]:
@@ -262,11 +296,40 @@ def save_safetensors(tensors: dict, path: str | os.PathLike, *, metadata: dict[s
     """Write ``tensors`` (name -> torch tensor, no two sharing memory) to the safetensors file
     ``path`` with the usual permissions (``0666 & ~umask``, 0644 by default), like every other
     file lvsearch writes: ``safetensors.torch.save_file`` itself creates 0600 files. Callers
-    write into a temporary folder that is renamed into place, so the write is atomic."""
+    write into a temporary folder that is renamed into place, so the write is atomic.
+
+    Raises:
+        LvsearchError: an ``OSError`` while writing (:func:`write_error`, naming ``path``)."""
     from safetensors.torch import save_file
 
-    save_file(tensors, str(path), metadata=metadata)
-    os.chmod(path, 0o666 & ~umask())
+    from safetensors import SafetensorError
+
+    try:
+        save_file(tensors, str(path), metadata=metadata)
+        os.chmod(path, 0o666 & ~umask())
+    except OSError as e:
+        raise write_error(path, e) from None
+    except SafetensorError as e:  # its I/O errors end in "(os error N)"
+        code = re.search(r"\(os error (\d+)\)", str(e))
+        if code is None:
+            raise
+        raise write_error(path, OSError(int(code.group(1)), os.strerror(int(code.group(1))))) from None
+
+
+def copy_file(src: str | os.PathLike, dst: str | os.PathLike) -> None:
+    """``shutil.copyfile(src, dst)``, a failed write named by ``dst`` (a full disk during a copy
+    raised an OSError naming ``src``, the file being read).
+
+    Raises:
+        LvsearchError: writing ``dst`` failed (:func:`write_error`).
+        OSError: ``src`` cannot be read.
+    """
+    try:
+        shutil.copyfile(src, dst)
+    except OSError as e:
+        if e.errno not in _WRITE_ERRNOS or (e.errno in (errno.EACCES, errno.EPERM) and e.filename == str(src)):
+            raise
+        raise write_error(dst, e) from None
 
 
 def umask() -> int:

@@ -3,6 +3,7 @@ count equals what is saved, bad --max-params, one-seed spreads, file permissions
 
 from __future__ import annotations
 
+import errno
 import math
 import os
 import random
@@ -1141,6 +1142,69 @@ def test_report_checks_survive_python_O(ws: dict[str, Path], tmp_path: Path):
     asserts = [f"{p.relative_to(REPO)}:{i}" for p in sorted((REPO / "lvsearch").rglob("*.py"))
                for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if line.lstrip().startswith("assert ")]
     assert asserts == [], asserts
+
+
+@pytest.mark.parametrize("code", [errno.ENOSPC, errno.EDQUOT, errno.EROFS])
+def test_a_full_disk_names_the_file_and_keeps_the_old_one(tmp_path: Path, monkeypatch, code: int):
+    """'cannot access: No space left on device' named no file: a write that fails names the
+    file being written and the fix, leaves no temporary file and the previous version intact."""
+    from lvsearch.io import atomic_write_json
+
+    target = tmp_path / "state.json"
+    target.write_text('{"old": true}\n')
+
+    def full(fd):
+        raise OSError(code, os.strerror(code))
+
+    monkeypatch.setattr(os, "fsync", full)
+    with pytest.raises(LvsearchError) as err:
+        atomic_write_json(target, {"new": True})
+    msg = str(err.value)
+    assert f"cannot write {target}: " in msg and os.strerror(code) in msg and "fix: " in msg
+    assert "another --out" in msg
+    assert target.read_text() == '{"old": true}\n' and sorted(p.name for p in tmp_path.iterdir()) == ["state.json"]
+
+
+def test_a_full_disk_in_a_copy_or_a_weights_file_names_the_file_written(tmp_path: Path, monkeypatch):
+    """A copy (the run's tokenizer.json) named the file it read; safetensors' own error for a
+    full disk ('I/O error: ... (os error 28)') named none."""
+    import shutil
+
+    import safetensors.torch
+    from safetensors import SafetensorError
+
+    from lvsearch.io import copy_file, save_safetensors
+
+    src = tmp_path / "src.json"
+    src.write_text("{}")
+
+    def full_copy(a, b, *args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(a))
+
+    monkeypatch.setattr(shutil, "copyfile", full_copy)
+    with pytest.raises(LvsearchError, match=f"cannot write {tmp_path}/dst.json: the disk is full"):
+        copy_file(src, tmp_path / "dst.json")
+
+    def full_save(*args, **kwargs):
+        raise SafetensorError("Error while serializing: I/O error: No space left on device (os error 28)")
+
+    monkeypatch.setattr(safetensors.torch, "save_file", full_save)
+    with pytest.raises(LvsearchError, match=f"cannot write {tmp_path}/w.safetensors: the disk is full"):
+        save_safetensors({"a": torch.zeros(2)}, tmp_path / "w.safetensors")
+
+
+def test_a_full_disk_during_a_verb_is_one_message_naming_the_file(ws: dict[str, Path], tmp_path: Path, monkeypatch,
+                                                                  capsys):
+    """The same through the CLI (``report`` writing its heatmap): exit 2, the file named."""
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", full)
+    out = tmp_path / "rep"
+    assert main(["report", str(ws["REPORT_OK"]), "--out", str(out)]) == 2
+    text = printed(capsys)
+    assert f"cannot write {out}/alpha_" in text and "the disk is full" in text and "df -h" in text
+    assert not out.exists() or not any(out.iterdir())
 
 
 def test_task_fields_longer_than_csvs_default_limit_are_read(tmp_path: Path):

@@ -23,7 +23,6 @@ settings); a difference is called a win only when its 95% interval excludes zero
 from __future__ import annotations
 
 import re
-import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -31,7 +30,7 @@ import numpy as np
 
 from lvsearch.eval.finetune import FAILED_TEXT
 from lvsearch.eval.floors import NOT_ARCH_EFFECT, NOT_PAST_FLOOR
-from lvsearch.io import atomic_write_bytes, read_json
+from lvsearch.io import atomic_write_bytes, copy_file, read_json
 from lvsearch.quickstart.plan import ARM_TITLES, STAGE_ORDER, make_plan
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -594,7 +593,7 @@ def write_quickstart_report(ctx: "Context") -> Path:
     w("## Search: evolution vs random search\n")
     src = ctx.search_dir / "search_curve.png"
     if src.exists():
-        shutil.copyfile(src, out / "search_curve.png")
+        copy_file(src, out / "search_curve.png")
         w("![search curve](search_curve.png)\n")
     ea_best = read_json(ctx.search_dir / "best.json")
     rs_best = read_json(ctx.search_dir / RANDOM_DIR / "best.json")
