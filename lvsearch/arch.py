@@ -303,9 +303,7 @@ def _sandwich_ops(n: int) -> list[str]:
     # odd slot count one extra SA leads.
     pairs = n // 2
     k = pairs // 2
-    ops = ["SA"] * (n % 2) + ["SA"] * k + ["SA", "FF"] * (pairs - k) + ["FF"] * k
-    assert len(ops) == n
-    return ops
+    return ["SA"] * (n % 2) + ["SA"] * k + ["SA", "FF"] * (pairs - k) + ["FF"] * k  # n % 2 + 2 · pairs = n ops
 
 
 def reference_arch(name: str, space: "SearchSpace") -> Arch:

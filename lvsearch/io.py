@@ -10,9 +10,11 @@ the file when it is missing or not valid JSON. Nothing is ever loaded with pickl
 from __future__ import annotations
 
 import codecs
+import errno
 import hashlib
 import json
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -23,10 +25,19 @@ from lvsearch.faults import kill_point
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically (temp file in the same folder + fsync + rename)."""
+    """Write ``data`` to ``path`` atomically (temp file in the same folder + fsync + rename).
+
+    Raises:
+        LvsearchError: the write fails (disk full, quota, read-only file system, permissions:
+            :func:`write_error`); the message names ``path``, the temporary file is removed and
+            an earlier ``path`` is left as it was.
+    """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as e:
+        raise write_error(path, e) from None
     try:
         os.fchmod(fd, 0o666 & ~umask())  # mkstemp creates 0600; give the usual permissions
         with os.fdopen(fd, "wb") as f:
@@ -34,13 +45,37 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+        if isinstance(e, OSError):
+            raise write_error(path, e) from None
         raise
     remove_stale_temps(path.parent, f".{path.name}.", (".tmp",))
+
+
+#: What a failed write's errno means for the user, and the fix (:func:`write_error`).
+_WRITE_ERRNOS = {
+    errno.ENOSPC: ("the disk is full", "free space on that disk (df -h {folder}) or choose another --out"),
+    errno.EDQUOT: ("your disk quota is exceeded", "free space within your quota (quota -s) or choose another --out"),
+    errno.EFBIG: ("the file is too large for its file system", "choose another --out on a file system that holds it"),
+    errno.EROFS: ("the file system is read-only", "choose another --out on a writable file system"),
+    errno.EACCES: ("permission denied", "make {folder} writable for you, or choose another --out"),
+    errno.EPERM: ("permission denied", "make {folder} writable for you, or choose another --out"),
+}
+
+
+def write_error(path: str | os.PathLike, err: OSError) -> LvsearchError:
+    """The :class:`LvsearchError` for an ``OSError`` raised while writing ``path``: names the
+    file (an ``ENOSPC`` from ``write()`` names none), what the errno means (disk full, quota,
+    read-only file system, permissions) and the fix, and says that finished work is kept."""
+    path = Path(path)
+    reason, fix = _WRITE_ERRNOS.get(err.errno, (err.strerror or str(err), "check the path and its permissions"))
+    return LvsearchError(f"cannot write {path}: {reason} ({err.strerror or err})",
+                         fix=fix.format(folder=path.parent) + "; then re-run the command (with --resume where it has "
+                             "one): what was finished before is kept")
 
 
 def remove_stale_temps(folder: str | os.PathLike, prefix: str, suffixes: tuple[str, ...] = ("",)) -> list[Path]:
@@ -261,11 +296,40 @@ def save_safetensors(tensors: dict, path: str | os.PathLike, *, metadata: dict[s
     """Write ``tensors`` (name -> torch tensor, no two sharing memory) to the safetensors file
     ``path`` with the usual permissions (``0666 & ~umask``, 0644 by default), like every other
     file lvsearch writes: ``safetensors.torch.save_file`` itself creates 0600 files. Callers
-    write into a temporary folder that is renamed into place, so the write is atomic."""
+    write into a temporary folder that is renamed into place, so the write is atomic.
+
+    Raises:
+        LvsearchError: an ``OSError`` while writing (:func:`write_error`, naming ``path``)."""
     from safetensors.torch import save_file
 
-    save_file(tensors, str(path), metadata=metadata)
-    os.chmod(path, 0o666 & ~umask())
+    from safetensors import SafetensorError
+
+    try:
+        save_file(tensors, str(path), metadata=metadata)
+        os.chmod(path, 0o666 & ~umask())
+    except OSError as e:
+        raise write_error(path, e) from None
+    except SafetensorError as e:  # its I/O errors end in "(os error N)"
+        code = re.search(r"\(os error (\d+)\)", str(e))
+        if code is None:
+            raise
+        raise write_error(path, OSError(int(code.group(1)), os.strerror(int(code.group(1))))) from None
+
+
+def copy_file(src: str | os.PathLike, dst: str | os.PathLike) -> None:
+    """``shutil.copyfile(src, dst)``, a failed write named by ``dst`` (a full disk during a copy
+    raised an OSError naming ``src``, the file being read).
+
+    Raises:
+        LvsearchError: writing ``dst`` failed (:func:`write_error`).
+        OSError: ``src`` cannot be read.
+    """
+    try:
+        shutil.copyfile(src, dst)
+    except OSError as e:
+        if e.errno not in _WRITE_ERRNOS or (e.errno in (errno.EACCES, errno.EPERM) and e.filename == str(src)):
+            raise
+        raise write_error(dst, e) from None
 
 
 def umask() -> int:
@@ -411,6 +475,45 @@ def read_json(path: str | os.PathLike, *, what: str = "JSON file") -> Any:
         raise LvsearchError(f"{what} {path} nests deeper than {MAX_JSON_DEPTH} levels; no file lvsearch writes does",
                             fix="regenerate the file with the command that wrote it")
     return data
+
+
+def check_fields(data: Any, schema: type, path: str | os.PathLike, *, what: str, fix: str) -> Any:
+    """Check parsed JSON ``data`` read from ``path`` against ``schema`` (a pydantic model class;
+    lvsearch's file models use :class:`FileModel`) and return ``data`` unchanged.
+
+    Raises:
+        LvsearchError: ``data`` does not fit ``schema``; one message naming ``what``, the file
+            and the first field that does not fit (as a dotted path, ``model.folder``,
+            ``finetune.rte.aggregate``), what was expected and what was found, with ``fix``
+            (the command that regenerates the file).
+    """
+    from pydantic import ValidationError
+
+    try:
+        schema.model_validate(data)
+    except ValidationError as e:
+        raise LvsearchError(f"{what} {path} is malformed: {field_problem(e.errors()[0])}", fix=fix) from None
+    return data
+
+
+def field_problem(error: dict) -> str:
+    """One pydantic error (an item of ``ValidationError.errors()``) as ``field X is missing`` /
+    ``field X: <what was expected> (found <value>)``, the value cut to 60 characters."""
+    loc = ".".join(str(x) for x in error["loc"])
+    if error["type"] == "missing":
+        return f"field {loc} is missing"
+    msg = error["msg"].removeprefix("Value error, ").removeprefix("Assertion failed, ")
+    msg = re.sub(r" or instance of \w+$", "", msg)  # "a valid dictionary or instance of Blimp": a class name
+    found = repr(error.get("input"))
+    found = found if len(found) <= 60 else found[:57] + "..."
+    msg = f"{msg[:1].lower() + msg[1:]} (found {found})"
+    return f"field {loc}: {msg}" if loc else msg
+
+
+def read_checked(path: str | os.PathLike, schema: type, *, what: str, fix: str) -> Any:
+    """:func:`read_json` then :func:`check_fields`: the parsed JSON of ``path``, checked
+    against the pydantic model ``schema``. Raises LvsearchError as those two."""
+    return check_fields(read_json(path, what=what), schema, path, what=what, fix=fix)
 
 
 #: The deepest nesting :func:`read_json` accepts (lvsearch's own files nest fewer than 10 levels).

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lvsearch.errors import LvsearchError
-from lvsearch.io import atomic_write_json, read_json, replace_folder, save_safetensors, sha256_file, umask
+from lvsearch.io import atomic_write_json, copy_file, read_json, replace_folder, save_safetensors, sha256_file, umask
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -148,7 +148,7 @@ def save_model_dir(
         save_safetensors(_state_dict(encoder), tmp / WEIGHTS, metadata=meta)
         if generator is not None:
             save_safetensors(_state_dict(generator), tmp / GENERATOR_WEIGHTS, metadata=meta)
-        shutil.copyfile(tokenizer_path, tmp / TOKENIZER)
+        copy_file(tokenizer_path, tmp / TOKENIZER)
         atomic_write_json(tmp / TRAINING_ARGS, training_args)
         atomic_write_json(tmp / CONFIG, config)
         replace_folder(tmp, folder)

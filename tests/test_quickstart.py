@@ -223,6 +223,41 @@ def test_embedded_corpus_without_data(tmp_path, shared_data):
     assert "builtin:python-docs" in text and "## The arms" in text
 
 
+#: The quickstart's own stage files damaged (issue 36): the file, its new content, what the message says.
+DAMAGED_STAGE_FILES = [
+    ("search/best.json", {}, "search/best.json is malformed: field ops is missing"),
+    ("search/best.json", [], "search/best.json is malformed: input should be a valid dictionary"),
+    ("search/best.json", {"ops": "sfsf", "meta": "x"}, "search/best.json is malformed: field meta: input should be"),
+    ("rank.json", {}, "rank.json is malformed: field rows is missing"),
+    ("eval/ea.json", {}, "eval/ea.json is not an lvsearch evaluation report"),
+    ("search/state.json", "curve", "search/state.json is malformed: field curve: input should be a valid list"),
+    ("retrain/ea/summary.json", [], "retrain/ea/summary.json is malformed: input should be a valid dictionary"),
+]
+
+
+@pytest.mark.parametrize("name,content,expect", DAMAGED_STAGE_FILES, ids=[f"{n}={json.dumps(c)[:12]}"
+                                                                         for n, c, _ in DAMAGED_STAGE_FILES])
+def test_a_damaged_stage_file_is_one_message_naming_file_and_field(finished, tmp_path, capsys, name, content, expect):
+    """A finished quickstart re-run after one of its stage files was edited: the report stage
+    refuses it, naming the file and the field (was a KeyError/TypeError traceback)."""
+    import shutil
+
+    out = tmp_path / "run"
+    shutil.copytree(finished["out"], out)
+    path = out / name
+    if content == "curve":
+        state = json.loads(path.read_text())
+        state["curve"] = "garbage"
+        content = state
+    path.write_text(json.dumps(content))
+    argv = [out if a == str(finished["out"]) else a for a in finished["argv"]]
+    capsys.readouterr()
+    code = main([str(a) for a in argv])
+    err = capsys.readouterr().err
+    assert code == 2 and expect in " ".join(err.split()) and "Traceback" not in err, err
+    assert "fix: " in err
+
+
 def test_bad_inputs(tmp_path, capsys):
     def bad(*argv: str, match: str) -> None:
         code = main(["quickstart", "--out", str(tmp_path / "o"), *argv])
@@ -261,7 +296,10 @@ def test_bad_inputs(tmp_path, capsys):
     ctx = open_context(tmp_path / "o", QuickstartSettings(data="builtin:python-docs", blimp=None), show_progress=False)
     assert ctx.state["settings"]["data"] == "builtin:python-docs"
     (tmp_path / "o" / "quickstart.json").write_text('{"format": "lvsearch.quickstart/v1", "stages": 5}')
-    bad("--no-blimp", match="is corrupted")
+    bad("--no-blimp", match="quickstart.json is malformed: field settings is missing")
+    state["stages"] = {"data": "done"}
+    (tmp_path / "o" / "quickstart.json").write_text(json.dumps(state))
+    bad("--no-blimp", match="quickstart.json is malformed: field stages.data: input should be a valid dictionary")
     (tmp_path / "o" / "quickstart.json").write_text("{not json")
     bad("--no-blimp", match="not valid JSON")
     assert (tmp_path / "o" / "quickstart.json").read_text() == "{not json"

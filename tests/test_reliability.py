@@ -3,6 +3,7 @@ count equals what is saved, bad --max-params, one-seed spreads, file permissions
 
 from __future__ import annotations
 
+import errno
 import math
 import os
 import random
@@ -329,6 +330,8 @@ def ws(prepared_corpus: Path, small_corpus: Path, shared_data: Path, tmp_path_fa
         (task / f"{split}.tsv").write_text("\n".join(rows) + "\n", encoding="utf-8")
     paths["TASK"] = task
     paths.update(_encoding_tasks(w, task))
+    paths.update(_bad_label_tasks(w, task))
+    paths.update(_bad_reports(w, rt / "model"))
     paths.update(_hf_workspace(w, prepared_corpus))
     return paths
 
@@ -355,6 +358,76 @@ def _encoding_tasks(w: Path, task: Path) -> dict[str, Path]:
                 body = "".join(f"{ln.split(chr(9))[0]}\t{ln.split(chr(9))[-1]}\n" for ln in body.splitlines())
             (folder / f"{split}.tsv").write_text(header + "\n" + body, encoding="utf-8")
         out[name] = folder
+    return out
+
+
+def _bad_label_tasks(w: Path, task: Path) -> dict[str, Path]:
+    """Copies of the task folder with a field over the reader's limit (line 3 of train.tsv), a
+    ``nan`` label (line 4 of train.tsv: how pandas writes a missing value), and a regression
+    task (scores) whose dev split has an ``inf`` score on line 3."""
+    from lvsearch.eval.finetune import MAX_FIELD_CHARS
+
+    rows = {split: (task / f"{split}.tsv").read_text(encoding="utf-8").splitlines() for split in ("train", "dev")}
+
+    def edited(lines: list[str], line: int, column: int, value: str) -> str:
+        out = list(lines)
+        fields = out[line - 1].split("\t")
+        fields[column] = value
+        out[line - 1] = "\t".join(fields)
+        return "\n".join(out) + "\n"
+
+    def scores(lines: list[str]) -> list[str]:
+        return [lines[0]] + [ln.rsplit("\t", 1)[0] + f"\t{i % 5}.5" for i, ln in enumerate(lines[1:])]
+
+    out = {}
+    for name, train, dev in (
+            ("TASK_LONG_FIELD", edited(rows["train"], 3, 0, "word " * (MAX_FIELD_CHARS // 5 + 1)), None),
+            ("TASK_NAN_LABEL", edited(rows["train"], 4, -1, "nan"), None),
+            ("TASK_INF_SCORE", "\n".join(scores(rows["train"])) + "\n", edited(scores(rows["dev"]), 3, -1, "inf"))):
+        folder = w / name.lower().replace("_", "-")
+        folder.mkdir()
+        (folder / "train.tsv").write_text(train, encoding="utf-8")
+        (folder / "dev.tsv").write_text(dev or "\n".join(rows["dev"]) + "\n", encoding="utf-8")
+        out[name] = folder
+    return out
+
+
+def edited_report(model: Path, edit=None) -> dict:
+    """A minimal evaluation report of ``model`` (what ``lvsearch report`` renders), after ``edit``."""
+    config = json.loads((model / "config.json").read_text())
+    report = {"format": "lvsearch.eval-report/v1",
+              "model": {"name": "model", "folder": str(model), "num_params": 1000,
+                        "config": {"objective": config["objective"], "arch": config["arch"]}},
+              "mlm": {"status": "done", "accuracy": 0.5, "loss": 3.0},
+              "blimp": {"status": "skipped", "reason": "--no-blimp"},
+              "finetune": {"rte": {"status": "done", "aggregate": {"dev": {"accuracy": {
+                  "mean": 0.5, "std": None, "median": 0.5, "n": 1}}}}}}
+    if edit:
+        edit(report)
+    return report
+
+
+#: Damaged evaluation reports (issue 36): each edit of :func:`edited_report` and the field it breaks.
+BAD_REPORTS = {
+    "REPORT_NO_FOLDER": lambda r: r["model"].pop("folder"),
+    "REPORT_FOLDER_NUMBER": lambda r: r["model"].update(folder=5),
+    "REPORT_MLM_STRING": lambda r: r.update(mlm="garbage"),
+    "REPORT_MLM_ACCURACY_TEXT": lambda r: r["mlm"].update(accuracy="high"),
+    "REPORT_MLM_STATUS": lambda r: r["mlm"].update(status=5),
+    "REPORT_BLIMP_DONE_EMPTY": lambda r: r.update(blimp={"status": "done"}),
+    "REPORT_BLIMP_LIST": lambda r: r.update(blimp=[1, 2]),
+    "REPORT_TASK_MEAN_TEXT": lambda r: r["finetune"]["rte"]["aggregate"]["dev"]["accuracy"].update(mean="x"),
+    "REPORT_TASK_NO_METRICS": lambda r: r["finetune"]["rte"].update(aggregate={"dev": {}}),
+    "REPORT_TASKS_LIST": lambda r: r.update(finetune=[1]),
+}
+
+
+def _bad_reports(w: Path, model: Path) -> dict[str, Path]:
+    """The report of :func:`edited_report` (``REPORT_OK``) and its damaged copies (:data:`BAD_REPORTS`)."""
+    out = {}
+    for name, edit in [("REPORT_OK", None), *BAD_REPORTS.items()]:
+        out[name] = w / f"{name.lower().replace('_', '-')}.json"
+        out[name].write_text(json.dumps(edited_report(model, edit)))
     return out
 
 
@@ -541,10 +614,39 @@ CASES = [
       "the header has 4 ('premise', '', 'hypothesis', 'label')"),
     C("evaluate-task-header-zero-width", "evaluate --model {MODEL} --no-blimp --task {TASK_ZERO_WIDTH} "
       "--out {W}/ev25.json", "columns found: 'premise\\u200b', 'label'"),
+    # task files: a field over the reader's limit, labels that are not finite numbers (issue 36)
+    C("evaluate-task-field-too-long", "evaluate --model {MODEL} --no-blimp --task {TASK_LONG_FIELD} --out {W}/ev26.json",
+      "{TASK_LONG_FIELD}/train.tsv, line 3: cannot be read as a tab-separated row (field larger than field limit "
+      "(1000000); lvsearch reads fields of up to 1,000,000 characters)"),
+    C("evaluate-task-nan-label", "evaluate --model {MODEL} --no-blimp --task {TASK_NAN_LABEL} --out {W}/ev27.json",
+      "{TASK_NAN_LABEL}/train.tsv, line 4: label 'nan' is not a finite number"),
+    C("evaluate-task-inf-score", "evaluate --model {MODEL} --no-blimp --task {TASK_INF_SCORE} --out {W}/ev28.json",
+      "{TASK_INF_SCORE}/dev.tsv, line 3: label 'inf' is not a finite number"),
     C("evaluate-compare-missing", "evaluate --compare {W}/a.json {W}/b.json", "{W}/a.json"),
     C("report-missing-source", "report {W}/nothing --out {W}/rep1", "{W}/nothing"),
     C("report-broken-report", "report {REPORT_BROKEN} --out {W}/rep2", "{REPORT_BROKEN}"),
     C("report-out-in-proc", "report {MODEL} --out /proc/lvsearch-x", "/proc/lvsearch-x"),
+    # garbage in a report's fields: one message naming the field, no report written (issue 36)
+    C("report-no-model-folder", "report {REPORT_NO_FOLDER} --out {W}/rep3", "{REPORT_NO_FOLDER} is malformed: "
+      "field model.folder is missing"),
+    C("report-model-folder-number", "report {REPORT_FOLDER_NUMBER} --out {W}/rep4",
+      "field model.folder: input should be a valid string (found 5)"),
+    C("report-mlm-string", "report {REPORT_MLM_STRING} --out {W}/rep5",
+      "field mlm: input should be a valid dictionary (found 'garbage')"),
+    C("report-mlm-accuracy-text", "report {REPORT_MLM_ACCURACY_TEXT} --out {W}/rep6",
+      "field mlm.accuracy: input should be a valid number (found 'high')"),
+    C("report-mlm-status-number", "report {REPORT_MLM_STATUS} --out {W}/rep7",
+      "field mlm.status: input should be 'done', 'skipped' or 'not applicable' (found 5)"),
+    C("report-blimp-done-empty", "report {REPORT_BLIMP_DONE_EMPTY} --out {W}/rep8",
+      "field blimp: status 'done' needs 'pairs', 'ties', 'phenomena'"),
+    C("report-blimp-list", "report {REPORT_BLIMP_LIST} --out {W}/rep9", "field blimp: input should be a valid dictionary"),
+    C("report-task-mean-text", "report {REPORT_TASK_MEAN_TEXT} --out {W}/rep10",
+      "field finetune.rte.aggregate.dev.accuracy.mean: input should be a valid number (found 'x')"),
+    C("report-task-no-metrics", "report {REPORT_TASK_NO_METRICS} --out {W}/rep11",
+      "field finetune.rte: aggregate needs a 'dev' or 'test' entry, each with at least one metric"),
+    C("report-tasks-list", "report {REPORT_TASKS_LIST} --out {W}/rep12",
+      "field finetune: input should be a valid dictionary (found [1])"),
+    C("evaluate-compare-garbage", "evaluate --compare {REPORT_OK} {REPORT_MLM_STRING}", "{REPORT_MLM_STRING} is malformed"),
     # quickstart / scaling
     C("quickstart-missing-data", "quickstart --data {W}/nodata --out {W}/q1", "{W}/nodata"),
     C("quickstart-out-is-file", "quickstart --out {FILE}", "{FILE}"),
@@ -1065,6 +1167,106 @@ def test_a_stray_label_warns(shared_data: Path, tmp_path: Path, capsys):
     assert "label 'positive' occurs 1 time(s)" in text and "line 6" in text
     load_task_folder(shared_data / "tasks" / "sentence_polarity")
     assert "warning" not in printed(capsys)
+
+
+def test_the_undamaged_report_renders(ws: dict[str, Path], tmp_path: Path):
+    """The damaged reports' rows fail for their edit: the same report unedited renders (exit 0)."""
+    r = cli("report", str(ws["REPORT_OK"]), "--out", str(tmp_path / "rep"))
+    assert r.returncode == 0, r.stderr
+    assert "MLM dev accuracy" in (tmp_path / "rep" / "report.md").read_text()
+
+
+def test_report_checks_survive_python_O(ws: dict[str, Path], tmp_path: Path):
+    """Validation never rests on ``assert`` (``python -O`` strips it): a damaged report is
+    refused the same with -O, and no package module validates with assert."""
+    env = {**os.environ, "LVSEARCH_QUIET": "1", "PYTHONPATH": str(REPO)}
+    r = subprocess.run([sys.executable, "-O", "-m", "lvsearch", "report", str(ws["REPORT_NO_FOLDER"]), "--out",
+                        str(tmp_path / "rep")], capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
+    assert r.returncode == 2 and "field model.folder is missing" in r.stderr and "Traceback" not in r.stderr
+    asserts = [f"{p.relative_to(REPO)}:{i}" for p in sorted((REPO / "lvsearch").rglob("*.py"))
+               for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if line.lstrip().startswith("assert ")]
+    assert asserts == [], asserts
+
+
+@pytest.mark.parametrize("code", [errno.ENOSPC, errno.EDQUOT, errno.EROFS])
+def test_a_full_disk_names_the_file_and_keeps_the_old_one(tmp_path: Path, monkeypatch, code: int):
+    """'cannot access: No space left on device' named no file: a write that fails names the
+    file being written and the fix, leaves no temporary file and the previous version intact."""
+    from lvsearch.io import atomic_write_json
+
+    target = tmp_path / "state.json"
+    target.write_text('{"old": true}\n')
+
+    def full(fd):
+        raise OSError(code, os.strerror(code))
+
+    monkeypatch.setattr(os, "fsync", full)
+    with pytest.raises(LvsearchError) as err:
+        atomic_write_json(target, {"new": True})
+    msg = str(err.value)
+    assert f"cannot write {target}: " in msg and os.strerror(code) in msg and "fix: " in msg
+    assert "another --out" in msg
+    assert target.read_text() == '{"old": true}\n' and sorted(p.name for p in tmp_path.iterdir()) == ["state.json"]
+
+
+def test_a_full_disk_in_a_copy_or_a_weights_file_names_the_file_written(tmp_path: Path, monkeypatch):
+    """A copy (the run's tokenizer.json) named the file it read; safetensors' own error for a
+    full disk ('I/O error: ... (os error 28)') named none."""
+    import shutil
+
+    import safetensors.torch
+    from safetensors import SafetensorError
+
+    from lvsearch.io import copy_file, save_safetensors
+
+    src = tmp_path / "src.json"
+    src.write_text("{}")
+
+    def full_copy(a, b, *args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(a))
+
+    monkeypatch.setattr(shutil, "copyfile", full_copy)
+    with pytest.raises(LvsearchError, match=f"cannot write {tmp_path}/dst.json: the disk is full"):
+        copy_file(src, tmp_path / "dst.json")
+
+    def full_save(*args, **kwargs):
+        raise SafetensorError("Error while serializing: I/O error: No space left on device (os error 28)")
+
+    monkeypatch.setattr(safetensors.torch, "save_file", full_save)
+    with pytest.raises(LvsearchError, match=f"cannot write {tmp_path}/w.safetensors: the disk is full"):
+        save_safetensors({"a": torch.zeros(2)}, tmp_path / "w.safetensors")
+
+
+def test_a_full_disk_during_a_verb_is_one_message_naming_the_file(ws: dict[str, Path], tmp_path: Path, monkeypatch,
+                                                                  capsys):
+    """The same through the CLI (``report`` writing its heatmap): exit 2, the file named."""
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", full)
+    out = tmp_path / "rep"
+    assert main(["report", str(ws["REPORT_OK"]), "--out", str(out)]) == 2
+    text = printed(capsys)
+    assert f"cannot write {out}/alpha_" in text and "the disk is full" in text and "df -h" in text
+    assert not out.exists() or not any(out.iterdir())
+
+
+def test_task_fields_longer_than_csvs_default_limit_are_read(tmp_path: Path):
+    """A 200,000-character text was a _csv.Error traceback (Python's default limit is 131,072);
+    fields up to MAX_FIELD_CHARS are read whole, and the csv module's limit is left as it was."""
+    import csv
+
+    from lvsearch.eval.finetune import MAX_FIELD_CHARS, load_task_folder
+
+    task = tmp_path / "task"
+    task.mkdir()
+    long = "x" * 200_000
+    (task / "train.tsv").write_text(f"sentence\tlabel\n{long}\t0\nshort\t1\n", encoding="utf-8")
+    (task / "dev.tsv").write_text("sentence\tlabel\na\t0\nb\t1\n", encoding="utf-8")
+    before = csv.field_size_limit()
+    data = load_task_folder(task)
+    assert data.splits["train"][0].a == long and MAX_FIELD_CHARS > 200_000
+    assert csv.field_size_limit() == before
 
 
 # ---------------------------------------------------------------- text files in other encodings

@@ -5,6 +5,7 @@ work, bad switches refused — on a tiny supernet trained on the real shared cor
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -67,7 +68,8 @@ def _evolve(run: Path, out: Path, *extra: str) -> int:
                  "--topk", "3", "--dev-sequences", "12", "--racing", "off", "--compare-random", *extra])
 
 
-def test_finetune_stage_gives_both_searches_the_same_compute_and_picks_the_best_score(supernet_run: Path, tmp_path: Path):
+def test_finetune_stage_gives_both_searches_the_same_compute_and_picks_the_best_score(supernet_run: Path, tmp_path: Path,
+                                                                                      capsys):
     out = tmp_path / "ea"
     assert _evolve(supernet_run, out, "--second-stage", "finetune", "--second-stage-steps", "2") == 0
     recs = {name: json.loads((out / sub / "second_stage.json").read_text())
@@ -98,6 +100,22 @@ def test_finetune_stage_gives_both_searches_the_same_compute_and_picks_the_best_
     for other in (["--second-stage", "rescore"], ["--second-stage", "finetune", "--second-stage-steps", "3"], []):
         assert _evolve(supernet_run, out, *other, "--resume") == 2
     assert {p: p.read_bytes() for p in out.rglob("*.json")} == before
+
+    # an edited record (its pick no candidate, its rows gone, a field of the wrong type) is one
+    # message naming the file and the field (was a StopIteration traceback)
+    record = out / "second_stage.json"
+    for edit, expect in ((lambda r: r.update(pick="sfsf|0;1;2;3"), "field pick 'sfsf|0;1;2;3' is not one of its candidates"),
+                         (lambda r: r.update(rows=[]), "field rows has no row for the pick"),
+                         (lambda r: r.pop("rows"), "field rows is missing"),
+                         (lambda r: r.update(rows=[{"key": 5}]), "field rows.0.key: input should be a valid string")):
+        rec = dict(ea)
+        edit(rec)
+        record.write_text(json.dumps(rec))
+        shutil.copy(record, tmp_path / "edited.json")
+        assert _evolve(supernet_run, out, "--second-stage", "finetune", "--second-stage-steps", "2", "--resume") == 2
+        err = capsys.readouterr().err
+        assert f"second stage record {record} is malformed: {expect}" in " ".join(err.split()), err
+        assert "Traceback" not in err and record.read_bytes() == (tmp_path / "edited.json").read_bytes()
 
 
 def test_rescore_stage_equals_the_supernet_score_on_the_fresh_targets(supernet_run: Path, prepared_corpus: Path,

@@ -58,6 +58,10 @@ TEXT_PAIRS = (("sentence1", "sentence2"), ("premise", "hypothesis"), ("question"
 TEXT_SINGLE = ("sentence", "text")
 LABEL_COLUMNS = ("label", "score", "gold_label")
 SPLIT_FILES = {"train": "train.tsv", "dev": "dev.tsv", "test": "test.tsv"}
+MAX_FIELD_CHARS = 1_000_000
+"""The longest field (characters) a task file may hold: Python's csv module stops at 131,072 by
+default; a longer field is refused with its line number (the tokenizer keeps only the first
+``--max-len`` tokens of a text, so no real example needs more)."""
 
 
 @dataclass
@@ -130,8 +134,9 @@ def read_tsv(path: Path) -> tuple[list[str], list[tuple[int, dict]]]:
     one); :func:`lvsearch.io.read_text` reads it.
 
     Raises:
-        LvsearchError: a file in another encoding (the message names it), an empty file, or a
-            row whose field count differs from the header (the header's names quoted).
+        LvsearchError: a file in another encoding (the message names it), an empty file, a
+            row whose field count differs from the header (the header's names quoted), or a
+            field longer than :data:`MAX_FIELD_CHARS` (its line named).
     """
     text = read_text(path, what="task file")  # UTF-8, a leading byte-order mark dropped
     reader = csv.reader(io.StringIO(text, newline=""), delimiter="\t", quoting=csv.QUOTE_NONE)
@@ -140,15 +145,24 @@ def read_tsv(path: Path) -> tuple[list[str], list[tuple[int, dict]]]:
         raise LvsearchError(f"{path} is empty (a header row is expected)", fix="write a header row, e.g. 'sentence<TAB>label'")
     header = [h.strip() for h in header]
     rows = []
-    for row in reader:
-        lineno = reader.line_num
-        if not row or (len(row) == 1 and not row[0].strip()):
-            continue
-        if len(row) != len(header):
-            raise LvsearchError(f"{path}, line {lineno}: {len(row)} fields, the header has {len(header)} "
-                                f"({', '.join(shown(h) for h in header)})",
-                                fix="fix the line or the header (tabs inside a text field are not allowed)")
-        rows.append((lineno, dict(zip(header, row))))
+    limit = csv.field_size_limit(MAX_FIELD_CHARS)
+    try:
+        for row in reader:
+            lineno = reader.line_num
+            if not row or (len(row) == 1 and not row[0].strip()):
+                continue
+            if len(row) != len(header):
+                raise LvsearchError(f"{path}, line {lineno}: {len(row)} fields, the header has {len(header)} "
+                                    f"({', '.join(shown(h) for h in header)})",
+                                    fix="fix the line or the header (tabs inside a text field are not allowed)")
+            rows.append((lineno, dict(zip(header, row))))
+    except csv.Error as e:  # a field longer than MAX_FIELD_CHARS (the only error QUOTE_NONE reading raises)
+        raise LvsearchError(f"{path}, line {reader.line_num}: cannot be read as a tab-separated row ({e}; "
+                            f"lvsearch reads fields of up to {MAX_FIELD_CHARS:,} characters)",
+                            fix="shorten the field or split the text; a line break missing at the end of an "
+                                "earlier line also makes one long field") from None
+    finally:
+        csv.field_size_limit(limit)
     return header, rows
 
 
@@ -182,6 +196,9 @@ def _build_task(name: str, source: str, raw: dict[str, tuple[list[str], list[tup
     if cols["label"] is None:
         raise LvsearchError(f"{where['train']}: no label column among {', '.join(shown(c) for c in raw['train'][0])}",
                             fix=f"name the label column one of: {', '.join(LABEL_COLUMNS)}")
+    for split, (header, rows) in raw.items():
+        if cols["label"] in header:
+            _refuse_nonfinite_labels(rows, cols["label"], where[split])
     train_labels = [r[cols["label"]].strip() for _, r in raw["train"][1]]
     if not train_labels:
         raise LvsearchError(f"{where['train']} has no examples", fix="add training examples")
@@ -236,6 +253,21 @@ def _build_task(name: str, source: str, raw: dict[str, tuple[list[str], list[tup
             exs.append(Example(a, b, label))
         splits[split] = exs
     return TaskData(name, source, task_kind, names, cols, splits, test_labeled)
+
+
+def _refuse_nonfinite_labels(rows: list[tuple[int, dict]], column: str, where: str) -> None:
+    """Refuse a label that reads as a non-finite number (``nan``, ``NaN``, ``inf``, ``-Infinity``):
+    it is how pandas and spreadsheets write a missing value, and as a class or a regression
+    target it made scikit-learn's floors fail with a traceback (or became a class of its own)."""
+    for lineno, r in rows:
+        v = r[column].strip()
+        try:
+            bad = not math.isfinite(float(v))
+        except ValueError:
+            continue
+        if bad:
+            raise LvsearchError(f"{where}, line {lineno}: label {v!r} is not a finite number (a missing value?)",
+                                fix="give the example its label, or remove the line")
 
 
 def _warn_rare_labels(labels: list[str], rows, where: str) -> None:

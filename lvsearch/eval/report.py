@@ -259,26 +259,29 @@ def single_report_markdown(report: dict) -> str:
 
 
 def check_report(report, path: Path) -> dict:
-    """Check the keys the tables read.
+    """Check a parsed report against :class:`lvsearch.eval.schema.EvalReport` (every field the
+    tables read, with its type) and its architecture, and return it.
 
     Raises:
-        LvsearchError: not an ``lvsearch.eval-report/v1`` object, or ``model.name``,
-            ``model.num_params``, ``model.config.arch`` / ``objective`` missing or malformed.
+        LvsearchError: not an ``lvsearch.eval-report/v1`` object, or a field the tables read
+            is missing or of the wrong type (the message names it), or its ``model.config.arch``
+            is not a valid architecture.
     """
-    fix = "pass a file written by 'lvsearch evaluate' (or re-run it)"
+    from lvsearch.eval.schema import EvalReport
+    from lvsearch.io import check_fields
+
+    fix = ("regenerate it with 'lvsearch evaluate --model MODEL_DIR' (it writes MODEL_DIR/results.json; "
+           "--out FILE for another file), or pass another report")
     if not isinstance(report, dict) or report.get("format") != REPORT_FORMAT:
         raise LvsearchError(f"{path} is not an lvsearch evaluation report (format {REPORT_FORMAT!r} expected)", fix=fix)
+    check_fields(report, EvalReport, path, what="evaluation report", fix=fix)
     try:
-        m = report["model"]
-        assert isinstance(m["name"], str) and isinstance(m["num_params"], int)
-        assert isinstance(m["config"]["objective"], str)
         arch_compact(report)
-        comparison_table([report])
     except LvsearchError as e:
         raise LvsearchError(f"evaluation report {path} is malformed: {str(e).splitlines()[0]}", fix=fix) from None
-    except (KeyError, TypeError, AssertionError, AttributeError, ValueError) as e:
+    except (KeyError, TypeError) as e:  # a Hugging Face model's config.hf
         detail = f"missing key {e}" if isinstance(e, KeyError) else "unexpected structure"
-        raise LvsearchError(f"evaluation report {path} is malformed ({detail})", fix=fix) from None
+        raise LvsearchError(f"evaluation report {path} is malformed (model.config: {detail})", fix=fix) from None
     return report
 
 

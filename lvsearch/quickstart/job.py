@@ -192,9 +192,11 @@ def open_context(out: str | Path, settings: QuickstartSettings, *, device: str =
         if not isinstance(state, dict) or state.get("format") != FORMAT:
             raise LvsearchError(f"{path} is not a quickstart state file ({FORMAT})",
                                 fix="choose another --out, or delete the folder to start again")
-        if not all(isinstance(state.get(k), dict) for k in ("settings", "plan", "stages")):
-            raise LvsearchError(f"{path} is corrupted (settings, plan and stages must be JSON objects)",
-                                fix="restore it, or choose another --out (the stage folders in it can be reused by hand)")
+        from lvsearch.io import check_fields
+        from lvsearch.quickstart.files import QuickstartState
+
+        check_fields(state, QuickstartState, path, what="quickstart state",
+                     fix="restore it, or choose another --out (the stage folders in it can be reused by hand)")
         if state["settings"] != wanted and not any(st.get("status") == "done" for st in state["stages"].values()):
             # nothing was produced (e.g. the first try failed on bad --data): start afresh
             state = {"format": FORMAT, "settings": wanted, "plan": plan.to_dict(), "stages": {}}
@@ -283,6 +285,20 @@ def stage_supernet(ctx: Context) -> dict:
             "unigram_accuracy": summary.get("unigram_accuracy"),
             "neighbour_count_floor": ((summary.get("floors") or {}).get("neighbour-count") or {}).get("accuracy"),
             "beats_floor": summary.get("beats_floor")}
+
+
+def _mlm_accuracy(path: Path) -> float:
+    """The MLM dev accuracy of the evaluation report ``path`` (checked by ``read_report``).
+
+    Raises:
+        LvsearchError: the report is damaged, or holds no MLM accuracy (names the file)."""
+    from lvsearch.eval.report import read_report
+
+    mlm = read_report(path).get("mlm") or {}
+    if mlm.get("accuracy") is None:
+        raise LvsearchError(f"evaluation report {path} holds no MLM dev accuracy (mlm.status {mlm.get('status')!r})",
+                            fix="restore the file, or run the same quickstart command again with another --out")
+    return mlm["accuracy"]
 
 
 def _search_done(folder: Path) -> bool:
@@ -679,7 +695,7 @@ def stage_rank(ctx: Context) -> dict:
     for arm in ctx.plan.arms:
         arch = Arch.from_dict(read_json(ctx.out / "retrain" / arm / "config.json")["arch"])
         fit = ev.evaluate(arch)
-        accs = [read_json(ctx.out / "eval" / f"{n}.json")["mlm"]["accuracy"] for n in ctx.run_names(arm)]
+        accs = [_mlm_accuracy(ctx.out / "eval" / f"{n}.json") for n in ctx.run_names(arm)]
         rows.append({"arm": arm, "arch": arch.key, "supernet_fitness": fit.fitness, "supernet_loss": fit.loss,
                      "standalone_accuracy": float(np.mean(accs)), "standalone_seeds": len(accs)})
     x = [r["supernet_fitness"] for r in rows]

@@ -23,7 +23,6 @@ settings); a difference is called a win only when its 95% interval excludes zero
 from __future__ import annotations
 
 import re
-import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -31,7 +30,9 @@ import numpy as np
 
 from lvsearch.eval.finetune import FAILED_TEXT
 from lvsearch.eval.floors import NOT_ARCH_EFFECT, NOT_PAST_FLOOR
-from lvsearch.io import atomic_write_bytes, read_json
+from lvsearch.eval.report import read_report
+from lvsearch.io import atomic_write_bytes, copy_file, read_json
+from lvsearch.quickstart.files import Rank, RetrainSummary, SearchPick, SearchState, read_stage_file
 from lvsearch.quickstart.plan import ARM_TITLES, STAGE_ORDER, make_plan
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -365,9 +366,10 @@ def write_quickstart_report(ctx: "Context") -> Path:
     out, plan, settings = ctx.out, ctx.plan, ctx.settings
     arms = plan.arms  # the arms this run trained, in report order
     names = {arm: ctx.run_names(arm) for arm in arms}
-    reports = {n: read_json(out / "eval" / f"{n}.json", what="evaluation report") for arm in arms for n in names[arm]}
+    reports = {n: read_report(out / "eval" / f"{n}.json") for arm in arms for n in names[arm]}
     archs = {arm: Arch.from_dict(read_json(out / "retrain" / arm / "config.json")["arch"]) for arm in arms}
-    summaries = {n: read_json(out / "retrain" / n / "summary.json") for arm in arms for n in names[arm]}
+    summaries = {n: read_stage_file(out / "retrain" / n / "summary.json", RetrainSummary, what="retrain summary")
+                 for arm in arms for n in names[arm]}
     lines: list[str] = []
     w = lines.append
 
@@ -595,12 +597,13 @@ def write_quickstart_report(ctx: "Context") -> Path:
     w("## Search: evolution vs random search\n")
     src = ctx.search_dir / "search_curve.png"
     if src.exists():
-        shutil.copyfile(src, out / "search_curve.png")
+        copy_file(src, out / "search_curve.png")
         w("![search curve](search_curve.png)\n")
-    ea_best = read_json(ctx.search_dir / "best.json")
-    rs_best = read_json(ctx.search_dir / RANDOM_DIR / "best.json")
-    curve_ea = (read_json(ctx.search_dir / "state.json").get("curve") or [{}])[-1]
-    curve_rs = (read_json(ctx.search_dir / RANDOM_DIR / "state.json").get("curve") or [{}])[-1]
+    ea_best = read_stage_file(ctx.search_dir / "best.json", SearchPick, what="search pick")
+    rs_best = read_stage_file(ctx.search_dir / RANDOM_DIR / "best.json", SearchPick, what="search pick")
+    curve_ea = (read_stage_file(ctx.search_dir / "state.json", SearchState, what="search state").get("curve") or [{}])[-1]
+    curve_rs = (read_stage_file(ctx.search_dir / RANDOM_DIR / "state.json", SearchState,
+                                what="search state").get("curve") or [{}])[-1]
     w(f"Both searches made {plan.population} × {plan.iterations} = {plan.population * plan.iterations} evaluations "
       f"(supernet weights; {search_fitness_phrase(ctx.search_dir)}). Best supernet fitness: "
       f"EA {_fmt(ea_best['meta']['fitness'])} (`{Arch.from_dict(ea_best).compact}`), random search "
@@ -625,7 +628,7 @@ def write_quickstart_report(ctx: "Context") -> Path:
     # ---- rank check
     rank_path = out / "rank.json"
     if rank_path.exists():
-        rk = read_json(rank_path)
+        rk = read_stage_file(rank_path, Rank, what="rank check")
         w("## Supernet rank check\n")
         w(f"Supernet fitness (inherited weights, step {rk['supernet_step']}, {rk['dev_sequences']} dev sequences) "
           f"against the MLM dev accuracy of the same architectures trained from scratch, over the {rk['n']} arms: "

@@ -34,7 +34,7 @@ from lvsearch.io import check_writable_folder, guard_output
 from lvsearch.lock import holds_output
 from lvsearch.search.evaluator import Constraints, EvalResult, Racing
 from lvsearch.search.evolution import STATE, Search, SearchConfig, SearchResult, plot_curves
-from lvsearch.search.second_stage import SECOND_STAGE_DIR, SECOND_STAGE_FILE, SecondStage
+from lvsearch.search.second_stage import SECOND_STAGE_DIR, SECOND_STAGE_FILE, SecondStage, SecondStageRecord
 
 #: Defaults of ``lvsearch evolve`` for a new search, chosen by measurement
 #: (``benchmarks/fitness_noise.py``; docs/results.md, "Fitness noise"): on the quickstart
@@ -323,6 +323,8 @@ def _second_stage(opts: EvolveOptions, loaded, prepared, res: SearchResult, fold
         rec = {"settings": settings, "candidates": [r.key for r in cands], "search_best": res.best.key, **out}
         if info.is_main:
             atomic_write_json(path, rec)
+    else:
+        check_second_stage_record(rec, path)
     if info.is_main and rec["pick"] is not None:
         row = next(r for r in rec["rows"] if r["key"] == rec["pick"])
         meta = _best_meta(next(r for r in cands if r.key == rec["pick"]), loaded, cfg, label, opts.fitness)
@@ -337,6 +339,28 @@ def _second_stage(opts: EvolveOptions, loaded, prepared, res: SearchResult, fold
         ui.console.print(f"{label}: second stage ({rec['method']}, {cost}, {rec['targets']:,} fresh dev targets, "
                          f"{rec['seconds']:.0f}s): pick {rec['pick']} (#{rank} of the search's top-{rec['k']})",
                          highlight=False, markup=False, soft_wrap=True)
+    return rec
+
+
+def check_second_stage_record(rec: dict, path: Path) -> dict:
+    """Check a recorded ``second_stage.json`` before a resume reuses it: the fields it is read
+    for (:class:`SecondStageRecord`), and a pick that is one of its candidates with a row.
+
+    Raises:
+        LvsearchError: a field missing or of the wrong type, or a pick that is no candidate or
+            has no row (names the file and the field; an edit here was a StopIteration traceback).
+    """
+    from lvsearch.io import check_fields
+
+    fix = f"delete {path} and resume with the same command: the second stage runs again"
+    check_fields(rec, SecondStageRecord, path, what="second stage record", fix=fix)
+    if rec["pick"] is not None:
+        if rec["pick"] not in rec["candidates"]:
+            raise LvsearchError(f"second stage record {path} is malformed: field pick {rec['pick']!r} is not one of "
+                                f"its candidates", fix=fix)
+        if not any(r["key"] == rec["pick"] for r in rec["rows"]):
+            raise LvsearchError(f"second stage record {path} is malformed: field rows has no row for the pick "
+                                f"{rec['pick']!r}", fix=fix)
     return rec
 
 

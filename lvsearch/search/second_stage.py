@@ -25,9 +25,11 @@ import shutil
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import Optional
 
 from lvsearch.arch import Arch
 from lvsearch.errors import LvsearchError
+from lvsearch.schema import Count, FileModel
 
 SECOND_STAGE_METHODS = ("none", "rescore", "finetune")
 SECOND_STAGE_FILE = "second_stage.json"
@@ -163,3 +165,27 @@ def rerank(loaded, archs: list[Arch], stage: SecondStage, *, search_dev_sequence
         "tokens": opt_steps * cfg.train.batch_size * cfg.train.seq_len, "seconds": time.perf_counter() - t0,
         "rows": rows, "pick": pick,
     }
+
+
+# ------------------------------------------------------------------ the record's file format
+
+class SecondStageRow(FileModel):
+    key: str
+    accuracy: Optional[float] = None
+    loss: Optional[float] = None
+    score: Optional[float] = None
+
+
+class SecondStageRecord(FileModel):
+    """``second_stage.json`` as a resume reads it (written by the search job from :func:`rerank`)."""
+
+    settings: dict
+    candidates: list[str]
+    pick: Optional[str]
+    rows: list[SecondStageRow]
+    method: str
+    k: Count
+    steps: Count
+    dev_sequences: Count
+    targets: Count
+    seconds: float

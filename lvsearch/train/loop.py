@@ -34,7 +34,7 @@ from lvsearch.config import TrainConfig
 from lvsearch.device import cpu_has_native_bf16
 from lvsearch.errors import LvsearchError
 from lvsearch.faults import kill_point
-from lvsearch.io import atomic_write_bytes, iter_jsonl, remove_stale_temps
+from lvsearch.io import atomic_write_bytes, iter_jsonl, remove_stale_temps, write_error
 from lvsearch.train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from lvsearch.train.distributed import DistInfo, all_reduce_sum
 
@@ -197,8 +197,11 @@ class MetricsWriter:
 
     def write(self, record: dict) -> None:
         if self.enabled:
-            with open(self.path, "a", encoding="utf-8") as f:
-                f.write(json.dumps(record, sort_keys=True) + "\n")
+            try:
+                with open(self.path, "a", encoding="utf-8") as f:
+                    f.write(json.dumps(record, sort_keys=True) + "\n")
+            except OSError as e:
+                raise write_error(self.path, e) from None
 
 
 def train(

@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 from lvsearch.config import build_dataclass, load_config, to_jsonable
 from lvsearch.errors import LvsearchError
-from lvsearch.io import check_writable_folder, differing_keys, guard_output, read_json
+from lvsearch.io import check_writable_folder, copy_file, differing_keys, guard_output, read_json
 from lvsearch.train.checkpoint import CHECKPOINTS, latest_checkpoint, latest_step, verify_checkpoint
 
 CONFIG = "config.json"
@@ -266,7 +266,7 @@ def begin_run(out: Path, record: dict, data, info, *, resume: bool) -> None:
             "world_size": info.world_size,
         }
         atomic_write_json(out / CONFIG, record)
-        shutil.copyfile(data.folder / TOKENIZER, out / TOKENIZER)
+        copy_file(data.folder / TOKENIZER, out / TOKENIZER)
     if info.is_main:
         from lvsearch.repro import record_environment
 

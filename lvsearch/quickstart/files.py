@@ -1,0 +1,92 @@
+"""The quickstart's own stage files as its report stage and stage loop read them (pydantic
+models, :mod:`lvsearch.schema`), and :func:`read_stage_file`, which checks one. A damaged or
+hand-edited stage file is one message naming the file and the field, not a KeyError or
+TypeError traceback in the report stage.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+from pydantic import Field
+
+from lvsearch.schema import Count, FileModel
+
+Score = Optional[float]
+
+
+class PickMeta(FileModel):
+    fitness: Score = None
+
+
+class SearchPick(FileModel):
+    """A search's ``best.json`` (an architecture file with the search's ``meta``)."""
+
+    ops: object
+    meta: PickMeta
+
+
+class CurvePoint(FileModel):
+    topk_mean: Score = None
+
+
+class SearchState(FileModel):
+    """The fields of a search's ``state.json`` the quickstart reads."""
+
+    iteration: Optional[Count] = None
+    config: Optional[dict] = None
+    extra: Optional[dict] = None
+    curve: Optional[list[CurvePoint]] = None
+
+
+class RankRow(FileModel):
+    arm: str
+    supernet_fitness: Score = None
+    standalone_accuracy: Score = None
+
+
+class Rank(FileModel):
+    """The rank stage's ``rank.json``."""
+
+    rows: list[RankRow]
+    n: Count
+    kendall_tau: Score = None
+    kendall_p: Score = None
+    spearman_rho: Score = None
+    spearman_p: Score = None
+    kendall_tau_ci95: Optional[Annotated[list[Score], Field(min_length=2, max_length=2)]] = None
+    dev_sequences: Count
+    supernet_step: Count
+
+
+class StageRecord(FileModel):
+    seconds: float = 0.0
+    status: Optional[str] = None
+    result: Optional[dict] = None
+
+
+class QuickstartState(FileModel):
+    """``quickstart.json``: the settings, the plan and one record per stage."""
+
+    settings: dict
+    plan: dict
+    stages: dict[str, StageRecord]
+
+
+class RetrainSummary(FileModel):
+    """A retrain run's ``summary.json`` (an object; its fields are read where they are used)."""
+
+
+def read_stage_file(path: str | Path, schema: type, *, what: str) -> dict:
+    """The JSON of the quickstart stage file ``path``, checked against ``schema``.
+
+    Raises:
+        LvsearchError: the file is missing, not JSON, or a field does not fit (named), with the
+            fix: restore it, or run the quickstart again into another ``--out``.
+    """
+    from lvsearch.io import read_checked
+
+    return read_checked(path, schema, what=what,
+                        fix="restore the file from a copy, or run the same quickstart command again with another "
+                            "--out (the stage that wrote it runs again there)")
