@@ -113,7 +113,7 @@ def main() -> None:
 
     from lvsearch.search.evaluator import RACING_ORDER_SEED, Racing, SupernetEvaluator
     from lvsearch.train.supernet import load_dev
-    from lvsearch.search.noise import per_target_fitness
+    from lvsearch.search.fitness import Fitness
     from lvsearch.train.supernet import load_supernet
 
     loaded = load_supernet(args.supernet)
@@ -131,7 +131,7 @@ def main() -> None:
                     "dev_sequences_all": n_dev, "targets_all": int(rows.size), "machine": machine(),
                     "torch_threads": torch.get_num_threads(), "by_size": {}}
     for metric in ("accuracy", "loss"):
-        vals = {k: per_target_fitness(o, metric) for k, o in outcomes.items()}
+        vals = {k: Fitness(metric).per_target(o) for k, o in outcomes.items()}
         for n in SIZES:
             keep = None if n is None else perm[:n]
             result["by_size"].setdefault(str(n or "all"), {})[metric] = analyse(vals, rows, keep, metric)

@@ -223,7 +223,7 @@ def rank_check_on_arms(args, rows: dict) -> dict:
     out = {"what": "supernet fitness (dev sequences = key) of the arms' architectures vs their standalone MLM accuracy"}
     for n in (128, 512):
         dev, _ = load_dev(loaded, None, n)
-        ev = SupernetEvaluator(loaded.supernet, dev, seq_len=loaded.config.train.seq_len)
+        ev = SupernetEvaluator(loaded.supernet, dev, seq_len=loaded.config.train.seq_len, fitness="accuracy")
         fit = {r.key: r.fitness for r in ev.evaluate_many(list(archs.values()))}
         keys = sorted(archs)
         x, y = [fit[k] for k in keys], [sum(acc[k]) / len(acc[k]) for k in keys]

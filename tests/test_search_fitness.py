@@ -76,10 +76,10 @@ def test_racing_returns_the_exact_full_set_score_for_every_survivor(loaded_dev):
         assert {r.targets for r in cut8} == {min(r.targets for r in part)}
         assert {r.key for r in first.values() if r.complete} >= {r.key for r in kept}
     # the full-set score with racing equals the plain evaluator's score on the same set (accuracy)
-    plain = {r.key: r for r in SupernetEvaluator(loaded.supernet, dev).evaluate_many(archs)}
+    plain = {r.key: r for r in SupernetEvaluator(loaded.supernet, dev, fitness="accuracy").evaluate_many(archs)}
     for r in kept:
         assert r.targets == plain[r.key].targets
-    acc_ev = SupernetEvaluator(loaded.supernet, dev, batch_size=8, racing=Racing((8, 16), 3.0))
+    acc_ev = SupernetEvaluator(loaded.supernet, dev, batch_size=8, fitness="accuracy", racing=Racing((8, 16), 3.0))
     for r in acc_ev.evaluate_many(archs):
         if r.complete:
             assert r.fitness == plain[r.key].fitness == r.accuracy
@@ -88,7 +88,7 @@ def test_racing_returns_the_exact_full_set_score_for_every_survivor(loaded_dev):
 def test_loss_fitness_is_minus_the_loss_and_accuracy_is_kept(loaded_dev):
     loaded, dev = loaded_dev
     archs = _pool(loaded.space, 6, seed=1)
-    acc = SupernetEvaluator(loaded.supernet, dev).evaluate_many(archs)
+    acc = SupernetEvaluator(loaded.supernet, dev, fitness="accuracy").evaluate_many(archs)
     los = SupernetEvaluator(loaded.supernet, dev, fitness="loss").evaluate_many(archs)
     for a, b in zip(acc, los):
         assert a.fitness == a.accuracy == b.accuracy and b.fitness == -b.loss and a.loss == b.loss
@@ -380,3 +380,27 @@ def test_raced_first_population_fills_the_topk(supernet_run: Path, tmp_path: Pat
     assert all(len(h["scores"]) == (1 if h["partial"] else 2) and h["scores"][-1] == h["fitness"] for h in hist)
     state = json.loads((tmp_path / "s" / "state.json").read_text())
     assert state["passes"] == sum(h["sequences"] for h in hist) == state["curve"][-1]["passes"]
+
+
+def test_fitness_is_defined_once():
+    """Issue 37: the metric → number mapping, its default and the legacy rule live in
+    lvsearch/search/fitness.py; the others use it (a search of the package finds no second
+    mapping), and a missing recorded fitness means accuracy (state files from before it was
+    recorded) only through Fitness.of_record."""
+    import re
+
+    from lvsearch.search.fitness import DEFAULT, LEGACY, Fitness
+
+    assert DEFAULT.metric == "loss" and LEGACY.metric == "accuracy"
+    assert Fitness.of_record({}) == LEGACY and Fitness.of_record({"fitness": "loss"}) == DEFAULT
+    assert Fitness("loss").score(accuracy=0.3, loss=4.5) == -4.5 and Fitness("accuracy").of_row({"accuracy": 0.3}) == 0.3
+    assert Fitness("loss").from_sums(3, 9.0, 2) == -4.5 and Fitness("accuracy").from_sums(3, 9.0, 4) == 0.75
+    assert Fitness("accuracy").difference_unit == ("pp", 100.0) and "nats" in Fitness("loss").axis_label
+    with pytest.raises(LvsearchError, match="unknown fitness"):
+        Fitness("perplexity")
+    root = Path(__file__).resolve().parents[1] / "lvsearch"
+    pattern = re.compile(r"""(fitness|metric)\S*\s*(==|!=)\s*["'](accuracy|loss)["']|get\(\s*["']fitness["']\s*,\s*["']""")
+    files = [p for d in ("search", "quickstart") for p in (root / d).rglob("*.py")] + list(root.glob("*.py"))
+    found = [f"{p.relative_to(root)}:{i}" for p in files if p.name != "fitness.py"
+             for i, line in enumerate(p.read_text().splitlines(), 1) if pattern.search(line)]
+    assert found == [], f"a second fitness mapping or default: {found}"

@@ -44,6 +44,7 @@ from lvsearch.faults import kill_point
 from lvsearch.io import atomic_write_json, check_same_settings, check_writable_folder, guard_output, read_json
 from lvsearch.lock import holds_output
 from lvsearch.quickstart.plan import ARM_TITLES, ARMS, Plan, make_plan, pace_line  # noqa: F401 (re-exported)
+from lvsearch.search.fitness import Fitness
 
 if TYPE_CHECKING:
     from lvsearch.quickstart.workers import WorkerJob, WorkerPool
@@ -689,7 +690,7 @@ def stage_rank(ctx: Context) -> dict:
     loaded = load_supernet(ctx.supernet_dir)
     dev, _ = load_dev(loaded, ctx.data_dir, ctx.plan.search_dev_sequences)
     # the search's own fitness (evolve's default −loss, or what the search recorded)
-    fitness = (read_json(ctx.search_dir / "state.json", what="search state").get("extra") or {}).get("fitness", "accuracy")
+    fitness = Fitness.of_record(read_json(ctx.search_dir / "state.json", what="search state").get("extra")).metric
     ev = SupernetEvaluator(loaded.supernet, dev, seq_len=loaded.config.train.seq_len, fitness=fitness)
     rows = []
     for arm in ctx.plan.arms:

@@ -34,6 +34,7 @@ from lvsearch.eval.report import read_report
 from lvsearch.io import atomic_write_bytes, copy_file, read_json
 from lvsearch.quickstart.files import Rank, RetrainSummary, SearchPick, SearchState, read_stage_file
 from lvsearch.quickstart.plan import ARM_TITLES, STAGE_ORDER, make_plan
+from lvsearch.search.fitness import Fitness
 
 if TYPE_CHECKING:  # pragma: no cover
     from lvsearch.quickstart.job import Context
@@ -287,11 +288,11 @@ def search_fitness_phrase(folder: Path) -> str:
     sequences and masked targets, and the racing rungs (from ``state.json`` and ``noise.json``)."""
     state = read_json(folder / "state.json", what="search state")
     extra = state.get("extra") or {}
-    metric = extra.get("fitness", "accuracy")
+    metric = Fitness.of_record(extra).metric
     n = extra.get("dev_sequences")
     noise = folder / "noise.json"
     targets = read_json(noise, what="search fitness noise").get("targets") if noise.is_file() else None
-    what = "−(mean dev MLM loss)" if metric == "loss" else "dev MLM accuracy (moves in steps of one target)"
+    what = Fitness.parse(metric).description
     text = f"fitness {what} on {n} fixed masked dev sequences" + (f" ({targets:,} masked targets)" if targets else "")
     racing = extra.get("racing") or {}
     if racing.get("rungs"):

@@ -60,6 +60,7 @@ def _dev_count(text: str) -> int | str:
 
 def register(sub: argparse._SubParsersAction) -> None:
     from lvsearch.argtypes import finite_float, float_in
+    from lvsearch.search.fitness import METRICS
     from lvsearch.search.job import DEFAULT_DEV_SEQUENCES, DEFAULT_FITNESS, DEFAULT_RACING
 
     p = sub.add_parser(
@@ -98,7 +99,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="default: evolution (LV-BERT); aging = regularized evolution (Real et al. 2019)")
     p.add_argument("--tournament", type=int, default=None, metavar="S", help="aging: tournament size (default P/4)")
     p.add_argument("--cycle", type=int, default=None, metavar="N", help="aging: children evaluated together (default P/4)")
-    p.add_argument("--fitness", choices=["accuracy", "loss"], default=None,
+    p.add_argument("--fitness", choices=list(METRICS), default=None,
                    help="fitness: dev MLM accuracy (LV-BERT) or minus the mean dev MLM loss (continuous: no ties); "
                         f"default: the recorded one on --resume, else {DEFAULT_FITNESS}")
     p.add_argument("--racing", type=_rungs, default=None, metavar="N[,N...]",
@@ -186,7 +187,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--data", default=None, metavar="DIR", help="prepared data (default: the folder recorded in the supernet run)")
     r.add_argument("--dev-sequences", type=int, default=None, metavar="N", help="dev sequences scored (default: the supernet recipe's)")
     r.add_argument("--seed", type=int, default=0, help="seed of the architecture pool (default 0)")
-    r.add_argument("--fitness", choices=["accuracy", "loss"], default=DEFAULT_FITNESS,
+    r.add_argument("--fitness", choices=list(METRICS), default=DEFAULT_FITNESS,
                    help=f"supernet score of the headline τ (default {DEFAULT_FITNESS}, as evolve; both are reported)")
     r.add_argument("--landscape", default=None, metavar="LANDSCAPE.json",
                    help="also print what a landscape file (benchmarks/landscape.py; the quickstart space's ships "
@@ -209,6 +210,7 @@ def _evolve(args: argparse.Namespace) -> int:
     from lvsearch.io import read_json
     from lvsearch.search.evolution import STATE, SearchConfig
     from lvsearch.search.job import EvolveOptions, evolve
+    from lvsearch.search.fitness import Fitness
     from lvsearch.search.second_stage import SecondStage
 
     from lvsearch.search.job import DEFAULT_DEV_SEQUENCES, DEFAULT_FITNESS
@@ -240,7 +242,7 @@ def _evolve(args: argparse.Namespace) -> int:
             )
         extra = state.get("extra") if isinstance(state.get("extra"), dict) else {}
         # the evaluator's settings as recorded (a state without them was made before they existed)
-        fitness = fitness or extra.get("fitness", "accuracy")
+        fitness = fitness or Fitness.of_record(extra).metric
         rec_racing = extra.get("racing") if isinstance(extra.get("racing"), dict) else {}
         racing = racing if racing is not None else tuple(rec_racing.get("rungs") or ())
         eta = eta if eta is not None else rec_racing.get("eta", 4.0)

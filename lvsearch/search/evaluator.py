@@ -36,6 +36,8 @@ from typing import Callable, Sequence
 
 from lvsearch.arch import Arch
 from lvsearch.errors import LvsearchError
+from lvsearch.search.fitness import DEFAULT as DEFAULT_FITNESS
+from lvsearch.search.fitness import Fitness
 
 
 @dataclass(frozen=True)
@@ -335,7 +337,6 @@ class FunctionEvaluator(BaseEvaluator):
 
 
 #: Fitness metrics of :class:`SupernetEvaluator` (higher is better for both: loss enters negated).
-FITNESS_METRICS = ("accuracy", "loss")
 #: Seed of the permutation of the dev sequences under racing (the full set is unchanged).
 RACING_ORDER_SEED = 0
 
@@ -409,15 +410,14 @@ class SupernetEvaluator(BaseEvaluator):
 
     def __init__(self, supernet, dev, *, seq_len: int | None = None, batch_size: int | None = None,
                  cache_bytes: int = 512 << 20, use_cache: bool = True, constraints: Constraints | None = None,
-                 device="cpu", info=None, fitness: str = "accuracy", racing: Racing | None = None):
+                 device="cpu", info=None, fitness: str | Fitness = DEFAULT_FITNESS, racing: Racing | None = None):
         import torch
 
         super().__init__(constraints, info)
         if cache_bytes < 0:
             raise LvsearchError(f"cache size must be ≥ 0 bytes, got {cache_bytes}", fix="e.g. --cache-mb 512")
-        if fitness not in FITNESS_METRICS:
-            raise LvsearchError(f"unknown fitness {fitness!r}", fix=f"use one of {', '.join(FITNESS_METRICS)}")
-        self.fitness_metric = fitness
+        self.fitness_def = Fitness.parse(fitness)
+        self.fitness_metric = self.fitness_def.metric
         self.device = torch.device(device)
         self.net = supernet.to(self.device).eval()
         self.seq_len = int(seq_len or dev.input_ids.shape[1])
@@ -523,7 +523,7 @@ class SupernetEvaluator(BaseEvaluator):
 
     def _fitness(self, sums: list) -> float:
         loss_sum, correct, count = sums
-        return correct / max(count, 1) if self.fitness_metric == "accuracy" else -loss_sum / max(count, 1)
+        return self.fitness_def.from_sums(correct, loss_sum, count)
 
     def _result(self, arch: Arch, sums: list, partial: bool, scores: tuple[float, ...], sequences: int) -> EvalResult:
         loss_sum, correct, count = sums

@@ -34,6 +34,7 @@ from lvsearch.io import check_writable_folder, guard_output
 from lvsearch.lock import holds_output
 from lvsearch.search.evaluator import Constraints, EvalResult, Racing
 from lvsearch.search.evolution import STATE, Search, SearchConfig, SearchResult, plot_curves
+from lvsearch.search.fitness import DEFAULT, Fitness
 from lvsearch.search.second_stage import SECOND_STAGE_DIR, SECOND_STAGE_FILE, SecondStage, SecondStageRecord
 
 #: Defaults of ``lvsearch evolve`` for a new search, chosen by measurement
@@ -45,7 +46,7 @@ from lvsearch.search.second_stage import SECOND_STAGE_DIR, SECOND_STAGE_FILE, Se
 #: whole quickstart-sized search 1.59× the old one's wall time, 128 → 512 took 2.58×). Rungs of
 #: the default plan that do not fit a smaller dev set are dropped; a plan the user gives is
 #: checked strictly.
-DEFAULT_FITNESS = "loss"
+DEFAULT_FITNESS = DEFAULT.metric  # the one default (lvsearch.search.fitness)
 DEFAULT_RACING: tuple[int, ...] = (64, 256)
 DEFAULT_DEV_SEQUENCES: int | str | None = 1024
 
@@ -131,7 +132,7 @@ def _clear(out: Path) -> None:
             shutil.rmtree(out / name)
 
 
-def _best_meta(r: EvalResult, loaded, config: SearchConfig, strategy: str, metric: str = "accuracy",
+def _best_meta(r: EvalResult, loaded, config: SearchConfig, strategy: str, metric: str,
                few_shot: dict | None = None) -> dict:
     meta = {
         "fitness": r.fitness, "fitness_metric": metric, "accuracy": r.accuracy, "loss": r.loss,
@@ -498,8 +499,7 @@ def evolve(opts: EvolveOptions, config: SearchConfig, *, show_progress: bool = T
         }
         if opts.min_params is not None:  # recorded only when set: older states resume unchanged
             extra["min_params"] = opts.min_params
-        if opts.fitness != "accuracy":  # likewise: states without the key were scored on accuracy
-            extra["fitness"] = opts.fitness
+        extra.update(Fitness.parse(opts.fitness).recorded())  # likewise (Fitness.of_record reads it back)
         if racing is not None:
             extra["racing"] = {"rungs": list(racing.rungs), "eta": racing.eta}
         if few_shot is not None:  # likewise: a one-shot search's state is unchanged
@@ -587,7 +587,7 @@ def evolve(opts: EvolveOptions, config: SearchConfig, *, show_progress: bool = T
             plot_curves({k: v.curve for k, v in results.items()}, out / "search_curve.png",
                         title=f"search over {loaded.space.name} (supernet step {loaded.step}"
                               + (f", few-shot parts split at slot {split.slot})" if split is not None else ")"),
-                        ylabel="fitness (dev MLM accuracy)" if opts.fitness == "accuracy" else "fitness (− dev MLM loss, nats)")
+                        ylabel=f"fitness: {Fitness.parse(opts.fitness).axis_label}")
         barrier(info)
         return results
     finally:

@@ -22,12 +22,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from lvsearch.search.fitness import METRICS, Fitness
 
-def per_target_fitness(outcome: dict, metric: str) -> np.ndarray:
-    """``(T,)`` float64 per-target fitness of one candidate: ``correct`` or ``−loss``."""
-    if metric == "accuracy":
-        return outcome["correct"].astype(np.float64)
-    return -np.asarray(outcome["loss"], dtype=np.float64)
+
 
 
 def bootstrap_se(values: np.ndarray, *, n_resamples: int = 1000, seed: int = 0) -> float:
@@ -63,7 +60,7 @@ def noise_report(outcomes: dict[str, dict], ranked_keys: list[str], metric: str,
         fitness among them), "ties", "resolved" (paired SE median ≤ spread / 3; None with fewer
         than :data:`MIN_RESOLVE` candidates)}``.
     """
-    vals = {k: per_target_fitness(outcomes[k], metric) for k in ranked_keys}
+    vals = {k: Fitness(metric).per_target(outcomes[k]) for k in ranked_keys}
     fit = [float(vals[k].mean()) for k in ranked_keys]
     se = [bootstrap_se(vals[k], seed=seed) for k in ranked_keys]
     paired = [bootstrap_se(vals[a] - vals[b], seed=seed) for a, b in zip(ranked_keys, ranked_keys[1:])]
@@ -82,8 +79,7 @@ MIN_RESOLVE = 3
 
 def verdict_lines(report: dict) -> list[str]:
     """One or two plain sentences a user reads after a search (from :func:`noise_report`)."""
-    unit = "pp" if report["metric"] == "accuracy" else "nats"
-    scale = 100.0 if report["metric"] == "accuracy" else 1.0
+    unit, scale = Fitness(report["metric"]).difference_unit
     n = len(report["keys"])
     se = float(np.median(report["se"])) * scale if report["se"] else float("nan")
     lines = [f"fitness noise ({report['metric']}, {report['targets']:,} dev targets): standard error of one score "
@@ -96,7 +92,7 @@ def verdict_lines(report: dict) -> list[str]:
     elif report["resolved"]:
         lines.append("the fitness resolves the top-k: the paired standard error is at most a third of its spread")
     else:
-        hint = ("score on more --dev-sequences (with --racing to bound the cost)" if report["metric"] == "loss"
+        hint = ("score on more --dev-sequences (with --racing to bound the cost)" if Fitness(report["metric"]).continuous
                 else "use --fitness loss (continuous, no ties) and more --dev-sequences")
         lines.append("the fitness does NOT resolve the top-k (paired standard error above a third of its spread): "
                      f"the order of the top candidates is mostly noise; {hint}")
@@ -121,7 +117,7 @@ def pick_comparison(outcomes: dict[str, dict], ea_key: str, rs_key: str, metric:
     Source: the nonparametric bootstrap standard error of the mean paired difference (Efron &
     Tibshirani 1993, ch. 6), resampling dev targets (:func:`bootstrap_se`).
     """
-    ea, rs = (per_target_fitness(outcomes[k], metric) for k in (ea_key, rs_key))
+    ea, rs = (Fitness(metric).per_target(outcomes[k]) for k in (ea_key, rs_key))
     diff = float(ea.mean() - rs.mean())
     se = bootstrap_se(ea - rs, seed=seed)
     z = diff / se if se > 0 else None
@@ -151,7 +147,7 @@ def read_pick_comparison(path) -> dict:
     def num(v) -> bool:
         return isinstance(v, (int, float)) and not isinstance(v, bool)
 
-    ok = (isinstance(d, dict) and d.get("metric") in ("accuracy", "loss") and num(d.get("targets"))
+    ok = (isinstance(d, dict) and d.get("metric") in METRICS and num(d.get("targets"))
           and all(isinstance(d.get(k), dict) and num(d[k].get("fitness")) for k in ("ea", "random"))
           and num(d.get("diff")) and num(d.get("paired_se")) and (d.get("z") is None or num(d.get("z")))
           and d.get("verdict") in ("same architecture", "EA ahead", "random search ahead", "within noise"))
@@ -166,7 +162,7 @@ def pick_comparison_lines(report: dict) -> list[str]:
     """What a user reads after ``evolve --compare-random`` (from :func:`pick_comparison` or
     :func:`read_pick_comparison`): the two picks' fitness, their paired difference and what one
     search seed each can show."""
-    unit, scale = ("pp", 100.0) if report["metric"] == "accuracy" else ("nats", 1.0)
+    unit, scale = Fitness(report["metric"]).difference_unit
     ea, rs = report["ea"]["fitness"], report["random"]["fitness"]
     head = (f"EA pick vs random-search pick on the search's fitness ({report['metric']}, {report['targets']:,} dev "
             f"targets): {ea:.4f} vs {rs:.4f}")

@@ -30,6 +30,7 @@ from torch import nn
 
 from lvsearch.arch import Arch
 from lvsearch.errors import LvsearchError
+from lvsearch.search.fitness import DEFAULT, METRICS, Fitness
 from lvsearch.lock import holds_output
 
 
@@ -430,7 +431,7 @@ def rank_check_out(supernet: str | Path, out: str | Path | None) -> Path:
 def rank_check(supernet: str | Path, *, num_archs: int = 8, steps: int = 200, pool: int | None = None,
                out: str | Path | None = None, data: str | Path | None = None, dev_sequences: int | None = None,
                seed: int = 0, overwrite: bool = False, device: str = "auto", show_progress: bool = False,
-               reuse: str | Path | None = None, step: int | None = None, fitness: str = "accuracy") -> dict:
+               reuse: str | Path | None = None, step: int | None = None, fitness: str = DEFAULT.metric) -> dict:
     """Run the rank check; returns (and writes) the report dict.
 
     Returns keys: ``kendall_tau, kendall_p, spearman_rho, spearman_p`` (accuracies),
@@ -577,8 +578,9 @@ def rank_check(supernet: str | Path, *, num_archs: int = 8, steps: int = 200, po
     for row, a, dcl, dl in zip(rows, picked_archs, labels["dc_count"], labels["density"]):
         row.update(dc_count=a.ops.count("DC"), density=density(a), stratum_dc=dcl, stratum_density=dl)
     by_fitness = {}
-    for name, score in (("accuracy", lambda r: r["supernet_accuracy"]), ("loss", lambda r: -r["supernet_loss"])):
-        by_fitness[name] = rank_quality([score(r) for r in rows], ys, seed=seed)
+    for name in METRICS:
+        by_fitness[name] = rank_quality([Fitness(name).of_row(r, accuracy="supernet_accuracy", loss="supernet_loss")
+                                         for r in rows], ys, seed=seed)
     report = {
         "fitness": fitness, "by_fitness": by_fitness,
         "kendall_tau": num(tau.statistic), "kendall_p": num(tau.pvalue), "kendall_tau_ci95": list(tau_ci),
@@ -609,7 +611,7 @@ def _scatter(xs, ys, report: dict, path: Path) -> None:
 
     fig, ax = plt.subplots(figsize=(5, 4), dpi=120)
     ax.scatter(xs, ys)
-    ax.set_xlabel("supernet fitness (dev MLM accuracy, inherited weights)")
+    ax.set_xlabel(f"supernet fitness: {Fitness.of_record(report).axis_label}, inherited weights")
     ax.set_ylabel(f"standalone dev MLM accuracy ({report['steps']} steps)")
     fmt = lambda v: "undefined" if v is None else f"{v:.2f}"  # noqa: E731
     ax.set_title(f"Kendall τ {fmt(report['kendall_tau'])}, Spearman ρ {fmt(report['spearman_rho'])}")

@@ -29,6 +29,7 @@ from typing import Optional
 
 from lvsearch.arch import Arch
 from lvsearch.errors import LvsearchError
+from lvsearch.search.fitness import Fitness
 from lvsearch.schema import Count, FileModel
 
 SECOND_STAGE_METHODS = ("none", "rescore", "finetune")
@@ -76,8 +77,6 @@ class SecondStage:
         return asdict(self)
 
 
-def _score(row: dict, fitness: str) -> float:
-    return row["accuracy"] if fitness == "accuracy" else -row["loss"]
 
 
 def rerank(loaded, archs: list[Arch], stage: SecondStage, *, search_dev_sequences: int | None, prepared,
@@ -156,7 +155,7 @@ def rerank(loaded, archs: list[Arch], stage: SecondStage, *, search_dev_sequence
     else:
         raise LvsearchError(f"second stage method {stage.method!r} has nothing to run")
     for row in rows:
-        row["score"] = _score(row, fitness) if row["loss"] is not None else None
+        row["score"] = Fitness.parse(fitness).of_row(row) if row["loss"] is not None else None
     scored = [r for r in rows if r["score"] is not None]
     pick = max(scored, key=lambda r: r["score"])["key"] if scored else None
     return {
