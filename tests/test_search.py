@@ -62,9 +62,9 @@ def _exactness(net, dev, space, n_archs, seed):
     base = [space.sample(rng) for _ in range(n_archs // 2)]
     # EA-like population: mutants share long prefixes with their parents
     archs = list({a.key: a for a in base + [space.mutate(a, rng, 0.2) for a in base]}.values())
-    ref = SupernetEvaluator(net, dev, use_cache=False, batch_size=16)
-    fast = SupernetEvaluator(net, dev, use_cache=True, batch_size=16)
-    tight = SupernetEvaluator(net, dev, use_cache=True, batch_size=16, cache_bytes=3 * fast.state_bytes)
+    ref = SupernetEvaluator(net, dev, use_cache=False, batch_size=16, fitness="accuracy")
+    fast = SupernetEvaluator(net, dev, use_cache=True, batch_size=16, fitness="accuracy")
+    tight = SupernetEvaluator(net, dev, use_cache=True, batch_size=16, fitness="accuracy", cache_bytes=3 * fast.state_bytes)
     r0, r1, r2 = ref.evaluate_many(archs), fast.evaluate_many(archs), tight.evaluate_many(archs)
     for a, b, c in zip(r0, r1, r2):
         assert a.fitness == b.fitness == c.fitness and a.loss == b.loss == c.loss, a.key
@@ -126,7 +126,7 @@ def test_constraints_reject_before_evaluation_and_sharding_keeps_subtrees(supern
     dev = fixed_dev_set(data, num_sequences=8, seq_len=32)
     archs = [Arch.sequential("sssss"), Arch.sequential("fffff")]
     limit = min(loaded.supernet.num_params(a) for a in archs)
-    ev = SupernetEvaluator(loaded.supernet, dev, constraints=Constraints(max_params=limit))
+    ev = SupernetEvaluator(loaded.supernet, dev, fitness="accuracy", constraints=Constraints(max_params=limit))
     r = {x.key: x for x in ev.evaluate_many(archs)}
     big = max(archs, key=loaded.supernet.num_params).key
     assert r[big].fitness is None and "params" in r[big].rejected and ev.stats.slot_runs == 5
