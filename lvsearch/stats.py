@@ -1,7 +1,7 @@
 """Statistics of a search comparison: exact power of the paired t test and its interval.
 
-A search is judged by a paired comparison over search seeds (docs/results.md, "Measuring a
-search"): per seed, the standalone accuracy of the EA's pick minus random search's, and a
+A search is judged by a paired comparison over search seeds (docs/results.md, "The 10-seed
+test"): per seed, the standalone accuracy of the EA's pick minus random search's, and a
 Student-t interval of the mean difference. How many seeds that needs follows from the test's
 power, which is exact with the noncentral t distribution (``scipy.stats.nct``); the normal
 approximation ``(t_{1−α/2} + t_{1−β}) σ_d / √n`` understates the detectable difference (by

@@ -1,4 +1,4 @@
-"""Output heads. MLM: ELECTRA/LV-BERT generator head mapping back to the embedding width."""
+"""Output heads: the MLM head (ELECTRA/LV-BERT generator head), mapping back to the embedding width."""
 
 from __future__ import annotations
 

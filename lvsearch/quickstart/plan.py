@@ -159,7 +159,7 @@ STAGE_ORDER = ("data", "supernet", "search", "finalists", "retrain", "evaluate",
 STAGE_SHARES = {"data": 14, "supernet": 251, "search": 267, "retrain": 593, "evaluate": 115, "rank": 9, "report": 2}
 
 #: Extra seconds of the optional finalist stage (``--finalists 3``): in its calibration run
-#: (docs/results.md "Quickstart", 576-step arms) it took 273 s and saved the EA arm's own
+#: (docs/history.md "The previous plan", 576-step arms) it took 273 s and saved the EA arm's own
 #: retrain (242 s for three arms); scaled to 1800-step arms.
 FINALISTS_SHARE = (273 - 242 / 3) * 1800 / 576
 
