@@ -1582,6 +1582,8 @@ def test_nsga2_example_runs_without_racing(ws: dict[str, Path], tmp_path: Path):
     assert main(["evolve", "--supernet", str(ws["SN"]), "--out", str(out), "--strategy", "nsga2",
                  "--max-params", "5000000", *SEARCH_ARGS]) == 0
     assert (out / "best.json").is_file()
+    # the front's objectives name the fitness it ranks on (the default: −loss), not "accuracy"
+    assert json.loads((out / "pareto.json").read_text())["objectives"][0] == "fitness: −(mean dev MLM loss) (max)"
     assert main(["evolve", "--supernet", str(ws["SN"]), "--out", str(tmp_path / "raced"), "--strategy", "nsga2",
                  "--racing", "8", *SEARCH_ARGS]) == 2
 

@@ -598,9 +598,16 @@ class Search:
         })
         if self.multi:
             atomic_write_json(self.out / "pareto.json", {
-                "objectives": ["accuracy (max)", f"{self.config.nsga2_cost} (min)"],
+                "objectives": [f"{self.fitness_label} (max)", f"{self.config.nsga2_cost} (min)"],
                 "front": [r.to_dict() for r in self.pareto()],
             })
+
+    @property
+    def fitness_label(self) -> str:
+        """``fitness: <what it is>`` for the evaluator's fitness (:mod:`lvsearch.search.fitness`),
+        or ``fitness`` for an evaluator without one (a function)."""
+        fitness = getattr(self.evaluator, "fitness_def", None)
+        return f"fitness: {fitness.label}" if fitness is not None else "fitness"
 
     # ---------------------------------------------------------------- the loop
     def start(self) -> None:
