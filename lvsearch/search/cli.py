@@ -207,13 +207,8 @@ _CONFIG_ARGS = ("population", "iterations", "crossover", "mutation", "mutation_p
 def _evolve(args: argparse.Namespace) -> int:
     from lvsearch import ui
     from lvsearch.errors import LvsearchError
-    from lvsearch.io import read_json
-    from lvsearch.search.evolution import STATE, SearchConfig
-    from lvsearch.search.job import EvolveOptions, evolve
-    from lvsearch.search.fitness import Fitness
+    from lvsearch.search.job import EvolveOptions, evolve, resolve_settings
     from lvsearch.search.second_stage import SecondStage
-
-    from lvsearch.search.job import DEFAULT_DEV_SEQUENCES, DEFAULT_FITNESS
 
     if args.racing == () and args.racing_eta is not None:
         raise LvsearchError("--racing-eta sets racing's keep factor, and --racing off turns racing off",
@@ -222,43 +217,10 @@ def _evolve(args: argparse.Namespace) -> int:
         raise LvsearchError("--compare-random compares a search with random search, and --strategy random is random "
                             "search", fix="drop --compare-random, or pick --strategy evolution or aging")
     given = {k: getattr(args, k) for k in _CONFIG_ARGS if getattr(args, k) is not None}
-    fitness, racing, eta, dev_sequences = args.fitness, args.racing, args.racing_eta, args.dev_sequences
-    if args.resume:
-        from pathlib import Path
-
-        path = Path(args.out) / STATE
-        if not path.is_file():
-            raise LvsearchError(f"--resume: {args.out} holds no search ({STATE} missing)", fix="start without --resume")
-        state = read_json(path, what="search state")
-        recorded = state.get("config") if isinstance(state, dict) else None
-        if not isinstance(recorded, dict):
-            raise LvsearchError(f"search state {path} is corrupted", fix="restore it, or start again with --overwrite")
-        legacy = SearchConfig.from_state(recorded).to_dict() if "mutation_prob" in recorded else recorded
-        changed = sorted(k for k, v in given.items() if k not in ("iterations", "budget") and legacy.get(k) != v)
-        if changed:
-            raise LvsearchError(
-                f"--resume with different search settings than {path} ({', '.join('--' + k.replace('_', '-') for k in changed)})",
-                fix="resume with the original settings (only --iterations and --budget may grow), or start a new --out",
-            )
-        extra = state.get("extra") if isinstance(state.get("extra"), dict) else {}
-        # the evaluator's settings as recorded (a state without them was made before they existed)
-        fitness = fitness or Fitness.of_record(extra).metric
-        rec_racing = extra.get("racing") if isinstance(extra.get("racing"), dict) else {}
-        racing = racing if racing is not None else tuple(rec_racing.get("rungs") or ())
-        eta = eta if eta is not None else rec_racing.get("eta", 4.0)
-        dev_sequences = dev_sequences if dev_sequences is not None else extra.get("dev_sequences")
-        try:
-            config = SearchConfig.from_state(dict(recorded, **given))
-        except TypeError:
-            raise LvsearchError(f"search state {path} is corrupted", fix="restore it, or start again with --overwrite") from None
-    else:
-        if "topk" not in given and "population" in given:
-            given["topk"] = min(SearchConfig.topk, given["population"])  # default 10, at most P
-        config = SearchConfig(**given)
-        fitness = fitness or DEFAULT_FITNESS
-        racing = racing if racing is not None else "default"
-        dev_sequences = dev_sequences if dev_sequences is not None else DEFAULT_DEV_SEQUENCES
-        eta = 4.0 if eta is None else eta
+    settings = resolve_settings(args.out, resume=args.resume, given=given, fitness=args.fitness, racing=args.racing,
+                                racing_eta=args.racing_eta, dev_sequences=args.dev_sequences)
+    config, fitness, racing, eta, dev_sequences = (settings.config, settings.fitness, settings.racing,
+                                                    settings.racing_eta, settings.dev_sequences)
     opts = EvolveOptions(
         supernet=args.supernet, out=args.out, data=args.data, dev_sequences=dev_sequences,
         batch_size=args.batch_size, cache_mb=args.cache_mb, max_params=args.max_params, max_flops=args.max_flops,
@@ -316,56 +278,19 @@ def _supernet_space(run) -> str | None:
 
 # ------------------------------------------------------------------------------- arch show
 def _arch_show(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from rich.console import Console
     from rich.table import Table
 
-    from lvsearch.arch import Arch, resolve_arch
-    from lvsearch.errors import LvsearchError
-    from lvsearch.space import SearchSpace
+    from lvsearch.search.arch_view import arch_view
 
-    loaded = space = None
-    if args.supernet:
-        from lvsearch.train.supernet import load_supernet
-
-        loaded = load_supernet(args.supernet)
-        space = loaded.space
-    if args.space:
-        sp = SearchSpace.load(args.space)
-        if space is not None and sp.to_dict() | {"name": ""} != space.to_dict() | {"name": ""}:
-            raise LvsearchError(f"--space {args.space} does not match the supernet's space {space.name}",
-                                fix="omit --space when --supernet is given")
-        space = space or sp
-    text = args.arch
-    meta = {}
-    if Path(text).is_file() or text.endswith(".json"):
-        arch = Arch.from_json(text)
-        from lvsearch.io import read_json
-
-        d = read_json(text, what="architecture file")
-        meta = d.get("meta") or {}
-        if space is None and isinstance(d.get("space"), str):
-            try:
-                space = SearchSpace.load(d["space"])
-            except LvsearchError:
-                space = None
-        if space is not None:
-            space.validate(arch, source=text)
-    else:
-        if space is None:
-            raise LvsearchError(f"{text!r} is not a file; a named architecture needs --space or --supernet",
-                                fix="e.g. lvsearch arch show bert --space lvbert")
-        arch = resolve_arch(text, space)
+    view = arch_view(args.arch, supernet=args.supernet, space=args.space)
+    arch, space, alpha = view.arch, view.space, view.alpha
     out = Console()
     out.print(f"[bold]{arch.compact}[/bold]  ({arch.num_slots} slots, "
               f"{'sequential' if arch.is_sequential else 'ELC connectivity'}"
               + (f", space {space.name}" if space is not None else "") + ")", highlight=False)
     counts = {op: arch.ops.count(op) for op in ("SA", "FF", "DC")}
     out.print("ops: " + ", ".join(f"{op} {n}" for op, n in counts.items()), highlight=False)
-    alpha = None
-    if loaded is not None:
-        alpha = loaded.supernet.alpha_matrix(arch).detach()
     tab = Table()
     tab.add_column("slot", justify="right")
     tab.add_column("op")
@@ -377,18 +302,17 @@ def _arch_show(args: argparse.Namespace) -> int:
             cell = ", ".join(f"{i} ({float(alpha[n - 1, i]):.2f})" for i in inp)
         tab.add_row(str(n), op, cell)
     out.print(tab)
-    if loaded is not None:
-        seq = loaded.config.train.seq_len
-        out.print(f"params {loaded.supernet.num_params(arch):,}; forward FLOPs/token at seq {seq}: "
-                  f"{loaded.supernet.flops_per_token(arch, seq) / 1e6:.2f} M", highlight=False)
-    elif isinstance(meta.get("params"), int) and isinstance(meta.get("flops"), (int, float)):
-        out.print(f"params {meta['params']:,}; forward FLOPs/token: {meta['flops'] / 1e6:.2f} M "
-                  f"(recorded in {text} by the search)", highlight=False)
+    if view.params is not None and view.seq_len is not None:
+        out.print(f"params {view.params:,}; forward FLOPs/token at seq {view.seq_len}: {view.flops / 1e6:.2f} M",
+                  highlight=False)
+    elif view.params is not None:
+        out.print(f"params {view.params:,}; forward FLOPs/token: {view.flops / 1e6:.2f} M "
+                  f"(recorded in {args.arch} by the search)", highlight=False)
     else:
         out.print("params/FLOPs: they depend on the model widths; pass --supernet RUN", highlight=False)
-    if meta:
-        keys = [k for k in ("fitness", "loss", "supernet", "supernet_step") if k in meta]
-        out.print("meta: " + ", ".join(f"{k}={meta[k]}" for k in keys), highlight=False)
+    if view.meta:
+        keys = [k for k in ("fitness", "loss", "supernet", "supernet_step") if k in view.meta]
+        out.print("meta: " + ", ".join(f"{k}={view.meta[k]}" for k in keys), highlight=False)
     return 0
 
 

@@ -109,6 +109,75 @@ class EvolveOptions:
     few_shot: tuple[str | Path, ...] | None = None
 
 
+@dataclass
+class EvolveSettings:
+    """The search settings an ``evolve`` call runs with, after defaults and, on ``--resume``,
+    what the search recorded (:func:`resolve_settings`)."""
+
+    config: SearchConfig
+    fitness: str
+    racing: tuple[int, ...] | str
+    racing_eta: float
+    dev_sequences: int | str | None
+
+
+def resolve_settings(out: str | Path, *, resume: bool, given: dict, fitness: str | None = None,
+                     racing: tuple[int, ...] | None = None, racing_eta: float | None = None,
+                     dev_sequences: int | str | None = None) -> EvolveSettings:
+    """The settings of an ``evolve`` run from what the user gave (None: not given).
+
+    A new search takes the defaults (top-k 10 but at most the population, :data:`DEFAULT_FITNESS`,
+    :data:`DEFAULT_RACING` as ``"default"``, :data:`DEFAULT_DEV_SEQUENCES`, η 4). A resumed one
+    takes what ``out/state.json`` recorded, and may change only ``iterations`` and ``budget``
+    (the fitness, racing and dev set of a state from before they were recorded are accuracy, no
+    racing and the supernet's dev set: :meth:`Fitness.of_record`).
+
+    Args:
+        given: the :class:`SearchConfig` fields the user set (population, iterations, …).
+        racing: rungs, ``()`` for ``--racing off``, None when not given.
+
+    Raises:
+        LvsearchError: ``--resume`` without a state, a damaged state, or other settings than the
+            recorded ones.
+    """
+    from lvsearch.io import read_json
+
+    given = dict(given)
+    if not resume:
+        if "topk" not in given and "population" in given:
+            given["topk"] = min(SearchConfig.topk, given["population"])  # default 10, at most P
+        return EvolveSettings(config=SearchConfig(**given), fitness=fitness or DEFAULT_FITNESS,
+                              racing=racing if racing is not None else "default",
+                              racing_eta=4.0 if racing_eta is None else racing_eta,
+                              dev_sequences=dev_sequences if dev_sequences is not None else DEFAULT_DEV_SEQUENCES)
+    path = Path(out) / STATE
+    if not path.is_file():
+        raise LvsearchError(f"--resume: {out} holds no search ({STATE} missing)", fix="start without --resume")
+    state = read_json(path, what="search state")
+    recorded = state.get("config") if isinstance(state, dict) else None
+    if not isinstance(recorded, dict):
+        raise LvsearchError(f"search state {path} is corrupted", fix="restore it, or start again with --overwrite")
+    legacy = SearchConfig.from_state(recorded).to_dict() if "mutation_prob" in recorded else recorded
+    changed = sorted(k for k, v in given.items() if k not in ("iterations", "budget") and legacy.get(k) != v)
+    if changed:
+        raise LvsearchError(
+            f"--resume with different search settings than {path} ({', '.join('--' + k.replace('_', '-') for k in changed)})",
+            fix="resume with the original settings (only --iterations and --budget may grow), or start a new --out",
+        )
+    extra = state.get("extra") if isinstance(state.get("extra"), dict) else {}
+    rec_racing = extra.get("racing") if isinstance(extra.get("racing"), dict) else {}
+    try:
+        config = SearchConfig.from_state(dict(recorded, **given))
+    except TypeError:
+        raise LvsearchError(f"search state {path} is corrupted", fix="restore it, or start again with --overwrite") from None
+    return EvolveSettings(
+        config=config, fitness=fitness or Fitness.of_record(extra).metric,
+        racing=racing if racing is not None else tuple(rec_racing.get("rungs") or ()),
+        racing_eta=racing_eta if racing_eta is not None else rec_racing.get("eta", 4.0),
+        dev_sequences=dev_sequences if dev_sequences is not None else extra.get("dev_sequences"),
+    )
+
+
 def _check_out(out: Path, resume: bool, overwrite: bool) -> None:
     if out.exists() and not out.is_dir():
         raise LvsearchError(f"--out {out} is a file", fix="choose a folder path")
