@@ -329,11 +329,32 @@ def ws(prepared_corpus: Path, small_corpus: Path, shared_data: Path, tmp_path_fa
         rows = (shared_data / "tasks" / "rte" / f"{split}.tsv").read_text(encoding="utf-8").splitlines()[:17]
         (task / f"{split}.tsv").write_text("\n".join(rows) + "\n", encoding="utf-8")
     paths["TASK"] = task
+    paths.update(_reuse_files(w, sn, search))
     paths.update(_encoding_tasks(w, task))
     paths.update(_bad_label_tasks(w, task))
     paths.update(_bad_reports(w, rt / "model"))
     paths.update(_hf_workspace(w, prepared_corpus))
     return paths
+
+
+def _reuse_files(w: Path, sn: Path, search: Path) -> dict[str, Path]:
+    """``rank-check --reuse`` files over architectures of the search (in the supernet's space):
+    one edited by hand with its digest removed (every accuracy set to 0.2: τ undefined), one
+    with an absurd pool (digest intact)."""
+    from lvsearch.search.rank_check import standalone_digest
+    from lvsearch.space import SearchSpace
+
+    space = SearchSpace.from_dict(json.loads((sn / "config.json").read_text())["space"])
+    keys = list(dict.fromkeys(json.loads(ln)["key"] for ln in (search / "history.jsonl").read_text().splitlines()))
+    rows = [{"key": k, "standalone_accuracy": 0.2, "standalone_loss": 6.0} for k in keys[:4]]
+    assert len(rows) == 4
+    out = {}
+    for name, rec in (("RC_NO_DIGEST", {"archs": rows, "steps": 4, "pool": 8, "space": space.to_dict()}),
+                      ("RC_HUGE_POOL", {"archs": rows, "steps": 4, "pool": 10**30, "space": space.to_dict(),
+                                        "standalone_sha256": standalone_digest(rows)})):
+        out[name] = w / f"{name.lower().replace('_', '-')}.json"
+        out[name].write_text(json.dumps(rec))
+    return out
 
 
 def _encoding_tasks(w: Path, task: Path) -> dict[str, Path]:
@@ -761,6 +782,10 @@ CASES = [
     # deeply nested JSON (a recursion bomb) in any file the tools read: one message
     C("retrain-arch-bomb", "retrain --arch {BOMB} " + T + " --out {W}/b1", "{BOMB} nests deeper than 64 levels"),
     C("evolve-landscape-bomb", "evolve --supernet {SN} --out {W}/b2 --landscape {BOMB}", "{BOMB} nests deeper"),
+    C("rank-check-reuse-no-digest", "rank-check --supernet {SN} --out {W}/rc2 --reuse {RC_NO_DIGEST}",
+      "{RC_NO_DIGEST}: 'standalone_sha256' is missing"),
+    C("rank-check-reuse-absurd-pool", "rank-check --supernet {SN} --out {W}/rc3 --reuse {RC_HUGE_POOL}",
+      "{RC_HUGE_POOL}: 'pool' 1,000,000,000,000,000,000,000,000,000,000 is more architectures than the search space"),
     C("rank-check-reuse-bomb", "rank-check --supernet {SN} --out {W}/b3 --reuse {BOMB}", "{BOMB} nests deeper"),
     C("arch-show-bomb", "arch show {BOMB}", "{BOMB} nests deeper"),
     # numbers out of range, refused at parse time
