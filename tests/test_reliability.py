@@ -333,6 +333,7 @@ def ws(prepared_corpus: Path, small_corpus: Path, shared_data: Path, tmp_path_fa
     paths.update(_encoding_tasks(w, task))
     paths.update(_bad_label_tasks(w, task))
     paths.update(_bad_reports(w, rt / "model"))
+    paths.update(_bad_landscapes(w))
     paths.update(_hf_workspace(w, prepared_corpus))
     return paths
 
@@ -449,6 +450,23 @@ def _bad_reports(w: Path, model: Path) -> dict[str, Path]:
     for name, edit in [("REPORT_OK", None), *BAD_REPORTS.items()]:
         out[name] = w / f"{name.lower().replace('_', '-')}.json"
         out[name].write_text(json.dumps(edited_report(model, edit)))
+    return out
+
+
+def _bad_landscapes(w: Path) -> dict[str, Path]:
+    """The shipped landscape file with an infinite median, a negative pretraining-seed σ, and an
+    integer too large for a float as the best random draw (written as JSON text by hand)."""
+    text = (REPO / "benchmarks" / "results" / "landscape.json").read_text()
+    d = json.loads(text)
+    out = {}
+    for name, edit in (("LANDSCAPE_INF_MEDIAN", lambda s: s["distribution_random"].update(median=float("inf"))),
+                       ("LANDSCAPE_NEG_SIGMA", lambda s: s["sigma_seed"].update(pooled_std=-0.006)),
+                       ("LANDSCAPE_HUGE_INT", lambda s: s["distribution_random"].update(best=10**400))):
+        e = json.loads(text)
+        edit(e["summary"])
+        out[name] = w / f"{name.lower().replace('_', '-')}.json"
+        out[name].write_text(json.dumps(e))
+    assert d["summary"]["sigma_seed"]["pooled_std"] > 0
     return out
 
 
@@ -601,7 +619,14 @@ CASES = [
       "{W}/nolandscape.json"),
     C("evolve-landscape-broken", "evolve --supernet {SN} --out {W}/e24 --landscape {BROKEN_JSON}", "{BROKEN_JSON}"),
     C("evolve-landscape-not-landscape", "evolve --supernet {SN} --out {W}/e25 --landscape {REPORT_BROKEN}",
-      "{REPORT_BROKEN} is not a landscape result"),
+      "landscape file {REPORT_BROKEN} is malformed: field summary is missing"),
+    # numbers no landscape has: one message naming the field, no verdict printed (issue 36)
+    C("evolve-landscape-infinite-median", "evolve --supernet {SN} --out {W}/e29 --landscape {LANDSCAPE_INF_MEDIAN}",
+      "field summary.distribution_random.median: input should be a finite number (found inf)"),
+    C("evolve-landscape-negative-sigma", "evolve --supernet {SN} --out {W}/e30 --landscape {LANDSCAPE_NEG_SIGMA}",
+      "field summary.sigma_seed.pooled_std: input should be greater than or equal to 0"),
+    C("evolve-landscape-huge-integer", "evolve --supernet {SN} --out {W}/e31 --landscape {LANDSCAPE_HUGE_INT}",
+      "field summary.distribution_random.best: input should be a valid number"),
     C("evolve-dev-sequences-zero", "evolve --supernet {SN} --out {W}/e26 --dev-sequences 0", "--dev-sequences must be ≥ 1"),
     C("evolve-dev-sequences-negative", "evolve --supernet {SN} --out {W}/e27 --dev-sequences -3",
       "--dev-sequences must be ≥ 1"),

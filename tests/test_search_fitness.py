@@ -222,8 +222,16 @@ def test_landscape_verdict_follows_headroom_and_power(tmp_path: Path):
     assert "headroom: unmeasured" in lines({"summary": no_sigma})
     for bad in ([], {"summary": {"distribution_random": {"n": 3}}}, {"summary": dict(summary(0.3, 0.01), power="oops")},
                 {"summary": dict(summary(0.3, 0.01), best_of_k_random={"k": 1})}):
-        with pytest.raises(LvsearchError, match="is not a landscape result"):
+        with pytest.raises(LvsearchError, match="landscape file .* is malformed: "):
             lines(bad)
+    # numbers no landscape has (issue 36: a power verdict was printed, or an OverflowError)
+    for edit, field in ((lambda s: s["distribution_random"].update(median=float("inf")), "distribution_random.median"),
+                        (lambda s: s["sigma_seed"].update(pooled_std=-0.006), "sigma_seed.pooled_std"),
+                        (lambda s: s["distribution_all"].update(best=10**400), "distribution_all.best")):
+        bad = summary(0.3013, 0.012)
+        edit(bad)
+        with pytest.raises(LvsearchError, match=f"is malformed: field summary.{field}"):
+            lines({"summary": bad})
 
 
 def test_memo_never_mixes_scores_made_on_different_target_sets(supernet_run: Path, tmp_path: Path):
