@@ -491,10 +491,14 @@ def _hf_workspace(w: Path, corpus: Path) -> dict[str, Path]:
     flip_byte(edited / "modeling_lvsearch.py")
     broken = bert_folder(hf / "broken-config", tok, vocab_size=vocab)
     (broken / "config.json").write_text("{not json")
+    tok_config_dir = bert_folder(hf / "tok-config-dir", tok, vocab_size=vocab)  # tokenizer_config.json a folder
+    (tok_config_dir / "tokenizer_config.json").unlink()
+    (tok_config_dir / "tokenizer_config.json").mkdir()
     no_weights = bert_folder(hf / "no-weights", tok, vocab_size=vocab)
     (no_weights / "model.safetensors").unlink()
     out.update(
         HF_EXPORT_EDITED=edited, HF_BROKEN_CONFIG=broken, HF_NO_WEIGHTS=no_weights,
+        HF_TOK_CONFIG_DIR=tok_config_dir,
         HF_BASE=bert_folder(hf / "base-model", tok, vocab_size=vocab, head=False),
         HF_SMALL_VOCAB=bert_folder(hf / "small-vocab", tok, vocab_size=100),
         HF_NO_TOKENIZER=bert_folder(hf / "no-tokenizer", None, vocab_size=vocab),
@@ -728,6 +732,8 @@ CASES = [
       "--out {W}/ev7.json", "{HF_BROKEN_CONFIG}/config.json"),
     C("evaluate-hf-no-weights", "evaluate --model hf:{HF_NO_WEIGHTS} --no-blimp --mlm-data {CORPUS} --out {W}/ev8.json",
       "{HF_NO_WEIGHTS} has no weights file"),
+    C("evaluate-hf-tokenizer-config-folder", "evaluate --model hf:{HF_TOK_CONFIG_DIR} --no-blimp --mlm-data {CORPUS} "
+      "--out {W}/ev30.json", "{HF_TOK_CONFIG_DIR}/tokenizer_config.json is not a file"),
     C("evaluate-hf-no-mlm-head", "evaluate --model hf:{HF_BASE} --no-blimp --mlm-data {CORPUS} --out {W}/ev9.json",
       "{HF_BASE} is not a masked-LM checkpoint"),
     C("evaluate-hf-vocab-mismatch-mlm", "evaluate --model hf:{HF_SMALL_VOCAB} --no-blimp --mlm-data {CORPUS} "
