@@ -489,6 +489,12 @@ def _hf_workspace(w: Path, corpus: Path) -> dict[str, Path]:
     edited = hf / "export-edited"  # one byte of its modeling file changed
     shutil.copytree(out["HF_EXPORT"], edited)
     flip_byte(edited / "modeling_lvsearch.py")
+    rehashed = hf / "export-edited-rehashed"  # the same edit, with the recorded sha256 edited to match
+    shutil.copytree(out["HF_EXPORT"], rehashed)
+    flip_byte(rehashed / "modeling_lvsearch.py")
+    prov = json.loads((rehashed / "lvsearch_export.json").read_text())
+    prov["code_sha256"]["modeling_lvsearch.py"] = hashlib.sha256((rehashed / "modeling_lvsearch.py").read_bytes()).hexdigest()
+    (rehashed / "lvsearch_export.json").write_text(json.dumps(prov))
     broken = bert_folder(hf / "broken-config", tok, vocab_size=vocab)
     (broken / "config.json").write_text("{not json")
     tok_config_dir = bert_folder(hf / "tok-config-dir", tok, vocab_size=vocab)  # tokenizer_config.json a folder
@@ -497,6 +503,7 @@ def _hf_workspace(w: Path, corpus: Path) -> dict[str, Path]:
     no_weights = bert_folder(hf / "no-weights", tok, vocab_size=vocab)
     (no_weights / "model.safetensors").unlink()
     out.update(
+        HF_EXPORT_REHASHED=rehashed,
         HF_EXPORT_EDITED=edited, HF_BROKEN_CONFIG=broken, HF_NO_WEIGHTS=no_weights,
         HF_TOK_CONFIG_DIR=tok_config_dir,
         HF_BASE=bert_folder(hf / "base-model", tok, vocab_size=vocab, head=False),
@@ -752,6 +759,11 @@ CASES = [
       "--out {W}/ev16.json", "{HF_TOK_REMOTE}/marker_tokenizer.py"),
     C("evaluate-hf-edited-export", "evaluate --model hf:{HF_EXPORT_EDITED} --no-blimp --mlm-data {CORPUS} "
       "--out {W}/ev17.json", "{HF_EXPORT_EDITED}/modeling_lvsearch.py was changed after the export"),
+    # an edit with its recorded hash edited too: not blamed on another version alone, and the fix is the
+    # re-export; --trust-remote-code only for a source the user trusts
+    C("evaluate-hf-edited-export-rehashed", "evaluate --model hf:{HF_EXPORT_REHASHED} --no-blimp --mlm-data {CORPUS} "
+      "--out {W}/ev31.json", "{HF_EXPORT_REHASHED}/modeling_lvsearch.py does not match what this lvsearch version "
+      "writes"),
     C("evaluate-hf-pickle-weights", "evaluate --model hf:{HF_PICKLE} --no-blimp --mlm-data {CORPUS} --out {W}/ev18.json",
       "{HF_PICKLE}/pytorch_model.bin"),
     C("evaluate-hf-hostile-pickle-allowed", "evaluate --model hf:{HF_POISON} --allow-pickle --no-blimp --mlm-data {CORPUS} "
@@ -1666,3 +1678,21 @@ def test_supernet_panel_lines_are_explained(prepared_corpus: Path, tmp_path: Pat
     text = printed(capsys)
     assert "panel bert: dev MLM accuracy" in text
     assert text.index("panel: the recipe's fixed reference architectures") < text.index("panel bert:")
+
+
+def test_rehashed_export_edit_is_not_blamed_on_another_version(ws: dict[str, Path]):
+    """An export whose modeling file and recorded sha256 were both edited said 'another lvsearch
+    version exported it', with --trust-remote-code as the fix (issue 36): now the message says
+    the files do not match what this version writes (edited, or another version), and the fix
+    is the re-export, --trust-remote-code only for a source the user trusts."""
+    if "HF_EXPORT_REHASHED" not in ws:
+        pytest.skip("transformers is not installed")
+    from lvsearch.eval.hf import inspect_hf_source
+
+    with pytest.raises(LvsearchError) as e:
+        inspect_hf_source(f"hf:{ws['HF_EXPORT_REHASHED']}")
+    msg, fix = str(e.value), e.value.fix
+    assert "another lvsearch version exported it" not in msg
+    assert "it was edited, its recorded sha256 with it, or another lvsearch version wrote it" in msg
+    assert fix.startswith("re-export the model with this lvsearch: lvsearch export --model MODEL_DIR")
+    assert "pass it only if you trust where the folder came from" in fix

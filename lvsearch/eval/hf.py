@@ -314,8 +314,9 @@ def inspect_hf_source(spec: str, *, trust_remote_code: bool = False, allow_pickl
             raise LvsearchError(
                 f"{folder} ships Python code that loading it would run: {', '.join(code)} (auto_map in {where}){why}; "
                 "lvsearch runs no code from a model folder without --trust-remote-code",
-                fix=_CONSENT_FIX + (f"; or re-export it: lvsearch export --model MODEL_DIR --out {folder} --overwrite"
-                                    if why else ""))
+                fix=(f"re-export the model with this lvsearch: lvsearch export --model MODEL_DIR --out {folder} "
+                     "--overwrite (needs no flag to evaluate); --trust-remote-code would run these files: pass it only "
+                     "if you trust where the folder came from and have read them") if why else _CONSENT_FIX)
     pickles: tuple[str, ...] = ()
     if not any((folder / n).is_file() for n in SAFE_WEIGHTS):
         pickles = tuple(sorted(p.name for p in folder.iterdir() if p.is_file() and p.suffix in PICKLE_SUFFIXES))
