@@ -249,6 +249,7 @@ def ws(prepared_corpus: Path, small_corpus: Path, shared_data: Path, tmp_path_fa
     assert main(["retrain", "--arch", str(search / "best.json"), "--config", "retrain-quickstart", "--data",
                  str(prepared_corpus), "--out", str(rt), *_sets(RT_SETS)]) == 0
     paths.update(SN=sn, SEARCH=search, RT=rt, MODEL=rt / "model")
+    paths.update(_broken_json_copies(w, prepared_corpus, sn, search))
 
     # damaged copies
     def copy(src: Path, name: str) -> Path:
@@ -336,6 +337,19 @@ def ws(prepared_corpus: Path, small_corpus: Path, shared_data: Path, tmp_path_fa
     paths.update(_bad_landscapes(w))
     paths.update(_hf_workspace(w, prepared_corpus))
     return paths
+
+
+def _broken_json_copies(w: Path, corpus: Path, sn: Path, search: Path) -> dict[str, Path]:
+    """Copies of the supernet run, the search and the prepared corpus, each with one of its JSON
+    files cut short (its config.json, state.json, manifest.json)."""
+    out = {}
+    for name, src, file in (("SN_BROKEN_CONFIG", sn, "config.json"), ("SEARCH_BROKEN_STATE", search, "state.json"),
+                            ("CORPUS_BROKEN_MANIFEST", corpus, "manifest.json")):
+        out[name] = w / name.lower().replace("_", "-")
+        shutil.copytree(src, out[name], symlinks=True)
+        text = (out[name] / file).read_text()
+        (out[name] / file).write_text(text[:len(text) // 2])
+    return out
 
 
 def _reuse_files(w: Path, sn: Path, search: Path) -> dict[str, Path]:
@@ -829,6 +843,19 @@ CASES = [
       "{RC_NO_DIGEST}: 'standalone_sha256' is missing"),
     C("rank-check-reuse-absurd-pool", "rank-check --supernet {SN} --out {W}/rc3 --reuse {RC_HUGE_POOL}",
       "{RC_HUGE_POOL}: 'pool' 1,000,000,000,000,000,000,000,000,000,000 is more architectures than the search space"),
+    # a damaged JSON file: the fix names the command that writes it again
+    C("supernet-resume-broken-config", "train-supernet --data {CORPUS} --out {SN_BROKEN_CONFIG} --resume",
+      "write it again: lvsearch train-supernet --config RECIPE --data DATA --out {SN_BROKEN_CONFIG} --overwrite"),
+    C("evolve-resume-broken-state", "evolve --supernet {SN} --out {SEARCH_BROKEN_STATE} --resume",
+      "write it again: lvsearch evolve --supernet SUPERNET --out {SEARCH_BROKEN_STATE} --overwrite"),
+    C("verify-broken-manifest", "data verify {CORPUS_BROKEN_MANIFEST}",
+      "write it again: lvsearch data prepare --input SOURCES --out {CORPUS_BROKEN_MANIFEST} --overwrite"),
+    C("report-broken-json", "report {BROKEN_JSON} --out {W}/rep13",
+      "write it again: lvsearch evaluate --model MODEL --out {BROKEN_JSON} --overwrite"),
+    C("rank-check-reuse-broken-json", "rank-check --supernet {SN} --out {W}/rc4 --reuse {BROKEN_JSON}",
+      "write it again: lvsearch rank-check --supernet SUPERNET --out FOLDER"),
+    C("rank-check-landscape-broken-json", "rank-check --supernet {SN} --archs 3 --steps 2 --out {W}/rc5 "
+      "--landscape {BROKEN_JSON}", "write it again: python benchmarks/landscape.py --report"),
     C("rank-check-reuse-bomb", "rank-check --supernet {SN} --out {W}/b3 --reuse {BOMB}", "{BOMB} nests deeper"),
     C("arch-show-bomb", "arch show {BOMB}", "{BOMB} nests deeper"),
     # numbers out of range, refused at parse time

@@ -290,7 +290,8 @@ def read_report(path: str | Path) -> dict:
     from lvsearch.io import read_json
 
     path = Path(path)
-    return check_report(read_json(path, what="evaluation report"), path)
+    return check_report(read_json(path, what="evaluation report",
+                                  regenerate=f"lvsearch evaluate --model MODEL --out {path} --overwrite"), path)
 
 
 @dataclass

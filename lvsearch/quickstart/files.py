@@ -78,6 +78,10 @@ class RetrainSummary(FileModel):
     """A retrain run's ``summary.json`` (an object; its fields are read where they are used)."""
 
 
+#: How a damaged stage file is written again (named by the fixes).
+QUICKSTART_AGAIN = "run the same quickstart command again with another --out (the stage that wrote it runs again there)"
+
+
 def read_stage_file(path: str | Path, schema: type, *, what: str) -> dict:
     """The JSON of the quickstart stage file ``path``, checked against ``schema``.
 
@@ -87,6 +91,5 @@ def read_stage_file(path: str | Path, schema: type, *, what: str) -> dict:
     """
     from lvsearch.io import read_checked
 
-    return read_checked(path, schema, what=what,
-                        fix="restore the file from a copy, or run the same quickstart command again with another "
-                            "--out (the stage that wrote it runs again there)")
+    return read_checked(path, schema, what=what, regenerate=QUICKSTART_AGAIN,
+                        fix=f"restore the file from a copy, or {QUICKSTART_AGAIN}")

@@ -207,7 +207,7 @@ def _evolve(args: argparse.Namespace) -> int:
     from lvsearch import ui
     from lvsearch.errors import LvsearchError
     from lvsearch.io import read_json
-    from lvsearch.search.evolution import STATE, SearchConfig
+    from lvsearch.search.evolution import STATE, SearchConfig, search_command
     from lvsearch.search.job import EvolveOptions, evolve
     from lvsearch.search.second_stage import SecondStage
 
@@ -227,7 +227,7 @@ def _evolve(args: argparse.Namespace) -> int:
         path = Path(args.out) / STATE
         if not path.is_file():
             raise LvsearchError(f"--resume: {args.out} holds no search ({STATE} missing)", fix="start without --resume")
-        state = read_json(path, what="search state")
+        state = read_json(path, what="search state", regenerate=search_command(args.out))
         recorded = state.get("config") if isinstance(state, dict) else None
         if not isinstance(recorded, dict):
             raise LvsearchError(f"search state {path} is corrupted", fix="restore it, or start again with --overwrite")

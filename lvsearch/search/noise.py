@@ -272,7 +272,7 @@ def landscape_lines(path, space: str | None = None) -> list[str]:
     """
     from lvsearch.io import read_checked
 
-    d = read_checked(path, LandscapeFile, what="landscape file",
+    d = read_checked(path, LandscapeFile, what="landscape file", regenerate=LANDSCAPE_COMMAND,
                      fix=f"pass the landscape.json that {LANDSCAPE_COMMAND} writes (one ships as "
                          "benchmarks/results/landscape.json)")
     s = d["summary"]

@@ -293,6 +293,10 @@ def paired_tau_difference(scores_a, scores_b, truth, *, n_resamples: int = 2000,
     return {"difference": d if math.isfinite(d) else None, "ci95": [lo, hi], "n": n, "verdict": verdict}
 
 
+#: The command that writes a ``rank_check.json`` (named by the fixes for a damaged ``--reuse`` file).
+RANK_CHECK_COMMAND = "lvsearch rank-check --supernet SUPERNET --out FOLDER (writes FOLDER/rank_check.json)"
+
+
 def standalone_digest(rows: list[dict]) -> str:
     """sha256 over the standalone side of a rank check (key, accuracy, loss per row, in order):
     recorded in ``rank_check.json`` so that ``--reuse`` notices a hand-edited result."""
@@ -362,8 +366,7 @@ def check_reuse(d, source, space) -> dict:
         raise LvsearchError(f"{source}: 'standalone_sha256' is {'missing' if digest is None else 'not a string'}, so "
                             "its standalone results cannot be told from hand-edited ones (every rank_check.json "
                             "lvsearch writes records it)",
-                            fix="restore the file from a copy, or re-run the rank check that wrote it: lvsearch "
-                                "rank-check --supernet SUPERNET --out FOLDER")
+                            fix=f"restore the file from a copy, or write it again: {RANK_CHECK_COMMAND}")
     if digest != standalone_digest(rows):
         raise LvsearchError(f"{source}: the standalone results do not match their recorded sha256 (the file was "
                             "edited after it was written)", fix="restore the file, or re-run the rank check")
@@ -496,7 +499,7 @@ def rank_check(supernet: str | Path, *, num_archs: int = 8, steps: int = 200, po
     if reuse is not None:
         from lvsearch.io import read_json
 
-        reused = check_reuse(read_json(reuse, what="rank check"), reuse, loaded.space)
+        reused = check_reuse(read_json(reuse, what="rank check", regenerate=RANK_CHECK_COMMAND), reuse, loaded.space)
         num_archs, steps, pool = len(reused["archs"]), reused["steps"], reused["pool"]
     if (out / "rank_check.json").exists() and not overwrite:
         raise LvsearchError(f"{out} already holds a rank check", fix="pass --overwrite or another --out")
