@@ -232,6 +232,8 @@ DAMAGED_STAGE_FILES = [
     ("eval/ea.json", {}, "eval/ea.json is not an lvsearch evaluation report"),
     ("search/state.json", "curve", "search/state.json is malformed: field curve: input should be a valid list"),
     ("retrain/ea/summary.json", [], "retrain/ea/summary.json is malformed: input should be a valid dictionary"),
+    ("retrain/bert/config.json", {"arch": "bert"}, "retrain/bert/config.json is malformed: field arch: input should be "
+                                                   "a valid dictionary"),
 ]
 
 
@@ -256,6 +258,31 @@ def test_a_damaged_stage_file_is_one_message_naming_file_and_field(finished, tmp
     err = capsys.readouterr().err
     assert code == 2 and expect in " ".join(err.split()) and "Traceback" not in err, err
     assert "fix: " in err
+
+
+def test_search_and_finalist_stages_check_the_files_they_read(tmp_path):
+    """The search stage's "is it done" check and the finalist stage read state.json and
+    topk.json through the stage-file models: a non-integer iteration target was a ValueError
+    traceback, a top-k that is not a list let the finalist stage skip itself silently."""
+    from types import SimpleNamespace
+
+    from lvsearch.errors import LvsearchError
+    from lvsearch.quickstart.job import _search_done, stage_finalists
+
+    search = tmp_path / "search"
+    search.mkdir()
+    (search / "best.json").write_text("{}")
+    (search / "state.json").write_text(json.dumps({"iteration": 2, "config": {"iterations": "many"}}))
+    with pytest.raises(LvsearchError, match="state.json is malformed: field config.iterations: input should be a "
+                                            "valid integer"):
+        _search_done(search)
+    (search / "state.json").write_text(json.dumps({"iteration": 2, "config": {"iterations": 2}}))
+    assert _search_done(search)
+    (search / "topk.json").write_text(json.dumps({"topk": "ccff"}))
+    ctx = SimpleNamespace(plan=SimpleNamespace(finalists=2), search_dir=search)
+    with pytest.raises(LvsearchError, match="topk.json is malformed: field topk: input should be a valid list") as e:
+        stage_finalists(ctx)
+    assert "run the same quickstart command again with another --out" in str(e.value)
 
 
 def test_bad_inputs(tmp_path, capsys):

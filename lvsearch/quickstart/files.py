@@ -31,13 +31,34 @@ class CurvePoint(FileModel):
     topk_mean: Score = None
 
 
+class SearchStateConfig(FileModel):
+    iterations: Optional[Count] = None
+
+
+class SearchExtra(FileModel):
+    fitness: Optional[str] = None
+
+
 class SearchState(FileModel):
     """The fields of a search's ``state.json`` the quickstart reads."""
 
     iteration: Optional[Count] = None
-    config: Optional[dict] = None
-    extra: Optional[dict] = None
+    config: Optional[SearchStateConfig] = None
+    extra: Optional[SearchExtra] = None
     curve: Optional[list[CurvePoint]] = None
+
+
+class SearchTopK(FileModel):
+    """A search's ``topk.json``: its best complete candidates, best first (objects; the finalist
+    stage reads their fields)."""
+
+    topk: list[dict]
+
+
+class RetrainRunConfig(FileModel):
+    """A retrain run's ``config.json``: the architecture it trained (checked by ``Arch.from_dict``)."""
+
+    arch: dict
 
 
 class RankRow(FileModel):

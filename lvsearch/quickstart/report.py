@@ -32,7 +32,7 @@ from lvsearch.eval.finetune import FAILED_TEXT
 from lvsearch.eval.floors import NOT_ARCH_EFFECT, NOT_PAST_FLOOR
 from lvsearch.eval.report import read_report
 from lvsearch.io import atomic_write_bytes, copy_file, read_json
-from lvsearch.quickstart.files import Rank, RetrainSummary, SearchPick, SearchState, read_stage_file
+from lvsearch.quickstart.files import Rank, RetrainRunConfig, RetrainSummary, SearchPick, SearchState, read_stage_file
 from lvsearch.quickstart.plan import ARM_TITLES, STAGE_ORDER, make_plan
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -367,7 +367,9 @@ def write_quickstart_report(ctx: "Context") -> Path:
     arms = plan.arms  # the arms this run trained, in report order
     names = {arm: ctx.run_names(arm) for arm in arms}
     reports = {n: read_report(out / "eval" / f"{n}.json") for arm in arms for n in names[arm]}
-    archs = {arm: Arch.from_dict(read_json(out / "retrain" / arm / "config.json")["arch"]) for arm in arms}
+    archs = {arm: Arch.from_dict(read_stage_file(out / "retrain" / arm / "config.json", RetrainRunConfig,
+                                                 what="retrain run config")["arch"],
+                                 source=out / "retrain" / arm / "config.json") for arm in arms}
     summaries = {n: read_stage_file(out / "retrain" / n / "summary.json", RetrainSummary, what="retrain summary")
                  for arm in arms for n in names[arm]}
     lines: list[str] = []
