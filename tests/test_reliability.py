@@ -1723,3 +1723,30 @@ def test_rehashed_export_edit_is_not_blamed_on_another_version(ws: dict[str, Pat
     assert "it was edited, its recorded sha256 with it, or another lvsearch version wrote it" in msg
     assert fix.startswith("re-export the model with this lvsearch: lvsearch export --model MODEL_DIR")
     assert "pass it only if you trust where the folder came from" in fix
+
+
+def test_report_takes_a_quickstarts_folders(ws: dict[str, Path], tmp_path: Path, capsys):
+    """``lvsearch report QS/retrain/ea QS/retrain/bert`` exited 2 ('has no evaluation report'):
+    the quickstart writes its reports to QS/eval/NAME.json. Its arm runs and the quickstart folder
+    itself are now valid sources (one column per run, named after it); a run whose report is
+    not written yet is named as such (issue 36)."""
+    qs = tmp_path / "qs"
+    for name in ("ea", "bert"):
+        (qs / "retrain" / name / "model").mkdir(parents=True)
+    (qs / "eval").mkdir()
+    (qs / "quickstart.json").write_text(json.dumps({"format": "lvsearch.quickstart/v1", "settings": {},
+                                                    "plan": {"arms": ["ea", "bert"], "seeds": 1}, "stages": {}}))
+    for name in ("ea", "bert"):
+        (qs / "eval" / f"{name}.json").write_text(json.dumps(edited_report(ws["MODEL"])))
+    for i, sources in enumerate(([qs / "retrain" / "ea", qs / "retrain" / "bert" / "model"], [qs])):
+        out = tmp_path / f"rep{i}"
+        assert main(["report", *map(str, sources), "--out", str(out)]) == 0, printed(capsys)
+        text = (out / "report.md").read_text()
+        assert f"**ea** (`{qs / 'eval' / 'ea.json'}`)" in text and f"**bert** (`{qs / 'eval' / 'bert.json'}`)" in text
+        assert (out / "alpha_ea.png").is_file() and (out / "alpha_bert.png").is_file()
+    (qs / "eval" / "bert.json").unlink()
+    capsys.readouterr()
+    assert main(["report", str(qs / "retrain" / "bert"), "--out", str(tmp_path / "rep3")]) == 2
+    msg = printed(capsys)
+    assert f"quickstart folder {qs / 'retrain' / 'bert'}: no evaluation report yet at {qs / 'eval' / 'bert.json'}" in msg
+    assert "re-run the same 'lvsearch quickstart' command" in msg and not (tmp_path / "rep3").exists()

@@ -44,7 +44,8 @@ from lvsearch.faults import kill_point
 from lvsearch.io import atomic_write_json, check_same_settings, check_writable_folder, guard_output, read_json
 from lvsearch.lock import holds_output
 from lvsearch.quickstart.plan import ARM_TITLES, ARMS, Plan, make_plan, pace_line  # noqa: F401 (re-exported)
-from lvsearch.quickstart.files import RetrainRunConfig, RetrainSummary, SearchState, SearchTopK, read_stage_file
+from lvsearch.quickstart.files import (STATE_FILE, RetrainRunConfig, RetrainSummary, SearchState, SearchTopK,
+                                      read_stage_file, run_names)
 
 if TYPE_CHECKING:
     from lvsearch.quickstart.workers import WorkerJob, WorkerPool
@@ -53,7 +54,7 @@ if TYPE_CHECKING:
 OVERRUN_WARN = 1.5
 
 FORMAT = "lvsearch.quickstart/v1"
-STATE = "quickstart.json"
+STATE = STATE_FILE
 DEFAULT_DATA = "builtin:python-docs"
 
 
@@ -119,7 +120,7 @@ class Context:
 
     def run_names(self, arm: str) -> list[str]:
         """Run/report names of ``arm``: ``ARM`` for seed 0, ``ARM-seedK`` for the others."""
-        return [arm if k == 0 else f"{arm}-seed{k}" for k in range(self.plan.seeds)]
+        return run_names(arm, self.plan.seeds)
 
     def save(self) -> None:
         atomic_write_json(self.out / STATE, self.state)
