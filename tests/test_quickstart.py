@@ -102,6 +102,10 @@ def test_report_has_every_section_with_numbers(finished):
         # a number for each arm (a task score may instead say its fine-tuning failed)
         assert len(re.findall(r"\d\.\d{4}|\d[\d,]{3,}|failed \(loss did not fall\)", line)) >= len(arms), line
     assert re.search(r"Kendall τ = (-?\d\.\d\d|—)", text)
+    # dev MLM loss, what the search optimised, beside accuracy: per arm, EA against the other searches, the summary
+    assert "| comparison | MLM dev accuracy | BLiMP accuracy | dev MLM loss (nats; no interval) |" in text
+    assert re.search(r"\| EA − random-search best \|.*\| \d\.\d{3} vs \d\.\d{3}: [+-]\d\.\d{3} \|", text)
+    assert re.search(r"on dev MLM loss \(nats, lower is better.*\) the searched architecture has \d\.\d{3}, ", text)
     # the rank check scores the arms with the search's own fitness (−loss)
     assert json.loads((out / "rank.json").read_text())["fitness"] == "loss"
     # every report leads with the verdicts against the three floors, then the arms
@@ -417,6 +421,15 @@ def test_summary_and_search_sentence_follow_the_numbers():
     assert "co-occurrence" not in text and "co-occurrence" in summary_sentences(comps, ea_below_floor=True)
     assert search_gap_sentence(0.0907, 0.0932, 0.0900, 0.0910).startswith("Here: random search ahead")
     assert search_gap_sentence(0.095, 0.0932, 0.0900, 0.0910).startswith("Here: EA ahead on best fitness, random search")
+    # dev MLM loss (what the search optimised) per arm: the random-search arm lower after retraining
+    losses = {"ea": [4.201], "bert": [4.25, 4.23], "random-search": [4.155]}
+    text = summary_sentences(comps, ea_below_floor=False, losses=losses)
+    assert ("on dev MLM loss (nats, lower is better; −loss is the search's default fitness) the searched "
+            "architecture has 4.201, lower (better) than `bert` (4.240 ± 0.014, -0.039), higher (worse) than the "
+            "random-search best (4.155, +0.046)") in text
+    assert "no per-target losses to pair" in text
+    assert text.index("MLM dev accuracy the searched") < text.index("dev MLM loss") < text.index("on BLiMP")
+    assert "dev MLM loss" not in summary_sentences(comps, ea_below_floor=False)
     flipped = summary_sentences({("ea", "mlm"): {"verdict": "behind", "diff": -0.01}}, ea_below_floor=False)
     assert "behind `bert` (-0.0100)" in flipped and "ahead" not in flipped
     from lvsearch.quickstart.report import one_seed_sentence
