@@ -244,8 +244,9 @@ DAMAGED_STAGE_FILES = [
 @pytest.mark.parametrize("name,content,expect", DAMAGED_STAGE_FILES, ids=[f"{n}={json.dumps(c)[:12]}"
                                                                          for n, c, _ in DAMAGED_STAGE_FILES])
 def test_a_damaged_stage_file_is_one_message_naming_file_and_field(finished, tmp_path, capsys, name, content, expect):
-    """A finished quickstart re-run after one of its stage files was edited: the report stage
-    refuses it, naming the file and the field (was a KeyError/TypeError traceback)."""
+    """A finished quickstart re-run after one of its stage files was edited and its report.md
+    removed: the report stage refuses the file, naming it and the field (was a KeyError/TypeError
+    traceback)."""
     import shutil
 
     out = tmp_path / "run"
@@ -256,6 +257,7 @@ def test_a_damaged_stage_file_is_one_message_naming_file_and_field(finished, tmp
         state["curve"] = "garbage"
         content = state
     path.write_text(json.dumps(content))
+    (out / "report.md").unlink()  # else the finished run is left as it is (nothing re-read, nothing rewritten)
     argv = [out if a == str(finished["out"]) else a for a in finished["argv"]]
     capsys.readouterr()
     code = main([str(a) for a in argv])
