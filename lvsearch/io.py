@@ -447,13 +447,17 @@ def shown(text: str) -> str:
     return repr(str(text))
 
 
-def read_json(path: str | os.PathLike, *, what: str = "JSON file") -> Any:
+def read_json(path: str | os.PathLike, *, what: str = "JSON file", regenerate: str | None = None) -> Any:
     """Read a JSON file.
+
+    ``regenerate``: the command that writes the file again (``"lvsearch evolve --supernet
+    SUPERNET --out OUT --overwrite"``), named by the fix when the file is damaged; without it
+    the fix says only to restore or regenerate the file.
 
     Raises:
         LvsearchError: the file is missing, unreadable, not valid UTF-8 JSON, or nested deeper
             than :data:`MAX_JSON_DEPTH` (a recursion bomb); the message names the file and
-            ``what`` it was supposed to be.
+            ``what`` it was supposed to be, the fix ``regenerate``.
     """
     path = Path(path)
     try:
@@ -462,18 +466,20 @@ def read_json(path: str | os.PathLike, *, what: str = "JSON file") -> Any:
         raise LvsearchError(f"{what} not found: {path}", fix="check the path") from None
     except IsADirectoryError:
         raise LvsearchError(f"{what} expected, but {path} is a folder", fix="pass the file") from None
+    damaged_fix = (f"restore it from a copy, or write it again: {regenerate}" if regenerate
+                   else "restore it from a copy, or regenerate it with the command that wrote it")
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
         raise LvsearchError(
             f"{what} {path} is not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})",
-            fix="repair or regenerate the file",
+            fix=damaged_fix,
         ) from None
     except RecursionError:
         data = None
     if data is None and text.lstrip()[:1] in ("[", "{") or json_depth(data) > MAX_JSON_DEPTH:
         raise LvsearchError(f"{what} {path} nests deeper than {MAX_JSON_DEPTH} levels; no file lvsearch writes does",
-                            fix="regenerate the file with the command that wrote it")
+                            fix=damaged_fix)
     return data
 
 
@@ -510,10 +516,10 @@ def field_problem(error: dict) -> str:
     return f"field {loc}: {msg}" if loc else msg
 
 
-def read_checked(path: str | os.PathLike, schema: type, *, what: str, fix: str) -> Any:
-    """:func:`read_json` then :func:`check_fields`: the parsed JSON of ``path``, checked
-    against the pydantic model ``schema``. Raises LvsearchError as those two."""
-    return check_fields(read_json(path, what=what), schema, path, what=what, fix=fix)
+def read_checked(path: str | os.PathLike, schema: type, *, what: str, fix: str, regenerate: str | None = None) -> Any:
+    """:func:`read_json` (with ``regenerate``) then :func:`check_fields`: the parsed JSON of
+    ``path``, checked against the pydantic model ``schema``. Raises LvsearchError as those two."""
+    return check_fields(read_json(path, what=what, regenerate=regenerate), schema, path, what=what, fix=fix)
 
 
 #: The deepest nesting :func:`read_json` accepts (lvsearch's own files nest fewer than 10 levels).

@@ -102,6 +102,10 @@ def test_report_has_every_section_with_numbers(finished):
         # a number for each arm (a task score may instead say its fine-tuning failed)
         assert len(re.findall(r"\d\.\d{4}|\d[\d,]{3,}|failed \(loss did not fall\)", line)) >= len(arms), line
     assert re.search(r"Kendall τ = (-?\d\.\d\d|—)", text)
+    # dev MLM loss, what the search optimised, beside accuracy: per arm, EA against the other searches, the summary
+    assert "| comparison | MLM dev accuracy | BLiMP accuracy | dev MLM loss (nats; no interval) |" in text
+    assert re.search(r"\| EA − random-search best \|.*\| \d\.\d{3} vs \d\.\d{3}: [+-]\d\.\d{3} \|", text)
+    assert re.search(r"on dev MLM loss \(nats, lower is better.*\) the searched architecture has \d\.\d{3}, ", text)
     # the rank check scores the arms with the search's own fitness (−loss)
     assert json.loads((out / "rank.json").read_text())["fitness"] == "loss"
     # every report leads with the verdicts against the three floors, then the arms
@@ -232,14 +236,17 @@ DAMAGED_STAGE_FILES = [
     ("eval/ea.json", {}, "eval/ea.json is not an lvsearch evaluation report"),
     ("search/state.json", "curve", "search/state.json is malformed: field curve: input should be a valid list"),
     ("retrain/ea/summary.json", [], "retrain/ea/summary.json is malformed: input should be a valid dictionary"),
+    ("retrain/bert/config.json", {"arch": "bert"}, "retrain/bert/config.json is malformed: field arch: input should be "
+                                                   "a valid dictionary"),
 ]
 
 
 @pytest.mark.parametrize("name,content,expect", DAMAGED_STAGE_FILES, ids=[f"{n}={json.dumps(c)[:12]}"
                                                                          for n, c, _ in DAMAGED_STAGE_FILES])
 def test_a_damaged_stage_file_is_one_message_naming_file_and_field(finished, tmp_path, capsys, name, content, expect):
-    """A finished quickstart re-run after one of its stage files was edited: the report stage
-    refuses it, naming the file and the field (was a KeyError/TypeError traceback)."""
+    """A finished quickstart re-run after one of its stage files was edited and its report.md
+    removed: the report stage refuses the file, naming it and the field (was a KeyError/TypeError
+    traceback)."""
     import shutil
 
     out = tmp_path / "run"
@@ -250,12 +257,38 @@ def test_a_damaged_stage_file_is_one_message_naming_file_and_field(finished, tmp
         state["curve"] = "garbage"
         content = state
     path.write_text(json.dumps(content))
+    (out / "report.md").unlink()  # else the finished run is left as it is (nothing re-read, nothing rewritten)
     argv = [out if a == str(finished["out"]) else a for a in finished["argv"]]
     capsys.readouterr()
     code = main([str(a) for a in argv])
     err = capsys.readouterr().err
     assert code == 2 and expect in " ".join(err.split()) and "Traceback" not in err, err
     assert "fix: " in err
+
+
+def test_search_and_finalist_stages_check_the_files_they_read(tmp_path):
+    """The search stage's "is it done" check and the finalist stage read state.json and
+    topk.json through the stage-file models: a non-integer iteration target was a ValueError
+    traceback, a top-k that is not a list let the finalist stage skip itself silently."""
+    from types import SimpleNamespace
+
+    from lvsearch.errors import LvsearchError
+    from lvsearch.quickstart.job import _search_done, stage_finalists
+
+    search = tmp_path / "search"
+    search.mkdir()
+    (search / "best.json").write_text("{}")
+    (search / "state.json").write_text(json.dumps({"iteration": 2, "config": {"iterations": "many"}}))
+    with pytest.raises(LvsearchError, match="state.json is malformed: field config.iterations: input should be a "
+                                            "valid integer"):
+        _search_done(search)
+    (search / "state.json").write_text(json.dumps({"iteration": 2, "config": {"iterations": 2}}))
+    assert _search_done(search)
+    (search / "topk.json").write_text(json.dumps({"topk": "ccff"}))
+    ctx = SimpleNamespace(plan=SimpleNamespace(finalists=2), search_dir=search)
+    with pytest.raises(LvsearchError, match="topk.json is malformed: field topk: input should be a valid list") as e:
+        stage_finalists(ctx)
+    assert "run the same quickstart command again with another --out" in str(e.value)
 
 
 def test_bad_inputs(tmp_path, capsys):
@@ -390,6 +423,15 @@ def test_summary_and_search_sentence_follow_the_numbers():
     assert "co-occurrence" not in text and "co-occurrence" in summary_sentences(comps, ea_below_floor=True)
     assert search_gap_sentence(0.0907, 0.0932, 0.0900, 0.0910).startswith("Here: random search ahead")
     assert search_gap_sentence(0.095, 0.0932, 0.0900, 0.0910).startswith("Here: EA ahead on best fitness, random search")
+    # dev MLM loss (what the search optimised) per arm: the random-search arm lower after retraining
+    losses = {"ea": [4.201], "bert": [4.25, 4.23], "random-search": [4.155]}
+    text = summary_sentences(comps, ea_below_floor=False, losses=losses)
+    assert ("on dev MLM loss (nats, lower is better; −loss is the search's default fitness) the searched "
+            "architecture has 4.201, lower (better) than `bert` (4.240 ± 0.014, -0.039), higher (worse) than the "
+            "random-search best (4.155, +0.046)") in text
+    assert "no per-target losses to pair" in text
+    assert text.index("MLM dev accuracy the searched") < text.index("dev MLM loss") < text.index("on BLiMP")
+    assert "dev MLM loss" not in summary_sentences(comps, ea_below_floor=False)
     flipped = summary_sentences({("ea", "mlm"): {"verdict": "behind", "diff": -0.01}}, ea_below_floor=False)
     assert "behind `bert` (-0.0100)" in flipped and "ahead" not in flipped
     from lvsearch.quickstart.report import one_seed_sentence

@@ -249,6 +249,7 @@ def ws(prepared_corpus: Path, small_corpus: Path, shared_data: Path, tmp_path_fa
     assert main(["retrain", "--arch", str(search / "best.json"), "--config", "retrain-quickstart", "--data",
                  str(prepared_corpus), "--out", str(rt), *_sets(RT_SETS)]) == 0
     paths.update(SN=sn, SEARCH=search, RT=rt, MODEL=rt / "model")
+    paths.update(_broken_json_copies(w, prepared_corpus, sn, search))
 
     # damaged copies
     def copy(src: Path, name: str) -> Path:
@@ -329,11 +330,46 @@ def ws(prepared_corpus: Path, small_corpus: Path, shared_data: Path, tmp_path_fa
         rows = (shared_data / "tasks" / "rte" / f"{split}.tsv").read_text(encoding="utf-8").splitlines()[:17]
         (task / f"{split}.tsv").write_text("\n".join(rows) + "\n", encoding="utf-8")
     paths["TASK"] = task
+    paths.update(_reuse_files(w, sn, search))
     paths.update(_encoding_tasks(w, task))
     paths.update(_bad_label_tasks(w, task))
     paths.update(_bad_reports(w, rt / "model"))
+    paths.update(_bad_landscapes(w))
     paths.update(_hf_workspace(w, prepared_corpus))
     return paths
+
+
+def _broken_json_copies(w: Path, corpus: Path, sn: Path, search: Path) -> dict[str, Path]:
+    """Copies of the supernet run, the search and the prepared corpus, each with one of its JSON
+    files cut short (its config.json, state.json, manifest.json)."""
+    out = {}
+    for name, src, file in (("SN_BROKEN_CONFIG", sn, "config.json"), ("SEARCH_BROKEN_STATE", search, "state.json"),
+                            ("CORPUS_BROKEN_MANIFEST", corpus, "manifest.json")):
+        out[name] = w / name.lower().replace("_", "-")
+        shutil.copytree(src, out[name], symlinks=True)
+        text = (out[name] / file).read_text()
+        (out[name] / file).write_text(text[:len(text) // 2])
+    return out
+
+
+def _reuse_files(w: Path, sn: Path, search: Path) -> dict[str, Path]:
+    """``rank-check --reuse`` files over architectures of the search (in the supernet's space):
+    one edited by hand with its digest removed (every accuracy set to 0.2: τ undefined), one
+    with an absurd pool (digest intact)."""
+    from lvsearch.search.rank_check import standalone_digest
+    from lvsearch.space import SearchSpace
+
+    space = SearchSpace.from_dict(json.loads((sn / "config.json").read_text())["space"])
+    keys = list(dict.fromkeys(json.loads(ln)["key"] for ln in (search / "history.jsonl").read_text().splitlines()))
+    rows = [{"key": k, "standalone_accuracy": 0.2, "standalone_loss": 6.0} for k in keys[:4]]
+    assert len(rows) == 4
+    out = {}
+    for name, rec in (("RC_NO_DIGEST", {"archs": rows, "steps": 4, "pool": 8, "space": space.to_dict()}),
+                      ("RC_HUGE_POOL", {"archs": rows, "steps": 4, "pool": 10**30, "space": space.to_dict(),
+                                        "standalone_sha256": standalone_digest(rows)})):
+        out[name] = w / f"{name.lower().replace('_', '-')}.json"
+        out[name].write_text(json.dumps(rec))
+    return out
 
 
 def _encoding_tasks(w: Path, task: Path) -> dict[str, Path]:
@@ -431,6 +467,23 @@ def _bad_reports(w: Path, model: Path) -> dict[str, Path]:
     return out
 
 
+def _bad_landscapes(w: Path) -> dict[str, Path]:
+    """The shipped landscape file with an infinite median, a negative pretraining-seed σ, and an
+    integer too large for a float as the best random draw (written as JSON text by hand)."""
+    text = (REPO / "benchmarks" / "results" / "landscape.json").read_text()
+    d = json.loads(text)
+    out = {}
+    for name, edit in (("LANDSCAPE_INF_MEDIAN", lambda s: s["distribution_random"].update(median=float("inf"))),
+                       ("LANDSCAPE_NEG_SIGMA", lambda s: s["sigma_seed"].update(pooled_std=-0.006)),
+                       ("LANDSCAPE_HUGE_INT", lambda s: s["distribution_random"].update(best=10**400))):
+        e = json.loads(text)
+        edit(e["summary"])
+        out[name] = w / f"{name.lower().replace('_', '-')}.json"
+        out[name].write_text(json.dumps(e))
+    assert d["summary"]["sigma_seed"]["pooled_std"] > 0
+    return out
+
+
 def _hf_workspace(w: Path, corpus: Path) -> dict[str, Path]:
     """Hugging Face folders under ``w/hf`` (none without transformers: their cases skip). Code
     in the hostile ones writes a marker file into ``w`` when it runs, which the suite's
@@ -450,12 +503,23 @@ def _hf_workspace(w: Path, corpus: Path) -> dict[str, Path]:
     edited = hf / "export-edited"  # one byte of its modeling file changed
     shutil.copytree(out["HF_EXPORT"], edited)
     flip_byte(edited / "modeling_lvsearch.py")
+    rehashed = hf / "export-edited-rehashed"  # the same edit, with the recorded sha256 edited to match
+    shutil.copytree(out["HF_EXPORT"], rehashed)
+    flip_byte(rehashed / "modeling_lvsearch.py")
+    prov = json.loads((rehashed / "lvsearch_export.json").read_text())
+    prov["code_sha256"]["modeling_lvsearch.py"] = hashlib.sha256((rehashed / "modeling_lvsearch.py").read_bytes()).hexdigest()
+    (rehashed / "lvsearch_export.json").write_text(json.dumps(prov))
     broken = bert_folder(hf / "broken-config", tok, vocab_size=vocab)
     (broken / "config.json").write_text("{not json")
+    tok_config_dir = bert_folder(hf / "tok-config-dir", tok, vocab_size=vocab)  # tokenizer_config.json a folder
+    (tok_config_dir / "tokenizer_config.json").unlink()
+    (tok_config_dir / "tokenizer_config.json").mkdir()
     no_weights = bert_folder(hf / "no-weights", tok, vocab_size=vocab)
     (no_weights / "model.safetensors").unlink()
     out.update(
+        HF_EXPORT_REHASHED=rehashed,
         HF_EXPORT_EDITED=edited, HF_BROKEN_CONFIG=broken, HF_NO_WEIGHTS=no_weights,
+        HF_TOK_CONFIG_DIR=tok_config_dir,
         HF_BASE=bert_folder(hf / "base-model", tok, vocab_size=vocab, head=False),
         HF_SMALL_VOCAB=bert_folder(hf / "small-vocab", tok, vocab_size=100),
         HF_NO_TOKENIZER=bert_folder(hf / "no-tokenizer", None, vocab_size=vocab),
@@ -580,7 +644,14 @@ CASES = [
       "{W}/nolandscape.json"),
     C("evolve-landscape-broken", "evolve --supernet {SN} --out {W}/e24 --landscape {BROKEN_JSON}", "{BROKEN_JSON}"),
     C("evolve-landscape-not-landscape", "evolve --supernet {SN} --out {W}/e25 --landscape {REPORT_BROKEN}",
-      "{REPORT_BROKEN} is not a landscape result"),
+      "landscape file {REPORT_BROKEN} is malformed: field summary is missing"),
+    # numbers no landscape has: one message naming the field, no verdict printed (issue 36)
+    C("evolve-landscape-infinite-median", "evolve --supernet {SN} --out {W}/e29 --landscape {LANDSCAPE_INF_MEDIAN}",
+      "field summary.distribution_random.median: input should be a finite number (found inf)"),
+    C("evolve-landscape-negative-sigma", "evolve --supernet {SN} --out {W}/e30 --landscape {LANDSCAPE_NEG_SIGMA}",
+      "field summary.sigma_seed.pooled_std: input should be greater than or equal to 0"),
+    C("evolve-landscape-huge-integer", "evolve --supernet {SN} --out {W}/e31 --landscape {LANDSCAPE_HUGE_INT}",
+      "field summary.distribution_random.best: input should be a valid number"),
     C("evolve-dev-sequences-zero", "evolve --supernet {SN} --out {W}/e26 --dev-sequences 0", "--dev-sequences must be ≥ 1"),
     C("evolve-dev-sequences-negative", "evolve --supernet {SN} --out {W}/e27 --dev-sequences -3",
       "--dev-sequences must be ≥ 1"),
@@ -682,6 +753,8 @@ CASES = [
       "--out {W}/ev7.json", "{HF_BROKEN_CONFIG}/config.json"),
     C("evaluate-hf-no-weights", "evaluate --model hf:{HF_NO_WEIGHTS} --no-blimp --mlm-data {CORPUS} --out {W}/ev8.json",
       "{HF_NO_WEIGHTS} has no weights file"),
+    C("evaluate-hf-tokenizer-config-folder", "evaluate --model hf:{HF_TOK_CONFIG_DIR} --no-blimp --mlm-data {CORPUS} "
+      "--out {W}/ev30.json", "{HF_TOK_CONFIG_DIR}/tokenizer_config.json is not a file"),
     C("evaluate-hf-no-mlm-head", "evaluate --model hf:{HF_BASE} --no-blimp --mlm-data {CORPUS} --out {W}/ev9.json",
       "{HF_BASE} is not a masked-LM checkpoint"),
     C("evaluate-hf-vocab-mismatch-mlm", "evaluate --model hf:{HF_SMALL_VOCAB} --no-blimp --mlm-data {CORPUS} "
@@ -700,6 +773,11 @@ CASES = [
       "--out {W}/ev16.json", "{HF_TOK_REMOTE}/marker_tokenizer.py"),
     C("evaluate-hf-edited-export", "evaluate --model hf:{HF_EXPORT_EDITED} --no-blimp --mlm-data {CORPUS} "
       "--out {W}/ev17.json", "{HF_EXPORT_EDITED}/modeling_lvsearch.py was changed after the export"),
+    # an edit with its recorded hash edited too: not blamed on another version alone, and the fix is the
+    # re-export; --trust-remote-code only for a source the user trusts
+    C("evaluate-hf-edited-export-rehashed", "evaluate --model hf:{HF_EXPORT_REHASHED} --no-blimp --mlm-data {CORPUS} "
+      "--out {W}/ev31.json", "{HF_EXPORT_REHASHED}/modeling_lvsearch.py does not match what this lvsearch version "
+      "writes"),
     C("evaluate-hf-pickle-weights", "evaluate --model hf:{HF_PICKLE} --no-blimp --mlm-data {CORPUS} --out {W}/ev18.json",
       "{HF_PICKLE}/pytorch_model.bin"),
     C("evaluate-hf-hostile-pickle-allowed", "evaluate --model hf:{HF_POISON} --allow-pickle --no-blimp --mlm-data {CORPUS} "
@@ -761,6 +839,23 @@ CASES = [
     # deeply nested JSON (a recursion bomb) in any file the tools read: one message
     C("retrain-arch-bomb", "retrain --arch {BOMB} " + T + " --out {W}/b1", "{BOMB} nests deeper than 64 levels"),
     C("evolve-landscape-bomb", "evolve --supernet {SN} --out {W}/b2 --landscape {BOMB}", "{BOMB} nests deeper"),
+    C("rank-check-reuse-no-digest", "rank-check --supernet {SN} --out {W}/rc2 --reuse {RC_NO_DIGEST}",
+      "{RC_NO_DIGEST}: 'standalone_sha256' is missing"),
+    C("rank-check-reuse-absurd-pool", "rank-check --supernet {SN} --out {W}/rc3 --reuse {RC_HUGE_POOL}",
+      "{RC_HUGE_POOL}: 'pool' 1,000,000,000,000,000,000,000,000,000,000 is more architectures than the search space"),
+    # a damaged JSON file: the fix names the command that writes it again
+    C("supernet-resume-broken-config", "train-supernet --data {CORPUS} --out {SN_BROKEN_CONFIG} --resume",
+      "write it again: lvsearch train-supernet --config RECIPE --data DATA --out {SN_BROKEN_CONFIG} --overwrite"),
+    C("evolve-resume-broken-state", "evolve --supernet {SN} --out {SEARCH_BROKEN_STATE} --resume",
+      "write it again: lvsearch evolve --supernet SUPERNET --out {SEARCH_BROKEN_STATE} --overwrite"),
+    C("verify-broken-manifest", "data verify {CORPUS_BROKEN_MANIFEST}",
+      "write it again: lvsearch data prepare --input SOURCES --out {CORPUS_BROKEN_MANIFEST} --overwrite"),
+    C("report-broken-json", "report {BROKEN_JSON} --out {W}/rep13",
+      "write it again: lvsearch evaluate --model MODEL --out {BROKEN_JSON} --overwrite"),
+    C("rank-check-reuse-broken-json", "rank-check --supernet {SN} --out {W}/rc4 --reuse {BROKEN_JSON}",
+      "write it again: lvsearch rank-check --supernet SUPERNET --out FOLDER"),
+    C("rank-check-landscape-broken-json", "rank-check --supernet {SN} --archs 3 --steps 2 --out {W}/rc5 "
+      "--landscape {BROKEN_JSON}", "write it again: python benchmarks/landscape.py --report"),
     C("rank-check-reuse-bomb", "rank-check --supernet {SN} --out {W}/b3 --reuse {BOMB}", "{BOMB} nests deeper"),
     C("arch-show-bomb", "arch show {BOMB}", "{BOMB} nests deeper"),
     # numbers out of range, refused at parse time
@@ -1612,3 +1707,48 @@ def test_supernet_panel_lines_are_explained(prepared_corpus: Path, tmp_path: Pat
     text = printed(capsys)
     assert "panel bert: dev MLM accuracy" in text
     assert text.index("panel: the recipe's fixed reference architectures") < text.index("panel bert:")
+
+
+def test_rehashed_export_edit_is_not_blamed_on_another_version(ws: dict[str, Path]):
+    """An export whose modeling file and recorded sha256 were both edited said 'another lvsearch
+    version exported it', with --trust-remote-code as the fix (issue 36): now the message says
+    the files do not match what this version writes (edited, or another version), and the fix
+    is the re-export, --trust-remote-code only for a source the user trusts."""
+    if "HF_EXPORT_REHASHED" not in ws:
+        pytest.skip("transformers is not installed")
+    from lvsearch.eval.hf import inspect_hf_source
+
+    with pytest.raises(LvsearchError) as e:
+        inspect_hf_source(f"hf:{ws['HF_EXPORT_REHASHED']}")
+    msg, fix = str(e.value), e.value.fix
+    assert "another lvsearch version exported it" not in msg
+    assert "it was edited, its recorded sha256 with it, or another lvsearch version wrote it" in msg
+    assert fix.startswith("re-export the model with this lvsearch: lvsearch export --model MODEL_DIR")
+    assert "pass it only if you trust where the folder came from" in fix
+
+
+def test_report_takes_a_quickstarts_folders(ws: dict[str, Path], tmp_path: Path, capsys):
+    """``lvsearch report QS/retrain/ea QS/retrain/bert`` exited 2 ('has no evaluation report'):
+    the quickstart writes its reports to QS/eval/NAME.json. Its arm runs and the quickstart folder
+    itself are now valid sources (one column per run, named after it); a run whose report is
+    not written yet is named as such (issue 36)."""
+    qs = tmp_path / "qs"
+    for name in ("ea", "bert"):
+        (qs / "retrain" / name / "model").mkdir(parents=True)
+    (qs / "eval").mkdir()
+    (qs / "quickstart.json").write_text(json.dumps({"format": "lvsearch.quickstart/v1", "settings": {},
+                                                    "plan": {"arms": ["ea", "bert"], "seeds": 1}, "stages": {}}))
+    for name in ("ea", "bert"):
+        (qs / "eval" / f"{name}.json").write_text(json.dumps(edited_report(ws["MODEL"])))
+    for i, sources in enumerate(([qs / "retrain" / "ea", qs / "retrain" / "bert" / "model"], [qs])):
+        out = tmp_path / f"rep{i}"
+        assert main(["report", *map(str, sources), "--out", str(out)]) == 0, printed(capsys)
+        text = (out / "report.md").read_text()
+        assert f"**ea** (`{qs / 'eval' / 'ea.json'}`)" in text and f"**bert** (`{qs / 'eval' / 'bert.json'}`)" in text
+        assert (out / "alpha_ea.png").is_file() and (out / "alpha_bert.png").is_file()
+    (qs / "eval" / "bert.json").unlink()
+    capsys.readouterr()
+    assert main(["report", str(qs / "retrain" / "bert"), "--out", str(tmp_path / "rep3")]) == 2
+    msg = printed(capsys)
+    assert f"quickstart folder {qs / 'retrain' / 'bert'}: no evaluation report yet at {qs / 'eval' / 'bert.json'}" in msg
+    assert "re-run the same 'lvsearch quickstart' command" in msg and not (tmp_path / "rep3").exists()

@@ -222,8 +222,16 @@ def test_landscape_verdict_follows_headroom_and_power(tmp_path: Path):
     assert "headroom: unmeasured" in lines({"summary": no_sigma})
     for bad in ([], {"summary": {"distribution_random": {"n": 3}}}, {"summary": dict(summary(0.3, 0.01), power="oops")},
                 {"summary": dict(summary(0.3, 0.01), best_of_k_random={"k": 1})}):
-        with pytest.raises(LvsearchError, match="is not a landscape result"):
+        with pytest.raises(LvsearchError, match="landscape file .* is malformed: "):
             lines(bad)
+    # numbers no landscape has (issue 36: a power verdict was printed, or an OverflowError)
+    for edit, field in ((lambda s: s["distribution_random"].update(median=float("inf")), "distribution_random.median"),
+                        (lambda s: s["sigma_seed"].update(pooled_std=-0.006), "sigma_seed.pooled_std"),
+                        (lambda s: s["distribution_all"].update(best=10**400), "distribution_all.best")):
+        bad = summary(0.3013, 0.012)
+        edit(bad)
+        with pytest.raises(LvsearchError, match=f"is malformed: field summary.{field}"):
+            lines({"summary": bad})
 
 
 def test_memo_never_mixes_scores_made_on_different_target_sets(supernet_run: Path, tmp_path: Path):
@@ -355,8 +363,12 @@ def test_rank_check_reuse_file_is_validated(tmp_path: Path):
     refused(lambda d: d["archs"][2].update(key=d["archs"][0]["key"]), "appears 2 times")
     refused(lambda d: d["archs"][1].update(standalone_accuracy=0.9), "recorded sha256")
     refused(lambda d: d.update(space=SearchSpace.load("lvbert").with_num_slots(5).to_dict()), "another search space")
-    old = copy.deepcopy(good)  # a file written before the digest and space were recorded still loads
-    del old["standalone_sha256"], old["space"]
+    refused(lambda d: d.update(pool=space.size() + 1), "'pool' .* is more architectures than the search space")
+    # no digest: an edited file cannot be told from a written one (issue 36: τ 'undefined', exit 0)
+    refused(lambda d: d.pop("standalone_sha256"), "'standalone_sha256' is missing")
+    refused(lambda d: d.update(standalone_sha256=5), "'standalone_sha256' is not a string")
+    old = copy.deepcopy(good)  # a file written before the space was recorded still loads
+    del old["space"]
     assert len(check_reuse(old, "rc.json", space)["archs"]) == 4
 
 

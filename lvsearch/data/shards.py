@@ -29,6 +29,12 @@ from lvsearch.io import read_json, sha256_file
 MANIFEST = "manifest.json"
 TOKENIZER = "tokenizer.json"
 FORMAT = "lvsearch.data/v1"
+
+
+def prepare_command(folder: str | Path) -> str:
+    """The command that writes the prepared dataset ``folder`` anew (named by the fix for a
+    damaged ``manifest.json``)."""
+    return f"lvsearch data prepare --input SOURCES --out {folder} --overwrite"
 SPLITS = ("train", "dev")
 
 
@@ -110,7 +116,7 @@ class PreparedData:
                 f"{folder} is not a prepared dataset (no {MANIFEST})",
                 fix="give the --out folder of 'lvsearch data prepare'",
             )
-        manifest = read_json(folder / MANIFEST, what="dataset manifest")
+        manifest = read_json(folder / MANIFEST, what="dataset manifest", regenerate=prepare_command(folder))
         if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
             raise LvsearchError(
                 f"{folder / MANIFEST} is not an lvsearch dataset manifest (format {FORMAT!r} expected)",

@@ -73,6 +73,8 @@ each argument is one of:
   RUN           a retrain run folder (reads RUN/model/results.json; column named RUN)
   MODEL_DIR     a model directory holding results.json
   REPORT.json   a report written by 'lvsearch evaluate --out' (α from its recorded model folder)
+  QS            a quickstart's --out folder (one column per run, from QS/eval/NAME.json), or one
+                of its runs QS/retrain/NAME (that run's QS/eval/NAME.json)
 
 writes into --out (default ./report): report.md (one column per model: parameters, arch,
 per-phenomenon BLiMP, task scores, MLM dev accuracy) and alpha_<name>.png per model (ELC-BERT
@@ -194,7 +196,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         epilog=REPORT_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    r.add_argument("sources", nargs="+", metavar="RUN_OR_MODEL_OR_REPORT", help="run folder, model directory or report JSON")
+    r.add_argument("sources", nargs="+", metavar="RUN_OR_MODEL_OR_REPORT", help="run folder, model directory, report JSON or quickstart folder")
     r.add_argument("--out", default="report", metavar="DIR", help="output folder (default: ./report)")
     r.add_argument("--overwrite", action="store_true", help="replace report.md / heatmaps already in --out")
     r.set_defaults(func=run_report)

@@ -196,6 +196,8 @@ class HFLoaded:
 SAFE_WEIGHTS = ("model.safetensors", "model.safetensors.index.json")
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
 TOKENIZER_CONFIG = "tokenizer_config.json"
+#: The tokenizer files of a folder that transformers reads when they are files and skips otherwise.
+TOKENIZER_FILES = (TOKENIZER_CONFIG, "tokenizer.json", "special_tokens_map.json")
 _CONSENT_FIX = ("read those files; if you trust them, pass --trust-remote-code to run them "
                 "(an unedited 'lvsearch export' folder of this lvsearch version needs no flag)")
 
@@ -266,7 +268,8 @@ def inspect_hf_source(spec: str, *, trust_remote_code: bool = False, allow_pickl
     ``use_safetensors=True`` to it at load).
 
     Raises:
-        LvsearchError: an empty name; a missing folder; no ``config.json``; ``config.json`` or
+        LvsearchError: an empty name; a missing folder; no ``config.json``; a tokenizer file
+            (:data:`TOKENIZER_FILES`) that exists but is not a file; ``config.json`` or
             ``tokenizer_config.json`` not a JSON object; remote code without consent (the
             message names the files and ``--trust-remote-code``); only pickle weights without
             ``allow_pickle`` (the message says how to convert them). A folder without any
@@ -284,6 +287,12 @@ def inspect_hf_source(spec: str, *, trust_remote_code: bool = False, allow_pickl
         return HFSource(name=name, folder=None)
     if not (folder / "config.json").is_file():
         raise LvsearchError(f"{folder} is not a Hugging Face model folder (no config.json)", fix=_FIX_MLM)
+    for fname in TOKENIZER_FILES:  # transformers skips one that is not a file: the tokenizer would load without it
+        if (folder / fname).exists() and not (folder / fname).is_file():
+            raise LvsearchError(f"{folder / fname} is not a file (a folder or another special file); the tokenizer "
+                                "would be loaded without it, with other settings than the model was saved with",
+                                fix=f"replace it with the model's own {fname} (tokenizer.save_pretrained(DIR) "
+                                    "writes it), or delete it if the model has none")
     config = _read_json_object(folder / "config.json", "Hugging Face config")
     tok_config = (_read_json_object(folder / TOKENIZER_CONFIG, "Hugging Face tokenizer config")
                   if (folder / TOKENIZER_CONFIG).is_file() else {})
@@ -305,8 +314,9 @@ def inspect_hf_source(spec: str, *, trust_remote_code: bool = False, allow_pickl
             raise LvsearchError(
                 f"{folder} ships Python code that loading it would run: {', '.join(code)} (auto_map in {where}){why}; "
                 "lvsearch runs no code from a model folder without --trust-remote-code",
-                fix=_CONSENT_FIX + (f"; or re-export it: lvsearch export --model MODEL_DIR --out {folder} --overwrite"
-                                    if why else ""))
+                fix=(f"re-export the model with this lvsearch: lvsearch export --model MODEL_DIR --out {folder} "
+                     "--overwrite (needs no flag to evaluate); --trust-remote-code would run these files: pass it only "
+                     "if you trust where the folder came from and have read them") if why else _CONSENT_FIX)
     pickles: tuple[str, ...] = ()
     if not any((folder / n).is_file() for n in SAFE_WEIGHTS):
         pickles = tuple(sorted(p.name for p in folder.iterdir() if p.is_file() and p.suffix in PICKLE_SUFFIXES))

@@ -290,7 +290,8 @@ def read_report(path: str | Path) -> dict:
     from lvsearch.io import read_json
 
     path = Path(path)
-    return check_report(read_json(path, what="evaluation report"), path)
+    return check_report(read_json(path, what="evaluation report",
+                                  regenerate=f"lvsearch evaluate --model MODEL --out {path} --overwrite"), path)
 
 
 @dataclass
@@ -301,6 +302,31 @@ class ReportSource:
     report_path: Path
     report: dict
     model_dir: Path | None  # None for a Hugging Face model (no α)
+
+
+def resolve_sources(arg: str) -> list[ReportSource]:
+    """The columns ``arg`` stands for: one (:func:`resolve_source`), or for a quickstart's
+    folders, whose reports are in ``OUT/eval/`` (:func:`lvsearch.quickstart.files.quickstart_reports`),
+    one per run of the quickstart folder ``OUT``, or the one of an arm's run ``OUT/retrain/NAME``,
+    each labelled with its run name.
+
+    Raises:
+        LvsearchError: as :func:`resolve_source`; a quickstart run whose report is not written
+            yet (the fix: finish the quickstart).
+    """
+    p = Path(arg)
+    if p.is_dir() and not any((f / DEFAULT_REPORT_NAME).is_file() for f in (p, p / "model")):
+        from lvsearch.quickstart.files import quickstart_reports
+
+        found = quickstart_reports(p)
+        if found is not None:
+            missing = [str(path) for _, path in found if not path.is_file()]
+            if missing:
+                raise LvsearchError(f"quickstart folder {p}: no evaluation report yet at {', '.join(missing)}",
+                                    fix="finish the quickstart: re-run the same 'lvsearch quickstart' command (its "
+                                        "evaluate stage writes them)")
+            return [_file_source(path, label=name) for name, path in found]
+    return [resolve_source(arg)]
 
 
 def resolve_source(arg: str) -> ReportSource:
@@ -331,20 +357,27 @@ def resolve_source(arg: str) -> ReportSource:
         if is_hf_report(report):
             model_dir = None
     else:
-        report_path = p
-        report = read_report(p)
-        if is_hf_report(report):
-            label = p.stem if p.name != DEFAULT_REPORT_NAME else Path(report["model"]["folder"]).name
-            return ReportSource(label=label, report_path=p, report=report, model_dir=None)
-        recorded = Path(report["model"]["folder"])
-        model_dir = recorded if (recorded / "config.json").is_file() else p.parent
-        if not (model_dir / "config.json").is_file():
-            raise LvsearchError(f"the model directory of report {p} ({recorded}) is gone; the α heatmap needs its weights",
-                                fix="pass the model directory or run folder instead, or restore the model")
+        return _file_source(p)
+    return ReportSource(label=label, report_path=report_path, report=report, model_dir=model_dir)
+
+
+def _file_source(p: Path, label: str | None = None) -> ReportSource:
+    """The column of the report JSON file ``p`` (see :func:`resolve_source`), labelled ``label``
+    or after the file."""
+    report = read_report(p)
+    if is_hf_report(report):
+        label = label or (p.stem if p.name != DEFAULT_REPORT_NAME else Path(report["model"]["folder"]).name)
+        return ReportSource(label=label, report_path=p, report=report, model_dir=None)
+    recorded = Path(report["model"]["folder"])
+    model_dir = recorded if (recorded / "config.json").is_file() else p.parent
+    if not (model_dir / "config.json").is_file():
+        raise LvsearchError(f"the model directory of report {p} ({recorded}) is gone; the α heatmap needs its weights",
+                            fix="pass the model directory or run folder instead, or restore the model")
+    if label is None:
         label = p.stem if p.name != DEFAULT_REPORT_NAME else model_dir.name
         if label == "model":
             label = model_dir.resolve().parent.name or label
-    return ReportSource(label=label, report_path=report_path, report=report, model_dir=model_dir)
+    return ReportSource(label=label, report_path=p, report=report, model_dir=model_dir)
 
 
 def _unique_labels(labels: list[str]) -> list[str]:
@@ -419,7 +452,8 @@ def write_report(sources: Sequence[str], out: str | Path, *, overwrite: bool = F
     model (``OUT/alpha_<label>.png``).
 
     Args:
-        sources: run folders, model directories or report JSON files (see :func:`resolve_source`).
+        sources: run folders, model directories, report JSON files, a quickstart folder or one of
+            its arms' retrain runs (see :func:`resolve_sources`).
         out: output folder (created).
         overwrite: replace files of a previous report in ``out``.
 
@@ -438,7 +472,7 @@ def write_report(sources: Sequence[str], out: str | Path, *, overwrite: bool = F
     if out.exists() and not out.is_dir():
         raise LvsearchError(f"--out {out} is a file", fix="pass a folder (default: ./report)")
     check_writable_folder(out)
-    resolved = [resolve_source(s) for s in sources]
+    resolved = [r for s in sources for r in resolve_sources(s)]
     labels = _unique_labels([s.label for s in resolved])
     targets = [out / REPORT_MD] + [out / heatmap_name(lab) for lab in labels]
     if len({t.name for t in targets}) != len(targets):

@@ -268,8 +268,9 @@ def export_code_problem(folder: str | os.PathLike) -> str | None:
         rec = recorded.get(name)
         if got != want[name]:
             if got == rec:
-                return (f"{path} is not the template of the installed lvsearch (sha256 {got[:12]}…, as recorded at "
-                        f"export, vs {want[name][:12]}…): another lvsearch version exported it")
+                return (f"{path} does not match what this lvsearch version writes (sha256 {got[:12]}…, as recorded "
+                        f"in {prov_path.name}, vs the installed template's {want[name][:12]}…): it was edited, its "
+                        "recorded sha256 with it, or another lvsearch version wrote it")
             return (f"{path} was changed after the export (sha256 {got[:12]}…; recorded {str(rec)[:12]}…, "
                     f"the installed template {want[name][:12]}…)")
         if rec != got:

@@ -45,6 +45,8 @@ from lvsearch.io import atomic_write_json, check_same_settings, check_writable_f
 from lvsearch.lock import holds_output
 from lvsearch.quickstart.plan import ARM_TITLES, ARMS, Plan, make_plan, pace_line  # noqa: F401 (re-exported)
 from lvsearch.search.fitness import Fitness
+from lvsearch.quickstart.files import (STATE_FILE, RetrainRunConfig, RetrainSummary, SearchState, SearchTopK,
+                                      read_stage_file, run_names)
 
 if TYPE_CHECKING:
     from lvsearch.quickstart.workers import WorkerJob, WorkerPool
@@ -53,7 +55,7 @@ if TYPE_CHECKING:
 OVERRUN_WARN = 1.5
 
 FORMAT = "lvsearch.quickstart/v1"
-STATE = "quickstart.json"
+STATE = STATE_FILE
 DEFAULT_DATA = "builtin:python-docs"
 
 
@@ -119,7 +121,7 @@ class Context:
 
     def run_names(self, arm: str) -> list[str]:
         """Run/report names of ``arm``: ``ARM`` for seed 0, ``ARM-seedK`` for the others."""
-        return [arm if k == 0 else f"{arm}-seed{k}" for k in range(self.plan.seeds)]
+        return run_names(arm, self.plan.seeds)
 
     def save(self) -> None:
         atomic_write_json(self.out / STATE, self.state)
@@ -308,8 +310,8 @@ def _search_done(folder: Path) -> bool:
     path = folder / SEARCH_STATE
     if not path.exists() or not (folder / "best.json").exists():
         return False
-    s = read_json(path, what="search state")
-    return int(s.get("iteration", 0)) >= int((s.get("config") or {}).get("iterations", 1 << 30))
+    s = read_stage_file(path, SearchState, what="search state")
+    return (s.get("iteration") or 0) >= ((s.get("config") or {}).get("iterations") or 1 << 30)
 
 
 def stage_search(ctx: Context) -> dict:
@@ -341,8 +343,7 @@ def stage_finalists(ctx: Context) -> dict:
     p = ctx.plan
     if not p.finalists:
         return {"skipped": "not in the plan (--finalists K adds it)"}
-    topk = read_json(ctx.search_dir / "topk.json", what="search top-k")
-    entries = topk.get("topk", topk) if isinstance(topk, dict) else topk
+    entries = read_stage_file(ctx.search_dir / "topk.json", SearchTopK, what="search top-k")["topk"]
     k = min(p.finalists, len(entries))
     if k < p.finalists:
         from lvsearch import ui
@@ -421,7 +422,7 @@ def retrain_arm(ctx: Context, arm: str, seed: int, run: Path) -> dict:
 
     kwargs = retrain_kwargs(ctx, arm, seed, run)
     if kwargs is None:
-        return read_json(run / "summary.json")
+        return read_stage_file(run / "summary.json", RetrainSummary, what="retrain summary")
     return retrain(**kwargs, show_progress=ctx.show_progress)
 
 
@@ -512,7 +513,7 @@ def stage_retrain(ctx: Context) -> dict:
                 continue  # training in the background since the supernet stage
             job = retrain_job(ctx, arm, seed, name)
             if job is None:
-                s = read_json(run / "summary.json")
+                s = read_stage_file(run / "summary.json", RetrainSummary, what="retrain summary")
                 out[name] = {"tokens_per_s": s.get("tokens_per_s"), "params": s.get("params")}
             else:
                 jobs.append(job)
@@ -520,7 +521,8 @@ def stage_retrain(ctx: Context) -> dict:
     pool.start(jobs)
     for job in pool.wait(show_progress=ctx.show_progress, label="retrain"):
         # an evaluate job's run was trained before: its numbers are in the run's summary
-        s = read_json(ctx.out / "retrain" / job.name / "summary.json") if job.kind == "evaluate" else job.result
+        s = (read_stage_file(ctx.out / "retrain" / job.name / "summary.json", RetrainSummary, what="retrain summary")
+             if job.kind == "evaluate" else job.result)
         out[job.name] = {"tokens_per_s": s.get("tokens_per_s"), "params": s.get("params"), "worker": "1 thread"}
         if job.name in started:
             out[job.name]["background"] = "started before the search, while the supernet trained"
@@ -690,11 +692,13 @@ def stage_rank(ctx: Context) -> dict:
     loaded = load_supernet(ctx.supernet_dir)
     dev, _ = load_dev(loaded, ctx.data_dir, ctx.plan.search_dev_sequences)
     # the search's own fitness (evolve's default −loss, or what the search recorded)
-    fitness = Fitness.of_record(read_json(ctx.search_dir / "state.json", what="search state").get("extra")).metric
+    fitness = Fitness.of_record(read_stage_file(ctx.search_dir / "state.json", SearchState,
+                                                what="search state").get("extra")).metric
     ev = SupernetEvaluator(loaded.supernet, dev, seq_len=loaded.config.train.seq_len, fitness=fitness)
     rows = []
     for arm in ctx.plan.arms:
-        arch = Arch.from_dict(read_json(ctx.out / "retrain" / arm / "config.json")["arch"])
+        arch = Arch.from_dict(read_stage_file(ctx.out / "retrain" / arm / "config.json", RetrainRunConfig,
+                                              what="retrain run config")["arch"], source=ctx.out / "retrain" / arm / "config.json")
         fit = ev.evaluate(arch)
         accs = [_mlm_accuracy(ctx.out / "eval" / f"{n}.json") for n in ctx.run_names(arm)]
         rows.append({"arm": arm, "arch": arch.key, "supernet_fitness": fit.fitness, "supernet_loss": fit.loss,

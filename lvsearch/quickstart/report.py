@@ -32,7 +32,7 @@ from lvsearch.eval.finetune import FAILED_TEXT
 from lvsearch.eval.floors import NOT_ARCH_EFFECT, NOT_PAST_FLOOR
 from lvsearch.eval.report import read_report
 from lvsearch.io import atomic_write_bytes, copy_file, read_json
-from lvsearch.quickstart.files import Rank, RetrainSummary, SearchPick, SearchState, read_stage_file
+from lvsearch.quickstart.files import Rank, RetrainRunConfig, RetrainSummary, SearchPick, SearchState, read_stage_file
 from lvsearch.quickstart.plan import ARM_TITLES, STAGE_ORDER, make_plan
 from lvsearch.search.fitness import Fitness
 
@@ -368,7 +368,9 @@ def write_quickstart_report(ctx: "Context") -> Path:
     arms = plan.arms  # the arms this run trained, in report order
     names = {arm: ctx.run_names(arm) for arm in arms}
     reports = {n: read_report(out / "eval" / f"{n}.json") for arm in arms for n in names[arm]}
-    archs = {arm: Arch.from_dict(read_json(out / "retrain" / arm / "config.json")["arch"]) for arm in arms}
+    archs = {arm: Arch.from_dict(read_stage_file(out / "retrain" / arm / "config.json", RetrainRunConfig,
+                                                 what="retrain run config")["arch"],
+                                 source=out / "retrain" / arm / "config.json") for arm in arms}
     summaries = {n: read_stage_file(out / "retrain" / n / "summary.json", RetrainSummary, what="retrain summary")
                  for arm in arms for n in names[arm]}
     lines: list[str] = []
@@ -526,8 +528,10 @@ def write_quickstart_report(ctx: "Context") -> Path:
           f"is not above the floor beyond evaluation noise), so {NOT_ARCH_EFFECT}.\n")
     w("The searched architecture against the other two non-baseline arms (is the search better than "
       "picking at random?):\n")
-    w("| comparison | MLM dev accuracy | BLiMP accuracy |")
-    w("|---|---|---|")
+    w("| comparison | MLM dev accuracy | BLiMP accuracy | dev MLM loss (nats; no interval) |")
+    w("|---|---|---|---|")
+    mean_loss = {a: [reports[n]["mlm"]["loss"] for n in names[a] if reports[n]["mlm"].get("loss") is not None]
+                 for a in arms}
     for other in [a for a in ("random-search", "random-arch") if a in arms]:
         cells = []
         for kind, get in (("mlm", mlm_outcomes), ("blimp", blimp_outcomes)):
@@ -539,13 +543,20 @@ def write_quickstart_report(ctx: "Context") -> Path:
             d = paired_difference(np.concatenate(a), np.concatenate(b))
             comparisons[("ea-vs", other, kind)] = d
             cells.append(_interval(d))
+        ea_l, other_l = mean_loss["ea"], mean_loss[other]
+        cells.append(f"{_pm(ea_l, 3)} vs {_pm(other_l, 3)}: {float(np.mean(ea_l)) - float(np.mean(other_l)):+.3f}"
+                     if ea_l and other_l else "—")
         w(f"| EA − {ARM_TITLES[other]} | {' | '.join(cells)} |")
     w("")
+    w("Dev MLM loss is what the search optimised by default (fitness −loss on the supernet). The loss column is "
+      "the plain difference of the arms' mean losses (lower is better): the evaluation reports keep no "
+      "per-target losses, so it has no paired interval and no verdict; with several pretraining seeds each mean "
+      "is given ± its sample std.\n")
     if plan.seeds == 1:
         w("With one pretraining seed per arm these intervals cover evaluation-sample noise only; "
           "the spread between pretraining seeds is **unmeasured** at this budget "
           f"(`--seeds 3` measures it, in about {make_plan(plan.minutes, 3).total_minutes():.0f} min).\n")
-    summary = summary_sentences(comparisons, "ea" in below)
+    summary = summary_sentences(comparisons, "ea" in below, mean_loss)
     if summary:
         w(summary + "\n")
 
@@ -795,10 +806,33 @@ def console_headline(report_md: str) -> list[str]:
     return out
 
 
-def summary_sentences(comparisons: dict, ea_below_floor: bool) -> str:
+def loss_sentence(losses: dict[str, list[float]]) -> str:
+    """The EA arm's dev MLM loss (mean ± sample std over pretraining seeds) against each other
+    arm's, as plain differences of per-arm means: the reports keep no per-target losses, so there
+    is no paired interval (and no verdict) on loss. Empty without the EA arm's losses."""
+    titles = {"bert": "`bert`", "random-search": "the random-search best", "random-arch": "the random architecture"}
+    if not losses.get("ea"):
+        return ""
+    ea = float(np.mean(losses["ea"]))
+    cells = []
+    for other in ("bert", "random-search", "random-arch"):
+        if losses.get(other):
+            d = ea - float(np.mean(losses[other]))
+            rel = "lower (better) than" if d < 0 else "higher (worse) than" if d > 0 else "equal to"
+            cells.append(f"{rel} {titles[other]} ({_pm(losses[other], 3)}, {d:+.3f})")
+    if not cells:
+        return ""
+    return (f"on dev MLM loss (nats, lower is better; −loss is the search's default fitness) the searched architecture "
+            f"has {_pm(losses['ea'], 3)}, " + ", ".join(cells) + " — differences of per-arm means without an "
+            "interval: the reports keep no per-target losses to pair")
+
+
+def summary_sentences(comparisons: dict, ea_below_floor: bool, losses: dict[str, list[float]] | None = None) -> str:
     """The report's summary: the EA arm against `bert`, the random-search best and the random
-    architecture, on every paired metric there is (MLM dev accuracy — what the search optimised
-    — and BLiMP), each with the verdict of its interval, so the summary agrees with the tables."""
+    architecture, on every paired metric there is (MLM dev accuracy — the standalone counterpart
+    of what the search optimised — and BLiMP), each with the verdict of its interval, so the
+    summary agrees with the tables; and on dev MLM loss (``losses``: arm → its runs' losses,
+    :func:`loss_sentence`), which has no interval."""
     rel = {"ahead": "ahead of", "behind": "behind", "within noise": "not distinguishable from"}
     titles = {"bert": "`bert`", "random-search": "the random-search best", "random-arch": "the random architecture"}
     metric_names = {"mlm": "MLM dev accuracy", "blimp": "BLiMP"}
@@ -811,6 +845,10 @@ def summary_sentences(comparisons: dict, ea_below_floor: bool) -> str:
                 cells.append(f"{rel[d['verdict']]} {titles[other]} ({d['diff']:+.4f})")
         if cells:
             parts.append(f"on {metric_names[kind]} the searched architecture is " + ", ".join(cells))
+        if kind == "mlm" and parts and losses:
+            loss = loss_sentence(losses)
+            if loss:
+                parts.append(loss)
     if not parts:
         return ""
     caveat = ""

@@ -75,6 +75,14 @@ from lvsearch.space import SearchSpace
 
 STATE_FORMAT = "lvsearch.search-state/v1"
 STATE = "state.json"
+
+
+def search_command(out: str | Path) -> str:
+    """The command that writes the search in ``out`` anew (named by the fix for a damaged
+    ``state.json``, ``topk.json`` or ``best.json``)."""
+    return f"lvsearch evolve --supernet SUPERNET --out {out} --overwrite (runs the search again)"
+
+
 STRATEGIES = ("evolution", "random", "nsga2", "aging")
 CROSSOVER_KINDS = ("uniform", "one-point", "two-point")
 #: Mutation moves: ``redraw`` (LV-BERT: each op re-drawn with p, each optional input flipped
@@ -729,7 +737,7 @@ class Search:
             from lvsearch.io import read_json
 
             path = self.out / STATE  # type: ignore[operator]
-            self.load_state(read_json(path, what="search state"), path)
+            self.load_state(read_json(path, what="search state", regenerate=search_command(self.out)), path)
             tracking.start_at(self.out, self.iteration)
             # The state holds everything; rewrite the files derived from it, which a kill
             # between the state write and theirs (or after a finished search) left stale.

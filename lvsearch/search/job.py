@@ -33,7 +33,7 @@ from lvsearch.errors import LvsearchError
 from lvsearch.io import check_writable_folder, guard_output
 from lvsearch.lock import holds_output
 from lvsearch.search.evaluator import Constraints, EvalResult, Racing
-from lvsearch.search.evolution import STATE, Search, SearchConfig, SearchResult, plot_curves
+from lvsearch.search.evolution import STATE, Search, SearchConfig, SearchResult, plot_curves, search_command
 from lvsearch.search.fitness import DEFAULT, Fitness
 from lvsearch.search.second_stage import SECOND_STAGE_DIR, SECOND_STAGE_FILE, SecondStage, SecondStageRecord
 
@@ -53,6 +53,9 @@ DEFAULT_DEV_SEQUENCES: int | str | None = 1024
 OUTPUTS = (STATE, "history.jsonl", "topk.json", "best.json", "pareto.json", "search_curve.png", "noise.json",
            SECOND_STAGE_FILE)
 RANDOM_DIR = "random"
+#: How a damaged ``second_stage.json`` is written again (named by the fix).
+SECOND_STAGE_AGAIN = ("delete it and run the same evolve command with --resume (the second stage runs again; the "
+                      "search is kept)")
 
 
 @dataclass
@@ -153,7 +156,7 @@ def resolve_settings(out: str | Path, *, resume: bool, given: dict, fitness: str
     path = Path(out) / STATE
     if not path.is_file():
         raise LvsearchError(f"--resume: {out} holds no search ({STATE} missing)", fix="start without --resume")
-    state = read_json(path, what="search state")
+    state = read_json(path, what="search state", regenerate=search_command(out))
     recorded = state.get("config") if isinstance(state, dict) else None
     if not isinstance(recorded, dict):
         raise LvsearchError(f"search state {path} is corrupted", fix="restore it, or start again with --overwrite")
@@ -241,7 +244,7 @@ def _load_few_shot(opts: EvolveOptions, loaded, out: Path, info):
                     "(init_from): they score with weights of their own")
     if opts.resume:
         try:
-            state = read_json(out / STATE, what="search state")
+            state = read_json(out / STATE, what="search state", regenerate=search_command(out))
         except LvsearchError:
             return split  # the search's own resume check reports it
         extra = state.get("extra") if isinstance(state, dict) else None
@@ -323,7 +326,8 @@ def _compare_picks(evaluator, folders: list[Path], out: Path, metric: str, show:
     from lvsearch.io import atomic_write_json, read_json
     from lvsearch.search.noise import pick_comparison, pick_comparison_lines
 
-    picks = [Arch.from_dict(read_json(f / "best.json", what="search pick")) for f in folders]
+    picks = [Arch.from_dict(read_json(f / "best.json", what="search pick", regenerate=search_command(out)))
+             for f in folders]
     rep = pick_comparison(evaluator.per_target(picks), picks[0].key, picks[1].key, metric)
     if compute is not None:
         rep["compute"] = compute
@@ -364,7 +368,7 @@ def _check_second_stage(opts: EvolveOptions, config: SearchConfig, prepared, n_d
         path = folder / SECOND_STAGE_FILE
         if not path.is_file():
             continue
-        rec = read_json(path, what="second stage")
+        rec = read_json(path, what="second stage", regenerate=SECOND_STAGE_AGAIN)
         had = rec.get("settings") if isinstance(rec, dict) else None
         if not stage.enabled or had != want:
             shown = ", ".join(f"{k}={v}" for k, v in (had or {}).items())
@@ -385,7 +389,7 @@ def _second_stage(opts: EvolveOptions, loaded, prepared, res: SearchResult, fold
     cands = [r for r in res.topk if r.complete][:k]
     settings = {**stage.to_dict(), "k": k}
     path = folder / SECOND_STAGE_FILE
-    rec = read_json(path, what="second stage") if path.is_file() else None
+    rec = read_json(path, what="second stage", regenerate=SECOND_STAGE_AGAIN) if path.is_file() else None
     if not (isinstance(rec, dict) and rec.get("settings") == settings and rec.get("candidates") == [r.key for r in cands]):
         out = rerank(loaded, [Arch.from_key(r.key) for r in cands], stage, search_dev_sequences=dev_sequences,
                      prepared=prepared, fitness=opts.fitness, out=folder / SECOND_STAGE_DIR, info=info,

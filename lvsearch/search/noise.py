@@ -20,7 +20,12 @@ the mean over targets is the evaluator's fitness.
 
 from __future__ import annotations
 
+from typing import Annotated, Optional
+
 import numpy as np
+from pydantic import Field
+
+from lvsearch.schema import Count, FileModel, Finite
 
 from lvsearch.search.fitness import METRICS, Fitness
 
@@ -196,6 +201,57 @@ def search_noise(evaluator, keys: list[str], metric: str) -> dict:
     return noise_report(evaluator.per_target(archs), keys, metric)
 
 
+#: The command that writes a landscape file (named by the messages about a damaged one).
+LANDSCAPE_COMMAND = "python benchmarks/landscape.py --report"
+
+
+class _RandomDraws(FileModel):
+    n: Annotated[int, Field(ge=1)]
+    median: Finite
+    top_decile_threshold: Finite
+    best: Finite
+
+
+class _AllTrained(FileModel):
+    best: Optional[Finite] = None
+
+
+class _SigmaSeed(FileModel):
+    pooled_std: Optional[Annotated[float, Field(ge=0, allow_inf_nan=False)]] = None
+
+
+class _BestOfK(FileModel):
+    k: Annotated[int, Field(ge=1)]
+    expected_best: Finite
+
+
+class _Power(FileModel):
+    method: Optional[str] = None
+    minimum_detectable_difference: Optional[dict[str, dict[str, Optional[Finite]]]] = None
+
+
+class _LandscapeSummary(FileModel):
+    distribution_random: _RandomDraws
+    distribution_all: Optional[_AllTrained] = None
+    sigma_seed: Optional[_SigmaSeed] = None
+    best_of_k_random: Optional[list[_BestOfK]] = None
+    power: Optional[_Power] = None
+
+
+class _LandscapeSettings(FileModel):
+    space: Optional[str] = None
+    steps: Optional[Count] = None
+
+
+class LandscapeFile(FileModel):
+    """The fields of a landscape file (``benchmarks/landscape.py`` → ``landscape.json``) that
+    :func:`landscape_lines` reads (pydantic, :mod:`lvsearch.schema`): numbers finite (an integer
+    too large for a float is refused), the pretraining-seed σ ≥ 0."""
+
+    summary: _LandscapeSummary
+    settings: Optional[_LandscapeSettings] = None
+
+
 def landscape_lines(path, space: str | None = None) -> list[str]:
     """What a landscape file (``benchmarks/landscape.py`` → ``landscape.json``) says about
     whether search can pay off in its space: headroom over the pretraining-seed noise, whether
@@ -204,40 +260,23 @@ def landscape_lines(path, space: str | None = None) -> list[str]:
     ``lvbert-elc@12``) adds a warning when the landscape was measured on another space.
 
     Raises:
-        LvsearchError: the file is missing, not JSON, or not a landscape result (a missing or
-            non-numeric median, top-decile threshold, best or count of the random draws, or a
-            malformed ``sigma_seed``/``power``/``distribution_all``/``best_of_k_random``).
+        LvsearchError: the file is missing, not JSON, or not a landscape result
+            (:class:`LandscapeFile`: a missing, non-numeric or non-finite median, top-decile
+            threshold, best or count of the random draws, a negative or non-finite
+            ``sigma_seed.pooled_std``, an integer too large for a float, or a malformed
+            ``power``/``distribution_all``/``best_of_k_random``); one message naming the field.
     """
-    from lvsearch.errors import LvsearchError
-    from lvsearch.io import read_json
+    from lvsearch.io import read_checked
 
-    d = read_json(path, what="landscape file")
-    fix = "pass the landscape.json written by benchmarks/landscape.py --report (one ships as benchmarks/results/landscape.json)"
-
-    def section(parent, key: str, kind=dict, required: bool = False, where: str = "summary."):
-        v = parent.get(key) if isinstance(parent, dict) else None
-        if v is None and not required:
-            return kind()
-        if not isinstance(v, kind):
-            raise LvsearchError(f"{path} is not a landscape result ({where}{key} is "
-                                f"{'missing' if v is None else type(v).__name__})", fix=fix)
-        return v
-
-    def number(parent: dict, key: str, where: str) -> float:
-        v = parent.get(key)
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v:
-            raise LvsearchError(f"{path} is not a landscape result ({where}.{key} is not a number)", fix=fix)
-        return float(v)
-
-    s = section(d, "summary", required=True, where="")
-    dist = section(s, "distribution_random", required=True)
-    where = "summary.distribution_random"
-    n, median, top, best_draw = (number(dist, k, where) for k in ("n", "median", "top_decile_threshold", "best"))
-    all_ = section(s, "distribution_all")
-    best = number(all_, "best", "summary.distribution_all") if "best" in all_ else best_draw
-    best = max(best, best_draw)
-    sigma_d = section(s, "sigma_seed")
-    sigma = number(sigma_d, "pooled_std", "summary.sigma_seed") if sigma_d.get("pooled_std") is not None else None
+    d = read_checked(path, LandscapeFile, what="landscape file", regenerate=LANDSCAPE_COMMAND,
+                     fix=f"pass the landscape.json that {LANDSCAPE_COMMAND} writes (one ships as "
+                         "benchmarks/results/landscape.json)")
+    s = d["summary"]
+    dist = s["distribution_random"]
+    n, median, top, best_draw = (float(dist[k]) for k in ("n", "median", "top_decile_threshold", "best"))
+    all_best = (s.get("distribution_all") or {}).get("best")
+    best = max(float(all_best), best_draw) if all_best is not None else best_draw
+    sigma = (s.get("sigma_seed") or {}).get("pooled_std")
     settings = d.get("settings") if isinstance(d.get("settings"), dict) else {}
     where_from = ", ".join(str(x) for x in (settings.get("space"), f"{settings['steps']}-step retrains"
                                             if isinstance(settings.get("steps"), int) else None) if x)
@@ -256,11 +295,9 @@ def landscape_lines(path, space: str | None = None) -> list[str]:
         lines.append(f"headroom over a median architecture, in pretraining-seed σ ({sigma:.4f}): best random draw "
                      f"{head:.2f}{known}; " + ("below 2: one retrain's seed noise is as large as what search can gain "
                                                "here" if head_all < 2 else "search has room to pay off here"))
-    curve = section(s, "best_of_k_random", kind=list)
-    pick = [c for c in curve if isinstance(c, dict) and c.get("k") in (1, 5, len(curve))]
-    best_k = [(int(number(c, "k", "summary.best_of_k_random")), number(c, "expected_best", "summary.best_of_k_random"))
-              for c in pick]
-    power = _power_line(section(s, "power"), best, median, best_k[-1] if best_k else None)
+    curve = s.get("best_of_k_random") or []
+    best_k = [(c["k"], float(c["expected_best"])) for c in curve if c["k"] in (1, 5, len(curve))]
+    power = _power_line(s.get("power") or {}, best, median, best_k[-1] if best_k else None)
     if power:
         lines.append(power)
     fidelity = _fidelity_line(d.get("fitness_variants"))

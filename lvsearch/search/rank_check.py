@@ -294,6 +294,10 @@ def paired_tau_difference(scores_a, scores_b, truth, *, n_resamples: int = 2000,
     return {"difference": d if math.isfinite(d) else None, "ci95": [lo, hi], "n": n, "verdict": verdict}
 
 
+#: The command that writes a ``rank_check.json`` (named by the fixes for a damaged ``--reuse`` file).
+RANK_CHECK_COMMAND = "lvsearch rank-check --supernet SUPERNET --out FOLDER (writes FOLDER/rank_check.json)"
+
+
 def standalone_digest(rows: list[dict]) -> str:
     """sha256 over the standalone side of a rank check (key, accuracy, loss per row, in order):
     recorded in ``rank_check.json`` so that ``--reuse`` notices a hand-edited result."""
@@ -313,9 +317,10 @@ def check_reuse(d, source, space) -> dict:
         LvsearchError: not an object; ``archs`` not a list of ≥ 3 rows with a string ``key``
             and a finite ``standalone_accuracy`` in [0, 1] (``standalone_loss`` finite or
             null); repeated architectures; ``steps`` not an integer ≥ 1; ``pool`` not an
-            integer ≥ the rows (null: the rows); a recorded ``space`` other than the
-            supernet's; a recorded ``standalone_sha256`` that the rows no longer match (an
-            edited file). Every message names ``source``.
+            integer ≥ the rows (null: the rows) or more than the space holds
+            (``space.size()``); a recorded ``space`` other than the supernet's; no
+            ``standalone_sha256``, or one that the rows no longer match (an edited file). Every
+            message names ``source`` and the field.
     """
     import math
 
@@ -349,13 +354,21 @@ def check_reuse(d, source, space) -> dict:
     pool = len(rows) if pool is None else pool
     if not isinstance(pool, int) or isinstance(pool, bool) or pool < len(rows):
         raise bad(f"'pool' must be an integer ≥ the {len(rows)} architectures, got {pool!r}")
+    if pool > space.size():
+        raise bad(f"'pool' {pool:,} is more architectures than the search space {space.name!r} holds "
+                  f"({space.size():,}); no rank check scored that many")
     recorded = d.get("space")
     if recorded is not None and recorded != space.to_dict():
         name = recorded.get("name") if isinstance(recorded, dict) else recorded
         raise LvsearchError(f"{source} was made on another search space ({name!r}) than this supernet's "
                             f"({space.name!r})", fix="pass a supernet of that space, or a rank check made on this one")
     digest = d.get("standalone_sha256")
-    if digest is not None and digest != standalone_digest(rows):
+    if not isinstance(digest, str):
+        raise LvsearchError(f"{source}: 'standalone_sha256' is {'missing' if digest is None else 'not a string'}, so "
+                            "its standalone results cannot be told from hand-edited ones (every rank_check.json "
+                            "lvsearch writes records it)",
+                            fix=f"restore the file from a copy, or write it again: {RANK_CHECK_COMMAND}")
+    if digest != standalone_digest(rows):
         raise LvsearchError(f"{source}: the standalone results do not match their recorded sha256 (the file was "
                             "edited after it was written)", fix="restore the file, or re-run the rank check")
     return {"archs": rows, "steps": steps, "pool": pool}
@@ -487,7 +500,7 @@ def rank_check(supernet: str | Path, *, num_archs: int = 8, steps: int = 200, po
     if reuse is not None:
         from lvsearch.io import read_json
 
-        reused = check_reuse(read_json(reuse, what="rank check"), reuse, loaded.space)
+        reused = check_reuse(read_json(reuse, what="rank check", regenerate=RANK_CHECK_COMMAND), reuse, loaded.space)
         num_archs, steps, pool = len(reused["archs"]), reused["steps"], reused["pool"]
     if (out / "rank_check.json").exists() and not overwrite:
         raise LvsearchError(f"{out} already holds a rank check", fix="pass --overwrite or another --out")
@@ -591,7 +604,7 @@ def rank_check(supernet: str | Path, *, num_archs: int = 8, steps: int = 200, po
                    "density": stratified_tau(xs, ys, labels["density"])},
         "kendall_tau_loss": num(tau_loss.statistic), "kendall_p_loss": num(tau_loss.pvalue),
         "topk": k, "topk_overlap": len(top_sn & top_sa), "archs": rows, "num_archs": len(rows), "steps": steps,
-        "pool": m, "supernet": str(Path(supernet).resolve()), "supernet_step": loaded.step,
+        "pool": m if reused is not None else len(archs), "supernet": str(Path(supernet).resolve()), "supernet_step": loaded.step,
         "standalone_from": str(Path(reuse).resolve()) if reuse is not None else None,
         "dev_sequences": int(dev.input_ids.shape[0]), "seconds": time.perf_counter() - t0, "out": str(out),
         "space": loaded.space.to_dict(), "standalone_sha256": standalone_digest(rows),

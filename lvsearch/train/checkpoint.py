@@ -139,7 +139,7 @@ _POINTER_FIX = "restore it, or rewrite it to name a complete step-* folder: {\"s
 
 
 def _read_pointer(root: Path) -> dict:
-    pointer = read_json(root / LATEST, what="checkpoint pointer")
+    pointer = read_json(root / LATEST, what="checkpoint pointer", regenerate=_POINTER_FIX)
     if (not isinstance(pointer, dict) or not isinstance(pointer.get("dir"), str) or not isinstance(pointer.get("step"), int)
             or "/" in pointer["dir"] or pointer["dir"] in ("", ".", "..")):
         raise LvsearchError(f"{root / LATEST} is malformed", fix=_POINTER_FIX)
@@ -191,7 +191,9 @@ def verify_checkpoint(path: str | Path) -> dict:
     path = Path(path)
     if not path.is_dir():
         raise LvsearchError(f"checkpoint not found: {path}", fix="check the run folder; was the run started?")
-    state = read_json(path / "state.json", what="checkpoint state")
+    state = read_json(path / "state.json", what="checkpoint state",
+                      regenerate="resume from an earlier checkpoint (edit checkpoints/latest.json to name it), or "
+                                 "train the run again with the same command and --overwrite")
     if not isinstance(state, dict) or state.get("format") != STATE_FORMAT or not isinstance(state.get("files"), dict):
         raise LvsearchError(f"{path / 'state.json'} is not an lvsearch checkpoint state", fix="use another checkpoint")
     folder_step = _step_of_folder(path)

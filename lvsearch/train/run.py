@@ -17,6 +17,7 @@ against tokens seen), ``checkpoints/`` and ``summary.json``.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any, Callable
@@ -55,13 +56,22 @@ def check_new_run(out: Path, *, overwrite: bool, run_format: str) -> None:
             f"--out {out} already holds a training run",
             fix="pass --resume to continue it, --overwrite to replace it, or choose another --out",
         )
-    recorded = read_json(out / CONFIG, what="run config") if (out / CONFIG).exists() else {}
+    recorded = (read_json(out / CONFIG, what="run config", regenerate=restart_command(run_format, out))
+                if (out / CONFIG).exists() else {})
     if isinstance(recorded, dict) and recorded.get("format") not in (None, run_format):
         raise LvsearchError(
             f"--out {out} holds a run of another kind ({recorded.get('format')}); --overwrite only replaces a {run_format} run",
             fix="choose another --out",
         )
     shutil.rmtree(out)
+
+
+def restart_command(run_format: str, out: str | os.PathLike) -> str:
+    """The command that writes the run ``out`` of job ``run_format`` anew (named by the fix for
+    a damaged ``config.json``, without which the run cannot be resumed)."""
+    verb = {"supernet": "train-supernet --config RECIPE", "retrain": "retrain --arch ARCH --config RECIPE"}.get(
+        run_format.removeprefix("lvsearch.").split("-run/")[0], "train-supernet --config RECIPE")
+    return f"lvsearch {verb} --data DATA --out {out} --overwrite (trains the run again from step 0)"
 
 
 def read_run_config(run_dir: Path, run_format: str, cls: type, *, missing_fix: str) -> tuple[Any, dict]:
@@ -73,7 +83,7 @@ def read_run_config(run_dir: Path, run_format: str, cls: type, *, missing_fix: s
     """
     if not (run_dir / CONFIG).is_file():
         raise LvsearchError(f"{run_dir} holds no run ({CONFIG} missing; a {run_format} run was expected)", fix=missing_fix)
-    recorded = read_json(run_dir / CONFIG, what="run config")
+    recorded = read_json(run_dir / CONFIG, what="run config", regenerate=restart_command(run_format, run_dir))
     if not isinstance(recorded, dict) or recorded.get("format") != run_format:
         raise LvsearchError(f"{run_dir / CONFIG} is not a {run_format} run config", fix="check the path")
     return build_dataclass(cls, recorded["config"], str(run_dir / CONFIG)), recorded
