@@ -1,5 +1,6 @@
 """The quickstart's own stage files as its report stage and stage loop read them (pydantic
-models, :mod:`lvsearch.schema`), and :func:`read_stage_file`, which checks one. A damaged or
+models, :mod:`lvsearch.schema`), and :func:`read_stage_file`, which checks one. The search's
+files are read through :class:`lvsearch.search.folder.SearchFolder`. A damaged or
 hand-edited stage file is one message naming the file and the field, not a KeyError or
 TypeError traceback in the report stage.
 """
@@ -14,45 +15,6 @@ from pydantic import Field
 from lvsearch.schema import Count, FileModel
 
 Score = Optional[float]
-
-
-class PickMeta(FileModel):
-    fitness: Score = None
-
-
-class SearchPick(FileModel):
-    """A search's ``best.json`` (an architecture file with the search's ``meta``)."""
-
-    ops: object
-    meta: PickMeta
-
-
-class CurvePoint(FileModel):
-    topk_mean: Score = None
-
-
-class SearchStateConfig(FileModel):
-    iterations: Optional[Count] = None
-
-
-class SearchExtra(FileModel):
-    fitness: Optional[str] = None
-
-
-class SearchState(FileModel):
-    """The fields of a search's ``state.json`` the quickstart reads."""
-
-    iteration: Optional[Count] = None
-    config: Optional[SearchStateConfig] = None
-    extra: Optional[SearchExtra] = None
-    curve: Optional[list[CurvePoint]] = None
-
-
-class SearchTopK(FileModel):
-    """A search's ``topk.json``: its best complete candidates, best first (objects; the finalist
-    stage reads their fields)."""
-
-    topk: list[dict]
 
 
 class RetrainRunConfig(FileModel):

@@ -44,9 +44,8 @@ from lvsearch.faults import kill_point
 from lvsearch.io import atomic_write_json, check_same_settings, check_writable_folder, guard_output, read_json
 from lvsearch.lock import holds_output
 from lvsearch.quickstart.plan import ARM_TITLES, ARMS, Plan, make_plan, pace_line  # noqa: F401 (re-exported)
-from lvsearch.search.fitness import Fitness
-from lvsearch.quickstart.files import (STATE_FILE, RetrainRunConfig, RetrainSummary, SearchState, SearchTopK,
-                                      read_stage_file, run_names)
+from lvsearch.quickstart.files import QUICKSTART_AGAIN, STATE_FILE, RetrainRunConfig, RetrainSummary, read_stage_file, run_names
+from lvsearch.search.folder import SearchFolder
 
 if TYPE_CHECKING:
     from lvsearch.quickstart.workers import WorkerJob, WorkerPool
@@ -305,13 +304,7 @@ def _mlm_accuracy(path: Path) -> float:
 
 
 def _search_done(folder: Path) -> bool:
-    from lvsearch.search.evolution import STATE as SEARCH_STATE
-
-    path = folder / SEARCH_STATE
-    if not path.exists() or not (folder / "best.json").exists():
-        return False
-    s = read_stage_file(path, SearchState, what="search state")
-    return (s.get("iteration") or 0) >= ((s.get("config") or {}).get("iterations") or 1 << 30)
+    return SearchFolder(folder, regenerate=QUICKSTART_AGAIN).finished()
 
 
 def stage_search(ctx: Context) -> dict:
@@ -343,7 +336,7 @@ def stage_finalists(ctx: Context) -> dict:
     p = ctx.plan
     if not p.finalists:
         return {"skipped": "not in the plan (--finalists K adds it)"}
-    entries = read_stage_file(ctx.search_dir / "topk.json", SearchTopK, what="search top-k")["topk"]
+    entries = SearchFolder(ctx.search_dir, regenerate=QUICKSTART_AGAIN).topk()
     k = min(p.finalists, len(entries))
     if k < p.finalists:
         from lvsearch import ui
@@ -692,8 +685,7 @@ def stage_rank(ctx: Context) -> dict:
     loaded = load_supernet(ctx.supernet_dir)
     dev, _ = load_dev(loaded, ctx.data_dir, ctx.plan.search_dev_sequences)
     # the search's own fitness (evolve's default −loss, or what the search recorded)
-    fitness = Fitness.of_record(read_stage_file(ctx.search_dir / "state.json", SearchState,
-                                                what="search state").get("extra")).metric
+    fitness = SearchFolder(ctx.search_dir, regenerate=QUICKSTART_AGAIN).fitness().metric
     ev = SupernetEvaluator(loaded.supernet, dev, seq_len=loaded.config.train.seq_len, fitness=fitness)
     rows = []
     for arm in ctx.plan.arms:

@@ -32,9 +32,9 @@ from lvsearch.eval.finetune import FAILED_TEXT
 from lvsearch.eval.floors import NOT_ARCH_EFFECT, NOT_PAST_FLOOR
 from lvsearch.eval.report import read_report
 from lvsearch.io import atomic_write_bytes, copy_file, read_json
-from lvsearch.quickstart.files import Rank, RetrainRunConfig, RetrainSummary, SearchPick, SearchState, read_stage_file
+from lvsearch.quickstart.files import QUICKSTART_AGAIN, Rank, RetrainRunConfig, RetrainSummary, read_stage_file
+from lvsearch.search.folder import TOPK, SearchFolder
 from lvsearch.quickstart.plan import ARM_TITLES, STAGE_ORDER, make_plan
-from lvsearch.search.fitness import Fitness
 
 if TYPE_CHECKING:  # pragma: no cover
     from lvsearch.quickstart.job import Context
@@ -286,13 +286,13 @@ def _interval(d: dict) -> str:
 def search_fitness_phrase(folder: Path) -> str:
     """How the search in ``folder`` scored candidates, for the report: the fitness, the dev
     sequences and masked targets, and the racing rungs (from ``state.json`` and ``noise.json``)."""
-    state = read_json(folder / "state.json", what="search state")
+    search = SearchFolder(folder, regenerate=QUICKSTART_AGAIN)
+    state = search.state()
     extra = state.get("extra") or {}
-    metric = Fitness.of_record(extra).metric
     n = extra.get("dev_sequences")
-    noise = folder / "noise.json"
-    targets = read_json(noise, what="search fitness noise").get("targets") if noise.is_file() else None
-    what = Fitness.parse(metric).description
+    noise = search.noise()
+    targets = noise.get("targets") if noise is not None else None
+    what = search.fitness(state).description
     text = f"fitness {what} on {n} fixed masked dev sequences" + (f" ({targets:,} masked targets)" if targets else "")
     racing = extra.get("racing") or {}
     if racing.get("rungs"):
@@ -611,11 +611,10 @@ def write_quickstart_report(ctx: "Context") -> Path:
     if src.exists():
         copy_file(src, out / "search_curve.png")
         w("![search curve](search_curve.png)\n")
-    ea_best = read_stage_file(ctx.search_dir / "best.json", SearchPick, what="search pick")
-    rs_best = read_stage_file(ctx.search_dir / RANDOM_DIR / "best.json", SearchPick, what="search pick")
-    curve_ea = (read_stage_file(ctx.search_dir / "state.json", SearchState, what="search state").get("curve") or [{}])[-1]
-    curve_rs = (read_stage_file(ctx.search_dir / RANDOM_DIR / "state.json", SearchState,
-                                what="search state").get("curve") or [{}])[-1]
+    ea_search = SearchFolder(ctx.search_dir, regenerate=QUICKSTART_AGAIN)
+    rs_search = ea_search.control()
+    ea_best, rs_best = ea_search.best(), rs_search.best()
+    curve_ea, curve_rs = (ea_search.curve()[-1:] or [{}])[0], (rs_search.curve()[-1:] or [{}])[0]
     w(f"Both searches made {plan.population} × {plan.iterations} = {plan.population * plan.iterations} evaluations "
       f"(supernet weights; {search_fitness_phrase(ctx.search_dir)}). Best supernet fitness: "
       f"EA {_fmt(ea_best['meta']['fitness'])} (`{Arch.from_dict(ea_best).compact}`), random search "
@@ -720,9 +719,9 @@ def fingerprint_section(out: Path, names: dict[str, list[str]]) -> list[str]:
             lines.append(f"| {n} | `{sha256_file(f)[:16]}` |" if f.is_file() else f"| {n} | missing |")
     lines.append("")
     for label, folder in (("EA", out / "search"), ("random search", out / "search" / "random")):
-        topk = folder / "topk.json"
-        if topk.is_file():
-            rec = read_json(topk, what="search top-k")
+        search = SearchFolder(folder, regenerate=QUICKSTART_AGAIN)
+        if (folder / TOPK).is_file():
+            rec = search.topk_record()
             keys = [f"`{r['key']}` {r['fitness']:.4f}" for r in (rec.get("topk") or [])[:5]]
             lines.append(f"{label} top-{len(keys)} (of {len(rec.get('topk') or [])}, iteration {rec.get('iteration')}): "
                          + ", ".join(keys) + ".")
@@ -757,9 +756,9 @@ def search_noise_lines(*folders: Path) -> list[str]:
 
     lines = []
     for label, folder in zip(("EA", "random search"), folders):
-        path = folder / "noise.json"
-        if path.is_file():
-            text = "; ".join(noise_verdict(read_json(path, what="search fitness noise")))
+        noise = SearchFolder(folder, regenerate=QUICKSTART_AGAIN).noise()
+        if noise is not None:
+            text = "; ".join(noise_verdict(noise))
             lines.append(f"- {label} top-k: {text}.")
     return ([*lines, ""] if lines else [])
 

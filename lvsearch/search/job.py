@@ -35,6 +35,7 @@ from lvsearch.lock import holds_output
 from lvsearch.search.evaluator import Constraints, EvalResult, Racing
 from lvsearch.search.evolution import STATE, Search, SearchConfig, SearchResult, plot_curves, search_command
 from lvsearch.search.fitness import DEFAULT, Fitness
+from lvsearch.search.folder import RANDOM_DIR, SearchFolder
 from lvsearch.search.second_stage import SECOND_STAGE_DIR, SECOND_STAGE_FILE, SecondStage, SecondStageRecord
 
 #: Defaults of ``lvsearch evolve`` for a new search, chosen by measurement
@@ -52,7 +53,6 @@ DEFAULT_DEV_SEQUENCES: int | str | None = 1024
 
 OUTPUTS = (STATE, "history.jsonl", "topk.json", "best.json", "pareto.json", "search_curve.png", "noise.json",
            SECOND_STAGE_FILE)
-RANDOM_DIR = "random"
 #: How a damaged ``second_stage.json`` is written again (named by the fix).
 SECOND_STAGE_AGAIN = ("delete it and run the same evolve command with --resume (the second stage runs again; the "
                       "search is kept)")
@@ -143,8 +143,6 @@ def resolve_settings(out: str | Path, *, resume: bool, given: dict, fitness: str
         LvsearchError: ``--resume`` without a state, a damaged state, or other settings than the
             recorded ones.
     """
-    from lvsearch.io import read_json
-
     given = dict(given)
     if not resume:
         if "topk" not in given and "population" in given:
@@ -156,7 +154,7 @@ def resolve_settings(out: str | Path, *, resume: bool, given: dict, fitness: str
     path = Path(out) / STATE
     if not path.is_file():
         raise LvsearchError(f"--resume: {out} holds no search ({STATE} missing)", fix="start without --resume")
-    state = read_json(path, what="search state", regenerate=search_command(out))
+    state = SearchFolder(out).state()
     recorded = state.get("config") if isinstance(state, dict) else None
     if not isinstance(recorded, dict):
         raise LvsearchError(f"search state {path} is corrupted", fix="restore it, or start again with --overwrite")
@@ -227,7 +225,6 @@ def _load_few_shot(opts: EvolveOptions, loaded, out: Path, info):
             recorded in ``out``'s state.
     """
     from lvsearch import ui
-    from lvsearch.io import read_json
     from lvsearch.search.few_shot import FewShotSupernets
 
     split = None
@@ -244,7 +241,7 @@ def _load_few_shot(opts: EvolveOptions, loaded, out: Path, info):
                     "(init_from): they score with weights of their own")
     if opts.resume:
         try:
-            state = read_json(out / STATE, what="search state", regenerate=search_command(out))
+            state = SearchFolder(out).state()
         except LvsearchError:
             return split  # the search's own resume check reports it
         extra = state.get("extra") if isinstance(state, dict) else None
@@ -323,11 +320,10 @@ def _compare_picks(evaluator, folders: list[Path], out: Path, metric: str, show:
     the fitness's dev targets (:func:`lvsearch.search.noise.pick_comparison`), with what each
     search spent (``compute``: evaluations and dev-sequence passes per search), and its lines."""
     from lvsearch import ui
-    from lvsearch.io import atomic_write_json, read_json
+    from lvsearch.io import atomic_write_json
     from lvsearch.search.noise import pick_comparison, pick_comparison_lines
 
-    picks = [Arch.from_dict(read_json(f / "best.json", what="search pick", regenerate=search_command(out)))
-             for f in folders]
+    picks = [Arch.from_dict(SearchFolder(f, regenerate=search_command(out)).best()) for f in folders]
     rep = pick_comparison(evaluator.per_target(picks), picks[0].key, picks[1].key, metric)
     if compute is not None:
         rep["compute"] = compute
