@@ -16,7 +16,8 @@ import difflib
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, Union
 
 import yaml
 
@@ -394,14 +395,23 @@ def build_dataclass(cls: type, data: Any, source: str, prefix: str = "") -> Any:
     return cls(**kwargs)
 
 
-def parse_overrides(pairs: list[str]) -> dict:
-    """``["train.lr=3e-4", "model.hidden=128"]`` → nested dict; values parsed as YAML scalars.
+#: Recipe overrides: ``--set`` strings (``"train.lr=3e-4"``) or typed values by dotted key.
+Overrides = Union[Sequence[str], Mapping[str, Any]]
+
+
+def override_map(overrides: Overrides) -> dict[str, Any]:
+    """Recipe overrides as one flat mapping of dotted keys to typed values, later ones winning:
+    ``["train.lr=3e-4", "model.hidden=128"]`` (``--set`` strings: values parsed as YAML
+    scalars), or a mapping such as ``{"train.steps": 1800}`` taken as it is (what the quickstart
+    passes its stages: typed values, no YAML round trip).
 
     Raises:
         LvsearchError: an item is not ``key=value``.
     """
-    out: dict = {}
-    for pair in pairs:
+    if isinstance(overrides, Mapping):
+        return {str(k): v for k, v in overrides.items()}
+    out: dict[str, Any] = {}
+    for pair in overrides:
         key, sep, text = pair.partition("=")
         if not sep or not key:
             raise LvsearchError(f"--set {pair!r} is not key=value", fix="e.g. --set train.lr=3e-4")
@@ -409,12 +419,26 @@ def parse_overrides(pairs: list[str]) -> dict:
             value = yaml.safe_load(text) if text else ""
         except yaml.YAMLError:
             value = text
+        out[key] = value  # a later --set of the same key wins
+    return out
+
+
+def parse_overrides(overrides: Overrides) -> dict:
+    """Overrides (:func:`override_map`'s forms) → the nested mapping merged over a recipe:
+    ``{"train.lr": 3e-4}`` → ``{"train": {"lr": 3e-4}}``.
+
+    Raises:
+        LvsearchError: an item is not ``key=value``, or two overrides conflict
+            (``train=1`` and ``train.lr=…``).
+    """
+    out: dict = {}
+    for key, value in override_map(overrides).items():
         node = out
         parts = key.split(".")
         for part in parts[:-1]:
             node = node.setdefault(part, {})
             if not isinstance(node, dict):
-                raise LvsearchError(f"--set {pair!r} conflicts with another --set of {part}")
+                raise LvsearchError(f"--set {key}={value!r} conflicts with another --set of {part}")
         node[parts[-1]] = value
     return out
 
@@ -461,7 +485,8 @@ def _check_recipe_kind(cls: type, raw: dict, source: str) -> None:
             )
 
 
-def load_config(cls: type, recipe: str | dict | None, overrides: list[str] = ()) -> tuple[Any, dict]:  # type: ignore[assignment]
+def load_config(cls: type, recipe: str | dict | None,
+                overrides: Overrides = ()) -> tuple[Any, dict]:  # type: ignore[assignment]
     """Read a recipe (optional: a YAML path or bundled name, or an already built mapping such as
     :func:`lvsearch.train.supernet.sub_supernet_recipe`'s) + ``--set`` overrides into dataclass ``cls``.
 
@@ -485,7 +510,7 @@ def load_config(cls: type, recipe: str | dict | None, overrides: list[str] = ())
         if not isinstance(raw, dict):
             raise LvsearchError(f"recipe {path} must be a YAML mapping of sections", fix="see recipes/quickstart.yaml")
     _check_recipe_kind(cls, raw, source)
-    over = parse_overrides(list(overrides))
+    over = parse_overrides(overrides)
     merged = _merge(raw, over)
     where = source + (" with --set overrides" if overrides else "")
     config = build_dataclass(cls, merged, where)

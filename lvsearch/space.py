@@ -173,6 +173,24 @@ class SearchSpace:
         """True when connectivity is searched (``elc``), False for the sequential stack."""
         return self.connectivity == "elc"
 
+    @classmethod
+    def resolve(cls, name_or_path: str | os.PathLike, num_slots: int | None = None, *,
+                source: str = "recipe") -> "SearchSpace":
+        """The one rule from a recipe's (or a flag's) ``space`` and ``num_slots`` to a space:
+        :meth:`load` it, then resize it to ``num_slots`` when that is given and differs
+        (``NAME@N``, :meth:`with_num_slots`). A bare family name (``lvbert``) thus names the
+        family at any depth, and ``NAME@N`` a fixed depth.
+
+        Raises:
+            LvsearchError: as :meth:`load`, or ``num_slots`` below 1 (naming ``source``).
+        """
+        space = cls.load(name_or_path)
+        if num_slots is None or num_slots == space.num_slots:
+            return space
+        if num_slots < 1:
+            raise LvsearchError(f"{source}: num_slots must be ≥ 1, got {num_slots}", fix="e.g. num_slots=12")
+        return space.with_num_slots(int(num_slots))
+
     def with_num_slots(self, n: int) -> "SearchSpace":
         """The same space with ``n`` slots (recipes shrink spaces for CPU runs).
 

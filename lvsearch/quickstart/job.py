@@ -261,15 +261,16 @@ def _warmup(recipe: str, cls: type, steps: int) -> int:
     return max(1, min(cfg.train.warmup_steps, steps // 8))
 
 
-def supernet_overrides(ctx: Context) -> list[str]:
-    """``--set`` overrides of the supernet recipe: space, steps, warm-up, eval/checkpoint cadence."""
+def supernet_overrides(ctx: Context) -> dict:
+    """Typed overrides of the supernet recipe (dotted keys, :func:`lvsearch.config.override_map`):
+    space, steps, warm-up, eval/checkpoint cadence."""
     from lvsearch.config import SupernetConfig
 
     p = ctx.plan
-    return [f"space={ctx.settings.space}", f"train.steps={p.supernet_steps}",
-            f"train.warmup_steps={_warmup(ctx.settings.supernet_recipe, SupernetConfig, p.supernet_steps)}",
-            f"train.eval_every={max(10, p.supernet_steps // 4)}", f"train.checkpoint_every={max(10, p.supernet_steps // 10)}",
-            f"eval.dev_sequences={p.supernet_dev_sequences}"]
+    return {"space": ctx.settings.space, "train.steps": p.supernet_steps,
+            "train.warmup_steps": _warmup(ctx.settings.supernet_recipe, SupernetConfig, p.supernet_steps),
+            "train.eval_every": max(10, p.supernet_steps // 4), "train.checkpoint_every": max(10, p.supernet_steps // 10),
+            "eval.dev_sequences": p.supernet_dev_sequences}
 
 
 def stage_supernet(ctx: Context) -> dict:
@@ -382,18 +383,18 @@ def supernet_slots(ctx: Context) -> int:
     return build_space(cfg).num_slots
 
 
-def retrain_overrides(ctx: Context, seed: int) -> list[str]:
-    """Recipe overrides shared by every retrained arm (only ``train.seed`` differs by seed)."""
+def retrain_overrides(ctx: Context, seed: int) -> dict:
+    """Typed recipe overrides shared by every retrained arm (only ``train.seed`` differs by seed)."""
     from lvsearch.config import RetrainConfig
 
     p = ctx.plan
     slots = supernet_slots(ctx)
     # The recipe's 40% masking is measured for MLM only; ELECTRA keeps its paper rate (15%).
-    electra = ["masking.probability=0.15"] if ctx.settings.objective == "electra" else []
-    return [f"space={ctx.settings.space}", f"num_slots={slots}", f"objective={ctx.settings.objective}", *electra,
-            f"train.steps={p.retrain_steps}", f"train.eval_every={p.curve_every}", f"train.seed={seed}",
-            f"train.warmup_steps={_warmup(ctx.settings.retrain_recipe, RetrainConfig, p.retrain_steps)}",
-            f"train.checkpoint_every={max(p.curve_every, p.retrain_steps // 6)}", f"eval.dev_sequences={p.curve_sequences}"]
+    electra = {"masking.probability": 0.15} if ctx.settings.objective == "electra" else {}
+    return {"space": ctx.settings.space, "num_slots": slots, "objective": ctx.settings.objective, **electra,
+            "train.steps": p.retrain_steps, "train.eval_every": p.curve_every, "train.seed": seed,
+            "train.warmup_steps": _warmup(ctx.settings.retrain_recipe, RetrainConfig, p.retrain_steps),
+            "train.checkpoint_every": max(p.curve_every, p.retrain_steps // 6), "eval.dev_sequences": p.curve_sequences}
 
 
 def retrain_kwargs(ctx: Context, arm: str, seed: int, run: Path) -> dict | None:
@@ -405,7 +406,7 @@ def retrain_kwargs(ctx: Context, arm: str, seed: int, run: Path) -> dict | None:
     partial = status == "partial"
     return {"arch_spec": None if partial else arm_arch_spec(ctx, arm),
             "recipe": None if partial else ctx.settings.retrain_recipe, "data_dir": str(ctx.data_dir), "out": str(run),
-            "overrides": [] if partial else retrain_overrides(ctx, seed), "resume": partial,
+            "overrides": {} if partial else retrain_overrides(ctx, seed), "resume": partial,
             "overwrite": status == "new" and run.exists(), "device": ctx.device}
 
 

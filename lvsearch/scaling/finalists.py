@@ -73,7 +73,7 @@ from typing import Any
 
 from lvsearch import __version__
 from lvsearch.arch import ARCH_FORMAT, Arch, resolve_arch
-from lvsearch.config import RetrainConfig, load_config, to_jsonable
+from lvsearch.config import Overrides, RetrainConfig, load_config, override_map, to_jsonable
 from lvsearch.errors import LvsearchError
 from lvsearch.faults import kill_point
 from lvsearch.io import atomic_write_json, check_same_settings, check_writable_folder, guard_output, read_json
@@ -239,7 +239,7 @@ class _Job:
     def __init__(self, out: Path, finalists: list[Finalist], config: RetrainConfig, recipe, overrides, data_dir,
                  data, opts: FinalistOptions, device: str, show_progress: bool):
         self.out, self.finalists, self.config, self.opts = out, finalists, config, opts
-        self.recipe, self.overrides, self.data_dir, self.data = recipe, list(overrides), data_dir, data
+        self.recipe, self.overrides, self.data_dir, self.data = recipe, override_map(overrides), data_dir, data
         self.device, self.show_progress = device, show_progress
         self.budget = config.train.steps
         self.rungs = halving_rungs(self.budget, len(finalists), opts.eta)
@@ -310,7 +310,7 @@ class _Job:
         stop = None if target == self.budget else target
         if reached == 0:  # new, or started without reaching a checkpoint: start over
             retrain(str(self.arch_file(name)), self.recipe, self.data_dir, run,
-                    overrides=[*self.overrides, f"train.steps={self.budget}"], overwrite=True,
+                    overrides={**self.overrides, "train.steps": self.budget}, overwrite=True,
                     device=self.device, show_progress=self.show_progress, stop_at=stop)
         else:
             retrain(None, None, self.data_dir, run, resume=True, device=self.device,
@@ -387,7 +387,7 @@ def run_finalists(
     out: str | Path,
     options: FinalistOptions,
     *,
-    overrides: list[str] = (),  # type: ignore[assignment]
+    overrides: Overrides = (),  # type: ignore[assignment]
     overwrite: bool = False,
     device: str = "auto",
     show_progress: bool = True,
@@ -432,9 +432,9 @@ def run_finalists(
     from lvsearch.train.retrain import space_from_arch_file
 
     # the space follows a top-k file that records it (as a single arch file in retrain does)
-    overrides = space_from_arch_file(arch_spec, list(overrides))
-    extra = [f"train.steps={o.budget}"] if o.budget is not None else []
-    config, _ = load_config(RetrainConfig, recipe, [*overrides, *extra])
+    overrides = space_from_arch_file(arch_spec, overrides)
+    extra = {"train.steps": o.budget} if o.budget is not None else {}
+    config, _ = load_config(RetrainConfig, recipe, {**overrides, **extra})
     budget = config.train.steps
     halving_rounds(o.finalists, o.eta)
     finalists = resolve_finalists(arch_spec, o.finalists, config, data)
@@ -447,7 +447,7 @@ def run_finalists(
             fix=f"set train.eval_every to a divisor of {rungs[0]} (e.g. --set train.eval_every={_divisor(rungs[0], t.eval_every)}) "
                 f"or make --budget a multiple of {budget // rungs[0] * max(t.eval_every, 1)}",
         )
-    job = _Job(out, finalists, config, recipe, [*overrides, *extra], data_dir, data, o, device, show_progress)
+    job = _Job(out, finalists, config, recipe, {**overrides, **extra}, data_dir, data, o, device, show_progress)
     if job.wsd and (rungs[-1] > job.predict_steps or rungs[0] < t.warmup_steps):
         raise LvsearchError(
             f"train.schedule wsd: the rungs ({', '.join(map(str, rungs))} steps) must lie in the stable phase, "

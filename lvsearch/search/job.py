@@ -514,11 +514,9 @@ def evolve(opts: EvolveOptions, config: SearchConfig, *, show_progress: bool = T
                                     fix=f"pass a bound above 0 (e.g. {flag} 5e6), or omit {flag} for no bound")
         loaded = load_supernet(opts.supernet, device=info.device)
         if opts.space is not None:
-            want = SearchSpace.load(opts.space)
-            if "@" not in opts.space and want.num_slots != loaded.space.num_slots:
-                # A bare family name ("lvbert") names the family at any depth: recipes shrink
-                # spaces to NAME@N, and the supernet fixes N.
-                want = want.with_num_slots(loaded.space.num_slots)
+            # a bare family name ("lvbert") names the family at any depth: the supernet fixes N
+            want = SearchSpace.resolve(opts.space, None if "@" in opts.space else loaded.space.num_slots,
+                                       source="--space")
             if want.to_dict() | {"name": "", "description": ""} != loaded.space.to_dict() | {"name": "", "description": ""}:
                 raise LvsearchError(
                     f"--space {opts.space} ({want.num_slots} slots, ops {','.join(want.ops)}, {want.connectivity}) does "

@@ -34,6 +34,7 @@ MLM accuracy — the generator's for ELECTRA — is above the neighbour-count fl
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -42,7 +43,7 @@ from torch import nn
 
 from lvsearch import __version__, tracking
 from lvsearch.arch import Arch, resolve_arch
-from lvsearch.config import MODEL_SIZES, RetrainConfig, to_jsonable
+from lvsearch.config import MODEL_SIZES, Overrides, RetrainConfig, override_map, to_jsonable
 from lvsearch.data.loader import fixed_dev_set
 from lvsearch.data.masking import IGNORE_INDEX
 from lvsearch.data.shards import TOKENIZER, PreparedData
@@ -319,7 +320,7 @@ def retrain(
     data_dir: str | Path,
     out: str | Path,
     *,
-    overrides: list[str] = (),  # type: ignore[assignment]
+    overrides: Overrides = (),  # type: ignore[assignment]
     resume: bool = False,
     overwrite: bool = False,
     device: str = "auto",
@@ -355,12 +356,13 @@ def retrain(
         if not resume and arch_spec is None:
             raise LvsearchError("--arch is required for a new run", fix="e.g. --arch best.json or --arch bert")
         resolved: list[Arch] = []
+        overrides = override_map(overrides)
         if not resume:
-            overrides = space_from_arch_file(arch_spec, list(overrides), info)
+            overrides = space_from_arch_file(arch_spec, overrides, info)
         elif recipe or overrides:
             # the same command again (+ --resume) must resolve to the recorded config: the space
             # a new run took from its architecture file is the default here too
-            overrides = _recorded_space(out, list(overrides))
+            overrides = _recorded_space(out, overrides)
 
         def check_new(config: RetrainConfig) -> None:
             if arch_spec is not None and Path(str(arch_spec)).is_file():
@@ -369,7 +371,7 @@ def retrain(
             resolved.append(resolve_arch(arch_spec, recipe_space(config, None, arch_spec)))
 
         config, recorded = select_config(
-            out, RetrainConfig, RUN_FORMAT, recipe, list(overrides), resume=resume, overwrite=overwrite, data=data,
+            out, RetrainConfig, RUN_FORMAT, recipe, overrides, resume=resume, overwrite=overwrite, data=data,
             info=info, check_new=check_new,
         )
         if resume:
@@ -558,16 +560,16 @@ def run_floors(data: PreparedData, dev, train_cfg, steps: int, final_eval: dict)
             "beats_floor": None if acc is None else beats_floor(acc, floors)}
 
 
-def space_from_arch_file(arch_spec: str | None, overrides: list[str], info=None) -> list[str]:
+def space_from_arch_file(arch_spec: str | None, overrides: Overrides, info=None) -> dict[str, Any]:
     """``overrides`` plus ``space=NAME`` when ``arch_spec`` is an architecture file that records
     the search space it was searched in (``best.json``/``topk`` files written by ``evolve``,
     ``finalists``) and no ``--set space=`` was given: the space follows the architecture (an
     ELC architecture from an ``lvbert-elc`` search retrains in ``lvbert-elc`` whatever the
     recipe's default). A recorded name that does not load (a custom space file moved away)
-    is ignored, and the recipe's space applies."""
-    if arch_spec is None or not Path(arch_spec).is_file():
-        return overrides
-    if any(o.split("=", 1)[0].strip() == "space" for o in overrides):
+    is ignored, and the recipe's space applies. Returns the overrides as
+    :func:`lvsearch.config.override_map` gives them."""
+    overrides = override_map(overrides)
+    if arch_spec is None or not Path(arch_spec).is_file() or "space" in overrides:
         return overrides
     try:
         recorded = read_json(arch_spec, what="architecture file").get("space")
@@ -581,20 +583,20 @@ def space_from_arch_file(arch_spec: str | None, overrides: list[str], info=None)
 
         ui.console.print(f"search space {recorded} (recorded in {arch_spec}; --set space=NAME to change it)",
                          highlight=False)
-    return [*overrides, f"space={recorded}"]
+    return {**overrides, "space": recorded}
 
 
-def _recorded_space(out: Path, overrides: list[str]) -> list[str]:
+def _recorded_space(out: Path, overrides: dict[str, Any]) -> dict[str, Any]:
     """``overrides`` plus ``space=`` the run in ``out`` recorded, unless one is given (a resume
     that repeats the original ``--config``/``--set`` without the space it took from
     ``best.json``). Unreadable run folders are left to the resume checks."""
-    if any(o.split("=", 1)[0].strip() == "space" for o in overrides):
+    if "space" in overrides:
         return overrides
     try:
         space = read_json(out / "config.json", what="run config")["config"]["space"]
     except (LvsearchError, KeyError, TypeError):
         return overrides
-    return [*overrides, f"space={space}"] if isinstance(space, str) and space else overrides
+    return {**overrides, "space": space} if isinstance(space, str) and space else overrides
 
 
 def recipe_space(config: RetrainConfig, num_slots: int | None, arch_spec: str | None = None) -> SearchSpace:
@@ -605,8 +607,7 @@ def recipe_space(config: RetrainConfig, num_slots: int | None, arch_spec: str | 
     Raises:
         LvsearchError: an unknown space, or an unreadable architecture file.
     """
-    space = SearchSpace.load(config.space)
     n = config.num_slots or num_slots
     if n is None and arch_spec is not None and Path(arch_spec).is_file():
         n = Arch.from_json(arch_spec).num_slots
-    return space.with_num_slots(n) if n and n != space.num_slots else space
+    return SearchSpace.resolve(config.space, n)

@@ -22,7 +22,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Callable
 
-from lvsearch.config import build_dataclass, load_config, to_jsonable
+from lvsearch.config import Overrides, build_dataclass, load_config, to_jsonable
 from lvsearch.errors import LvsearchError
 from lvsearch.io import check_writable_folder, copy_file, differing_keys, guard_output, read_json
 from lvsearch.train.checkpoint import CHECKPOINTS, latest_checkpoint, latest_step, verify_checkpoint
@@ -89,7 +89,7 @@ def read_run_config(run_dir: Path, run_format: str, cls: type, *, missing_fix: s
     return build_dataclass(cls, recorded["config"], str(run_dir / CONFIG)), recorded
 
 
-def resume_config(out: Path, cls: type, run_format: str, recipe: str | dict | None, overrides: list[str]) -> tuple[Any, dict]:
+def resume_config(out: Path, cls: type, run_format: str, recipe: str | dict | None, overrides: Overrides) -> tuple[Any, dict]:
     """The recorded configuration of the run in ``out`` (for ``--resume``).
 
     Raises:
@@ -150,7 +150,7 @@ def select_config(
     cls: type,
     run_format: str,
     recipe: str | dict | None,
-    overrides: list[str],
+    overrides: Overrides,
     *,
     resume: bool,
     overwrite: bool,

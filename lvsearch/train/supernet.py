@@ -34,7 +34,7 @@ import torch
 
 from lvsearch import __version__, tracking
 from lvsearch.arch import Arch, resolve_arch
-from lvsearch.config import SamplingConfig, SupernetConfig, to_jsonable
+from lvsearch.config import Overrides, SamplingConfig, SupernetConfig, override_map, to_jsonable
 from lvsearch.data.loader import DevSet, fixed_dev_set
 from lvsearch.data.masking import IGNORE_INDEX
 from lvsearch.data.shards import PreparedData
@@ -149,13 +149,8 @@ def warm_start(supernet: Supernet, run: str | Path, space: SearchSpace, dims) ->
 
 
 def build_space(config: SupernetConfig, source: str = "recipe") -> SearchSpace:
-    """The search space of a recipe, shrunk to ``num_slots`` when set."""
-    space = SearchSpace.load(config.space)
-    if config.num_slots is not None and config.num_slots != space.num_slots:
-        if config.num_slots < 1:
-            raise LvsearchError(f"{source}: num_slots must be ≥ 1")
-        space = space.with_num_slots(config.num_slots)
-    return space
+    """The search space of a recipe, sized to ``num_slots`` when set (:meth:`SearchSpace.resolve`)."""
+    return SearchSpace.resolve(config.space, config.num_slots, source=source)
 
 
 def resolve_panel(names: list[str], space: SearchSpace) -> tuple[dict[str, Arch], list[str]]:
@@ -231,7 +226,7 @@ def train_supernet(
     data_dir: str | Path,
     out: str | Path,
     *,
-    overrides: list[str] = (),  # type: ignore[assignment]
+    overrides: Overrides = (),  # type: ignore[assignment]
     resume: bool = False,
     overwrite: bool = False,
     device: str = "auto",
@@ -254,7 +249,7 @@ def train_supernet(
     try:
         data = PreparedData.open(data_dir)
         config, _ = select_config(
-            out, SupernetConfig, RUN_FORMAT, recipe, list(overrides), resume=resume, overwrite=overwrite, data=data, info=info
+            out, SupernetConfig, RUN_FORMAT, recipe, override_map(overrides), resume=resume, overwrite=overwrite, data=data, info=info
         )
         finished = finished_summary(out, config.train.steps) if resume else None
         if finished is not None:
