@@ -154,8 +154,8 @@ class SearchConfig:
         for name, other in STRATEGIES.items():  # another strategy's settings are refused
             given = [f for f in other.settings if f not in strategy.settings and getattr(c, f) is not None]
             if given:
-                raise LvsearchError(f"{' and '.join('--' + f for f in other.settings)} are settings of --strategy {name}",
-                                    fix=f"pass --strategy {name}, or drop them")
+                flags = " and ".join("--" + f for f in other.settings)
+                raise LvsearchError(f"{flags} are settings of --strategy {name}", fix=f"pass --strategy {name}, or drop them")
         strategy.resolve(c)
         return c
 

@@ -25,7 +25,8 @@ class Evolution(Strategy):
     @classmethod
     def resolve(cls, config: "SearchConfig") -> None:
         if config.crossover > 0 and config.topk < 2:
-            raise LvsearchError("crossover needs --topk ≥ 2 (two distinct parents)", fix="raise --topk or set --crossover 0")
+            raise LvsearchError("crossover needs --topk ≥ 2 (two distinct parents)",
+                                fix="raise --topk or set --crossover 0")
 
     def next_population(self) -> list[str]:
         n = self.search.batch_size(self.config.population)
