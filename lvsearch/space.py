@@ -17,7 +17,7 @@ output ``n-1`` and may mix any earlier output ``0..n-2`` (ELC-BERT, Charpentier 
 sampling (single-path sampling of the supernet, LV-BERT eq. 6-7) and mutation (LV-BERT
 section 3.3 evolution). All randomness comes from a ``random.Random`` passed in, so a seeded
 run is reproducible. Crossover is DEAP's (``cxUniform`` / ``cxOnePoint`` / ``cxTwoPoint`` on
-the slot list, registered by :class:`lvsearch.search.evolution.Search`).
+the slot list, registered by :class:`lvsearch.search.strategies.breeding.Breeding`).
 """
 
 from __future__ import annotations

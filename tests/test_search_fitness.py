@@ -264,9 +264,10 @@ def test_aging_evolution_keeps_the_population_size_and_ages_out_the_oldest():
 
     def check(search, t):
         keys = [h["key"] for h in search.history]
-        assert len(search.queue) == search.config.population
-        assert search.queue == keys[-search.config.population:]  # the newest P, oldest first
-        seen_queues.append(list(search.queue))
+        queue = search.strategy.queue
+        assert len(queue) == search.config.population
+        assert queue == keys[-search.config.population:]  # the newest P, oldest first
+        seen_queues.append(list(queue))
 
     cfg = SearchConfig(strategy="aging", population=8, iterations=5, topk=3, seed=2, tournament=3, cycle=3)
     res = Search(space, _toy(space, target), cfg, on_iteration=check).run()

@@ -59,9 +59,17 @@ def _dev_count(text: str) -> int | str:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    """Add ``evolve``, ``arch`` and ``rank-check`` to the command line."""
+    _register_evolve(sub)
+    _register_arch(sub)
+    _register_rank_check(sub)
+
+
+def _register_evolve(sub: argparse._SubParsersAction) -> None:
     from lvsearch.argtypes import finite_float, float_in
     from lvsearch.search.fitness import METRICS
     from lvsearch.search.job import DEFAULT_DEV_SEQUENCES, DEFAULT_FITNESS, DEFAULT_RACING
+    from lvsearch.search.strategies import STRATEGIES
 
     p = sub.add_parser(
         "evolve",
@@ -95,7 +103,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "sequences costs 64); strategies given one budget compare at equal compute "
                         "(default: no budget, --iterations decides)")
     p.add_argument("--topk", type=int, default=None, help="size of the top-k set (default min(10, P))")
-    p.add_argument("--strategy", choices=["evolution", "random", "nsga2", "aging"], default=None,
+    p.add_argument("--strategy", choices=list(STRATEGIES), default=None,
                    help="default: evolution (LV-BERT); aging = regularized evolution (Real et al. 2019)")
     p.add_argument("--tournament", type=int, default=None, metavar="S", help="aging: tournament size (default P/4)")
     p.add_argument("--cycle", type=int, default=None, metavar="N", help="aging: children evaluated together (default P/4)")
@@ -152,6 +160,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     tracking.add_argument(p)
     p.set_defaults(func=_evolve)
 
+
+def _register_arch(sub: argparse._SubParsersAction) -> None:
     a = sub.add_parser("arch", help="inspect architectures", description="Inspect architecture files and names.")
     a.set_defaults(group_parser=a)
     asub = a.add_subparsers(dest="arch_command", metavar="SUBCOMMAND")
@@ -163,6 +173,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     show.add_argument("--supernet", default=None, metavar="RUN", help="trained supernet: adds α weights, params, FLOPs")
     show.add_argument("--space", default=None, metavar="NAME", help="search space (needed for names without --supernet)")
     show.set_defaults(func=_arch_show)
+
+
+def _register_rank_check(sub: argparse._SubParsersAction) -> None:
+    from lvsearch.search.fitness import METRICS
+    from lvsearch.search.job import DEFAULT_FITNESS
 
     r = sub.add_parser(
         "rank-check",

@@ -1,23 +1,18 @@
-"""Evolutionary search on DEAP: LV-BERT Algorithm 1, random search, NSGA-II; resumable.
+"""The search loop (:class:`Search`) and its settings (:class:`SearchConfig`); resumable.
 
-**Evolution** (default; LV-BERT, Yu et al. 2021, §3.3 Algorithm 1): a random initial population
-of ``P`` architectures; at every iteration the population is evaluated, the top-k set (best
-``k`` over everything evaluated so far) is updated, and the next population is made of
-``N_cro`` children of crossover between two distinct random top-k parents (uniform per slot,
-one-point or two-point; ``deap.tools.cxUniform/cxOnePoint/cxTwoPoint`` on the slot list) and
-``N_mut`` children of mutation of a random top-k parent (each slot's op re-drawn with
-probability ``p``, as LV-BERT; in elc spaces each optional input flipped with its own rate,
-0 by default, :meth:`SearchSpace.mutate`; or the one-op neighbourhood move,
-:meth:`SearchSpace.mutate_one_op`). Paper defaults ``P = 50, T = 20, N_cro = N_mut = 25,
-p = 0.1, k = 10``. ``N_cro + N_mut`` must equal ``P`` (then every strategy makes ``P × T``
-evaluations).
+One search evaluates populations of architectures on the evaluator, keeps the history, the
+top-k set (best ``k`` complete candidates over everything evaluated, ranked by fitness), the
+curve and the compute spent, and saves its state after every iteration. What the populations
+are is its strategy's (one module each in :mod:`lvsearch.search.strategies`, behind the
+:class:`~lvsearch.search.strategies.base.Strategy` contract): ``evolution`` (LV-BERT
+Algorithm 1, the default), ``aging`` (regularized evolution), ``random`` and ``nsga2``. ``N_cro
++ N_mut`` must equal ``P``, so every strategy makes ``P × T`` evaluations.
 
 **Racing and the breeding pool.** Under racing (:class:`lvsearch.search.evaluator.Racing`) only
 about ``P / eta²`` of a batch are scored on the whole dev set, and only those may enter the
-top-k. Every strategy therefore asks each batch to complete what the top-k still lacks
-(:attr:`Search.min_complete`): the top-k holds ``k`` complete members from the first
-iteration on (before, an EA with ``P = 20, k = 10`` bred from 2, 4, 6, … parents: a local
-search around the first batch's best two).
+top-k. Every batch therefore asks to complete what the top-k still lacks
+(:attr:`Search.min_complete`), so the top-k holds ``k`` complete members from the first
+iteration on.
 
 **Compute.** Every result records the dev sequences it was scored on; the search counts them
 (``passes``, in the state and on every curve point). With a ``budget`` in passes the search
@@ -25,39 +20,12 @@ also stops once it is spent, the last batch cut to what still fits, so strategie
 budget compare at equal compute (``evolve --compare-random`` gives random search the EA's
 passes and the same seed: the same first population).
 
-**Random search**: every iteration ``P`` new uniformly sampled architectures, same outputs and
-same number of evaluations (or, with a budget, the same dev-sequence passes).
-
-**Aging evolution** (regularized evolution, Real et al. 2019, Algorithm 1): the population is
-a queue of the ``P`` most recently evaluated architectures (first the random initial
-population). Every child is made by tournament selection — ``S`` members drawn uniformly
-without replacement, the one with the best fitness is the parent (ties: the first drawn) —
-and mutation; after it is evaluated it joins the queue and the oldest member leaves, so the
-queue always holds ``P`` architectures and every one dies after ``P`` newer evaluations,
-however good its (noisy) fitness. Under racing the members of a tournament are compared on
-the deepest racing level all of them reached (the same dev targets,
-:func:`lvsearch.search.evaluator.same_target_keys`). Children are evaluated ``cycle`` at a time (one batch for
-the prefix cache); an iteration makes ``P`` children, so ``P × T`` evaluations as for the
-other strategies.
-
-**NSGA-II** (Deb et al. 2002, ``deap.tools.selNSGA2``) on (accuracy ↑, params or FLOPs ↓):
-offspring (crossover and mutation of random parents of the current parent population) are
-evaluated and ``selNSGA2(parents + offspring, P)`` keeps the next parents; the Pareto front of
-everything evaluated is reported.
-
-Children policy (all strategies): a child that violates a constraint (max params/FLOPs) or
-duplicates an architecture already evaluated in this search or already in the next
-population is discarded and re-drawn (new parents, new crossover/mutation); after
-``max_redraws`` failures a uniformly random architecture is drawn instead. So every iteration
-evaluates ``P`` new, valid architectures; nothing invalid is ever kept. The evaluator's memo
-still guarantees that no architecture is scored twice (e.g. across an EA and the random search
-sharing one evaluator).
-
-All randomness is Python's global ``random`` (which DEAP's operators use), seeded from the
-search seed; its state (and numpy's and torch's) is saved after every iteration in the state
-file, so a resumed search continues the identical random stream.
+The children policy (new, valid, unseen; re-drawn otherwise) is
+:mod:`lvsearch.search.strategies.breeding`. The evaluator's memo still guarantees that no
+architecture is scored twice. All randomness is Python's global ``random`` (which DEAP's
+operators use), seeded from the search seed; its state (and numpy's and torch's) is saved after
+every iteration in the state file, so a resumed search continues the identical random stream.
 """
-
 from __future__ import annotations
 
 import random
@@ -71,19 +39,13 @@ from lvsearch.errors import LvsearchError
 from lvsearch.faults import kill_point
 from lvsearch.io import differing_keys
 from lvsearch.search.evaluator import BaseEvaluator, EvalResult
+from lvsearch.search.folder import search_command
+from lvsearch.search.strategies import DEFAULT_STRATEGY, STRATEGIES
+from lvsearch.search.strategies.breeding import deap_creator
 from lvsearch.space import SearchSpace
 
 STATE_FORMAT = "lvsearch.search-state/v1"
 STATE = "state.json"
-
-
-def search_command(out: str | Path) -> str:
-    """The command that writes the search in ``out`` anew (named by the fix for a damaged
-    ``state.json``, ``topk.json`` or ``best.json``)."""
-    return f"lvsearch evolve --supernet SUPERNET --out {out} --overwrite (runs the search again)"
-
-
-STRATEGIES = ("evolution", "random", "nsga2", "aging")
 CROSSOVER_KINDS = ("uniform", "one-point", "two-point")
 #: Mutation moves: ``redraw`` (LV-BERT: each op re-drawn with p, each optional input flipped
 #: with the input rate) or ``one-op`` (exactly one slot's op changed to another op; the
@@ -127,7 +89,7 @@ class SearchConfig:
         cycle: aging only: children evaluated together (default ``max(1, P // 4)``).
     """
 
-    strategy: str = "evolution"
+    strategy: str = DEFAULT_STRATEGY
     population: int = 50
     iterations: int = 20
     crossover: int | None = None
@@ -149,8 +111,9 @@ class SearchConfig:
 
         Raises:
             LvsearchError: unknown strategy/crossover kind/cost, population < 2, topk outside
-                1..population, iterations < 1, p outside [0, 1], or crossover + mutation ≠
-                population.
+                1..population, iterations < 1, p outside [0, 1], crossover + mutation ≠
+                population, another strategy's setting, or one of the strategy's own out of
+                range (:meth:`Strategy.resolve`).
         """
         c = SearchConfig(**asdict(self))
         if c.strategy not in STRATEGIES:
@@ -188,20 +151,13 @@ class SearchConfig:
                 "(every iteration evaluates a full population)",
                 fix=f"e.g. --crossover {c.population // 2} --mutation {c.population - c.population // 2}",
             )
-        if c.strategy == "aging":
-            c.tournament = max(2, c.population // 4) if c.tournament is None else c.tournament
-            c.cycle = max(1, c.population // 4) if c.cycle is None else c.cycle
-            if not 1 <= c.tournament <= c.population:
-                raise LvsearchError(f"--tournament {c.tournament} must be between 1 and --population {c.population}",
-                                    fix=f"e.g. --tournament {max(2, c.population // 4)}")
-            if not 1 <= c.cycle <= c.population:
-                raise LvsearchError(f"--cycle {c.cycle} must be between 1 and --population {c.population}",
-                                    fix=f"e.g. --cycle {max(1, c.population // 4)}")
-        elif c.tournament is not None or c.cycle is not None:
-            raise LvsearchError("--tournament and --cycle are settings of --strategy aging",
-                                fix="pass --strategy aging, or drop them")
-        if c.strategy == "evolution" and c.crossover > 0 and c.topk < 2:
-            raise LvsearchError("crossover needs --topk ≥ 2 (two distinct parents)", fix="raise --topk or set --crossover 0")
+        strategy = STRATEGIES[c.strategy]
+        for name, other in STRATEGIES.items():  # another strategy's settings are refused
+            given = [f for f in other.settings if f not in strategy.settings and getattr(c, f) is not None]
+            if given:
+                flags = " and ".join("--" + f for f in other.settings)
+                raise LvsearchError(f"{flags} are settings of --strategy {name}", fix=f"pass --strategy {name}, or drop them")
+        strategy.resolve(c)
         return c
 
     def to_dict(self) -> dict:
@@ -217,17 +173,6 @@ class SearchConfig:
 
 
 # --------------------------------------------------------------------------- helpers
-def _deap():
-    from deap import base, creator
-
-    if not hasattr(creator, "LvsFitnessMax"):
-        creator.create("LvsFitnessMax", base.Fitness, weights=(1.0,))
-        creator.create("LvsIndividual", list, fitness=creator.LvsFitnessMax)
-        creator.create("LvsFitnessMO", base.Fitness, weights=(1.0, -1.0))
-        creator.create("LvsIndividualMO", list, fitness=creator.LvsFitnessMO)
-    return creator
-
-
 def rng_state() -> dict:
     """Python ``random``, numpy and torch CPU RNG states as JSON-able data."""
     import numpy as np
@@ -283,12 +228,13 @@ class SearchResult:
 
 
 class Search:
-    """One resumable search (evolution, random or NSGA-II) driven by DEAP.
+    """One resumable search: the loop around a strategy (:mod:`lvsearch.search.strategies`).
 
     Args:
         space: the search space (children are validated against it).
         evaluator: a :class:`BaseEvaluator` (supernet or plain function); shared memo.
-        config: :class:`SearchConfig` (resolved here).
+        config: :class:`SearchConfig` (resolved here); ``config.strategy`` names the strategy in
+            :data:`~lvsearch.search.strategies.STRATEGIES`.
         out: folder for the state file and outputs, or None (in memory only).
         write: whether this process writes files (rank 0 under torchrun).
         on_iteration: called as ``f(search, iteration)`` after each iteration (live table).
@@ -298,14 +244,18 @@ class Search:
         on_progress: called as ``f(stage, done, total)`` while a population is drawn and
             while it is scored (a first population of 100,000 takes minutes), e.g. with
             ``"iteration 1: drawing 100,000 architectures"``.
+
+    Attributes:
+        strategy: the :class:`~lvsearch.search.strategies.base.Strategy` making the populations.
+        population: keys to evaluate at :attr:`iteration`; topk: the top-k keys, best first;
+        history: every evaluated result (dict) with its iteration; curve: one point per
+        iteration; seen: the evaluated keys; passes: dev-sequence passes spent.
     """
 
     def __init__(self, space: SearchSpace, evaluator: BaseEvaluator, config: SearchConfig, *,
                  out: str | Path | None = None, write: bool = True,
                  on_iteration: Callable | None = None, extra_state: dict | None = None,
                  on_start: Callable | None = None, on_progress: Callable[[str, int, int], None] | None = None):
-        from deap import base, tools
-
         self.space, self.evaluator = space, evaluator
         self.config = config.resolved()
         self.out = Path(out) if out is not None else None
@@ -313,65 +263,16 @@ class Search:
         self.extra_state = extra_state or {}
         self.on_start = on_start
         self.on_progress = on_progress
-        creator = _deap()
-        self.multi = self.config.strategy == "nsga2"
-        self.Individual = creator.LvsIndividualMO if self.multi else creator.LvsIndividual
-        tb = base.Toolbox()
-        tb.register("evaluate", self._evaluate_one)
-        tb.register("map", self._batch_map)
-        kind = self.config.crossover_kind
-        if kind == "uniform":
-            tb.register("mate", tools.cxUniform, indpb=0.5)
-        elif kind == "one-point":
-            tb.register("mate", tools.cxOnePoint)
-        else:
-            tb.register("mate", tools.cxTwoPoint)
-        tb.register("mutate", self._mutate)
-        # slots are immutable (op, inputs) tuples: a shallow copy is a full clone (deepcopy is slow)
-        tb.register("clone", self.Individual)
-        self.toolbox = tb
-        # search state
         self.iteration = 0
         self.population: list[str] = []  # keys to evaluate at self.iteration
-        self.parents: list[str] = []  # NSGA-II parent population
         self.topk: list[str] = []
         self.history: list[dict] = []
         self.curve: list[dict] = []
         self.seen: set[str] = set()
-        self.queue: list[str] = []  # aging: the population, oldest first
         self.passes = 0  # dev-sequence passes of everything evaluated (EvalResult.passes)
+        self.strategy = STRATEGIES[self.config.strategy](self)
 
-    # ---------------------------------------------------------------- DEAP plumbing
-    def _individual(self, arch: Arch):
-        ind = self.Individual(zip(arch.ops, arch.inputs))
-        r = self.evaluator.memo.get(arch.key)
-        if r is not None and r.fitness is not None:
-            ind.fitness.values = self._values(r)
-        return ind
-
-    @staticmethod
-    def _arch(ind) -> Arch:
-        return Arch(tuple(s[0] for s in ind), tuple(s[1] for s in ind))
-
-    def _values(self, r: EvalResult) -> tuple:
-        if not self.multi:
-            return (r.fitness,)
-        cost = r.params if self.config.nsga2_cost == "params" else r.flops
-        if cost is None:
-            raise LvsearchError("NSGA-II needs parameter/FLOP counts, which this evaluator does not give",
-                                fix="use --strategy evolution")
-        return (r.fitness, float(cost))
-
-    def _evaluate_one(self, ind) -> tuple:
-        return self._values(self.evaluator.memo[self._arch(ind).key])
-
-    def _batch_map(self, func, individuals):
-        """``toolbox.map``: scores the whole batch at once through the evaluator (memo +
-        prefix cache + sharding), then applies ``func`` (a memo look-up) per individual."""
-        individuals = list(individuals)
-        self._scored([self._arch(i) for i in individuals])
-        return [func(i) for i in individuals]
-
+    # ---------------------------------------------------------------- compute
     @property
     def min_complete(self) -> int:
         """Candidates the next batch must score completely: what the top-k still lacks, so the
@@ -394,104 +295,20 @@ class Search:
         """All iterations run, or the budget too small for one more candidate."""
         return self.iteration >= self.config.iterations or (self.config.budget is not None and self.batch_size(1) == 0)
 
-    def _scored(self, archs: list[Arch]) -> None:
-        """``evaluator.evaluate_many(archs)`` (completing what the top-k lacks), reporting its
-        progress to ``on_progress``."""
+    def score(self, keys: list[str]) -> None:
+        """Score a batch: ``evaluator.evaluate_many`` (completing what the top-k lacks, its
+        progress reported to ``on_progress``) and count the passes of the keys new to the search."""
+        archs = [Arch.from_key(k) for k in keys]
         if self.on_progress is None:
             self.evaluator.evaluate_many(archs, self.min_complete)
-            return
-        stage = f"iteration {self.iteration + 1}: scoring {len(archs):,} architectures (× dev chunks)"
-        self.evaluator.on_progress = lambda done, total: self.on_progress(stage, done, total)
-        try:
-            self.evaluator.evaluate_many(archs, self.min_complete)
-        finally:
-            self.evaluator.on_progress = None
-
-    def _mutate(self, ind):
-        c, arch = self.config, self._arch(ind)
-        if c.mutation_kind == "one-op":
-            child = self.space.mutate_one_op(arch, random)
         else:
-            child = self.space.mutate(arch, random, c.mutation_prob, input_p=c.input_mutation_prob)
-        ind[:] = list(zip(child.ops, child.inputs))
-        return (ind,)
-
-    # ---------------------------------------------------------------- children
-    def _acceptable(self, arch: Arch, taken: set[str]) -> bool:
-        return arch.key not in self.seen and arch.key not in taken and self.evaluator.violation(arch) is None
-
-    def _random_new(self, taken: set[str]) -> Arch:
-        for _ in range(max(1000, 10 * self.config.max_redraws)):
-            a = self.space.sample(random)
-            if self._acceptable(a, taken):
-                return a
-        limits = getattr(self.evaluator, "constraints", None)
-        tried = max(1000, 10 * self.config.max_redraws)
-        if limits is None:
-            raise LvsearchError(f"could not draw a new architecture in {tried} tries ({len(self.seen)} evaluated so far)",
-                                fix="use a smaller --population/--iterations for this space")
-        raise LvsearchError(
-            f"could not draw a new architecture within {limits.switches()} in {tried} tries "
-            f"({len(self.seen)} evaluated so far, {len(taken)} more drawn for this batch): the architectures of "
-            "this space that fit are fewer than the search needs",
-            fix=f"{limits.relax_fix()}, or use a smaller --population/--iterations",
-        )
-
-    def _draw(self, make: Callable[[], list], taken: set[str]) -> list[Arch]:
-        """Children from ``make()`` that are valid and new, or random ones after too many failures."""
-        for _ in range(self.config.max_redraws):
-            good = [a for a in (self._arch(i) for i in make()) if self._acceptable(a, taken)]
-            uniq = []
-            for a in good:
-                if a.key not in {u.key for u in uniq}:
-                    uniq.append(a)
-            if uniq:
-                return uniq
-        return [self._random_new(taken)]
-
-    def _offspring(self, parents: list[str], n: int) -> list[str]:
-        """``n`` children of ``parents`` (``N_cro`` by crossover, then ``N_mut`` by mutation;
-        a budget-cut batch keeps that order's first ``n``)."""
-        from deap import tools
-
-        c = self.config
-        pool = [self._individual(Arch.from_key(k)) for k in parents]
-        taken: set[str] = set()
-        out: list[str] = []
-
-        def mate():
-            if len(pool) < 2:  # racing can leave one complete parent after a small first population
-                return mutate()
-            p1, p2 = random.sample(pool, 2)
-            c1, c2 = self.toolbox.clone(p1), self.toolbox.clone(p2)
-            return list(self.toolbox.mate(c1, c2))
-
-        def mutate():
-            (p,) = tools.selRandom(pool, 1)
-            return list(self.toolbox.mutate(self.toolbox.clone(p)))
-
-        n_cro = min(c.crossover, n)
-        for want, make in ((n_cro, mate), (n - n_cro, mutate)):
-            made = 0
-            while made < want:
-                for a in self._draw(make, taken):
-                    if made < want:
-                        taken.add(a.key)
-                        out.append(a.key)
-                        made += 1
-        return out
-
-    def _random_population(self) -> list[str]:
-        taken: set[str] = set()
-        out = []
-        n = self.batch_size(self.config.population)
-        for i in range(n):
-            a = self._random_new(taken)
-            taken.add(a.key)
-            out.append(a.key)
-            if self.on_progress is not None:
-                self.on_progress(f"iteration {self.iteration + 1}: drawing {n:,} architectures", i + 1, n)
-        return out
+            stage = f"iteration {self.iteration + 1}: scoring {len(archs):,} architectures (× dev chunks)"
+            self.evaluator.on_progress = lambda done, total: self.on_progress(stage, done, total)
+            try:
+                self.evaluator.evaluate_many(archs, self.min_complete)
+            finally:
+                self.evaluator.on_progress = None
+        self.passes += sum(self.evaluator.memo[k].passes for k in keys if k not in self.seen)
 
     # ---------------------------------------------------------------- state
     def state_dict(self) -> dict:
@@ -502,15 +319,49 @@ class Search:
             "extra": self.extra_state,
             "iteration": self.iteration,
             "population": self.population,
-            "parents": self.parents,
+            "parents": [],  # v1 holds NSGA-II's parents in every state (the strategy's own below)
             "topk": self.topk,
             "history": self.history,
             "curve": self.curve,
-            **({"queue": self.queue} if self.config.strategy == "aging" else {}),
+            **self.strategy.state(),
             "passes": self.passes,
             "rng": rng_state(),
             "done": self.finished,
         }
+
+    def _check_resumable(self, s: dict, source: Path) -> None:
+        """Refuse a state made with other settings, a smaller target, space or inputs."""
+        recorded = SearchConfig.from_state(s["config"]).resolved()
+        grow = ("iterations", "budget")
+        mine = dict(self.config.to_dict(), iterations=None, budget=None)
+        if dict(recorded.to_dict(), iterations=None, budget=None) != mine:
+            diff = sorted(k for k, v in recorded.to_dict().items() if k not in grow and mine[k] != v)
+            raise LvsearchError(f"--resume with different search settings than {source} ({', '.join(diff)})",
+                                fix="resume with the original settings (only --iterations and --budget may grow)")
+        # a smaller target would re-save the state under it, and best.json from a cut search
+        for flag, old, new in (("--iterations", recorded.iterations, self.config.iterations),
+                               ("--budget", recorded.budget, self.config.budget)):
+            if old is not None and new is not None and new < old:
+                raise LvsearchError(
+                    f"--resume with {flag} {new:,}, below the {old:,} recorded in {source} ({int(s['iteration'])} "
+                    f"iterations already run): {flag} may only grow",
+                    fix=f"resume with {flag} {old:,} or more (omit it to keep the recorded one), or start a new --out")
+        if s["space"] != self.space.to_dict():
+            raise LvsearchError(f"--resume: {source} was made for another search space", fix="check --supernet")
+        if s["extra"] != self.extra_state:
+            diff = differing_keys(s["extra"], self.extra_state)
+            mine_sn, old_sn = self.extra_state.get("supernet_sha256"), s["extra"].get("supernet_sha256")
+            if mine_sn is not None and old_sn != mine_sn:
+                raise LvsearchError(
+                    f"--resume: the supernet {self.extra_state.get('supernet')} is not the one the search in "
+                    f"{source} was scored on (weights sha256 {str(mine_sn)[:12]}… now, "
+                    f"{str(old_sn)[:12] + '…' if old_sn else 'not recorded'} when it started; step "
+                    f"{self.extra_state.get('supernet_step')} now, {s['extra'].get('supernet_step')} then): "
+                    f"continuing would mix scores from two supernets",
+                    fix="start a new search on this supernet (--overwrite or another --out), or restore the supernet run")
+            raise LvsearchError(f"--resume: {source} was made with different inputs ({', '.join(diff)})",
+                                fix="resume with the original --supernet/--dev-sequences/--fitness/--racing/"
+                                    "constraints (omit --fitness and --racing to take the recorded ones)")
 
     def load_state(self, s: dict, source: Path) -> None:
         """Restore from :meth:`state_dict`; ``iterations`` may be raised, nothing else may change.
@@ -524,56 +375,26 @@ class Search:
         if not isinstance(s, dict) or s.get("format") != STATE_FORMAT:
             raise bad
         try:
-            recorded = SearchConfig.from_state(s["config"]).resolved()
-            grow = ("iterations", "budget")
-            mine = dict(self.config.to_dict(), iterations=None, budget=None)
-            if dict(recorded.to_dict(), iterations=None, budget=None) != mine:
-                diff = sorted(k for k, v in recorded.to_dict().items() if k not in grow and mine[k] != v)
-                raise LvsearchError(f"--resume with different search settings than {source} ({', '.join(diff)})",
-                                    fix="resume with the original settings (only --iterations and --budget may grow)")
-            # a smaller target would re-save the state under it, and best.json from a cut search
-            for flag, old, new in (("--iterations", recorded.iterations, self.config.iterations),
-                                   ("--budget", recorded.budget, self.config.budget)):
-                if old is not None and new is not None and new < old:
-                    raise LvsearchError(
-                        f"--resume with {flag} {new:,}, below the {old:,} recorded in {source} ({int(s['iteration'])} "
-                        f"iterations already run): {flag} may only grow",
-                        fix=f"resume with {flag} {old:,} or more (omit it to keep the recorded one), or start a new --out")
-            if s["space"] != self.space.to_dict():
-                raise LvsearchError(f"--resume: {source} was made for another search space", fix="check --supernet")
-            if s["extra"] != self.extra_state:
-                diff = differing_keys(s["extra"], self.extra_state)
-                mine_sn, old_sn = self.extra_state.get("supernet_sha256"), s["extra"].get("supernet_sha256")
-                if mine_sn is not None and old_sn != mine_sn:
-                    raise LvsearchError(
-                        f"--resume: the supernet {self.extra_state.get('supernet')} is not the one the search in "
-                        f"{source} was scored on (weights sha256 {str(mine_sn)[:12]}… now, "
-                        f"{str(old_sn)[:12] + '…' if old_sn else 'not recorded'} when it started; step "
-                        f"{self.extra_state.get('supernet_step')} now, {s['extra'].get('supernet_step')} then): "
-                        f"continuing would mix scores from two supernets",
-                        fix="start a new search on this supernet (--overwrite or another --out), or restore the supernet run")
-                raise LvsearchError(f"--resume: {source} was made with different inputs ({', '.join(diff)})",
-                                    fix="resume with the original --supernet/--dev-sequences/--fitness/--racing/"
-                                        "constraints (omit --fitness and --racing to take the recorded ones)")
+            self._check_resumable(s, source)
             history = [dict(h) for h in s["history"]]
             results = [EvalResult.from_dict(h) for h in history]
             self.iteration = int(s["iteration"])
             self.population = [str(k) for k in s["population"]]
-            self.parents = [str(k) for k in s["parents"]]
             self.topk = [str(k) for k in s["topk"]]
             self.curve = list(s["curve"])
-            self.queue = [str(k) for k in s.get("queue", [])]
-            for k in self.population + self.parents + self.topk:
+            if not isinstance(s["parents"], list):
+                raise bad
+            kept = self.strategy.load(s)
+            for k in self.population + self.topk + kept:
                 self.space.validate(Arch.from_key(k))
             known = {r.key for r in results}
-            if any(k not in known for k in self.parents + self.topk + self.queue) or len(history) != len(known):
+            if any(k not in known for k in self.topk + kept) or len(history) != len(known):
                 raise bad
             # one curve point per finished iteration, and every history entry from one of them
             if len(self.curve) != self.iteration or any(int(h.get("iteration", -1)) > self.iteration
                                                           for h in history):
                 raise bad
-            rng = s["rng"]
-            set_rng_state(rng)
+            set_rng_state(s["rng"])
         except LvsearchError as e:
             if e is bad or "--resume" in str(e):
                 raise
@@ -587,9 +408,10 @@ class Search:
             self.evaluator.memo.setdefault(r.key, r)
         if not self.population and self.iteration > 0 and not self.finished:
             # iterations or the budget grew after a finished search: make the next population now
-            self.population = self._next_population()
+            self.population = self.strategy.next_population()
 
     def save(self) -> None:
+        """Write the state, ``history.jsonl``, ``topk.json`` and the strategy's files (atomically)."""
         if self.out is None or not self.write:
             return
         import json
@@ -604,11 +426,8 @@ class Search:
             "strategy": self.config.strategy, "iteration": self.iteration, "space": self.space.name,
             "topk": [self.evaluator.memo[k].to_dict() for k in self.topk],
         })
-        if self.multi:
-            atomic_write_json(self.out / "pareto.json", {
-                "objectives": [f"{self.fitness_label} (max)", f"{self.config.nsga2_cost} (min)"],
-                "front": [r.to_dict() for r in self.pareto()],
-            })
+        for name, content in self.strategy.files().items():
+            atomic_write_json(self.out / name, content)
 
     @property
     def fitness_label(self) -> str:
@@ -627,7 +446,7 @@ class Search:
         np.random.seed(self.config.seed % (2**32))
         torch.manual_seed(self.config.seed)
         self.iteration = 0
-        self.population = self._random_population()
+        self.population = self.strategy.initial_population()
         self.save()
 
     def _update_topk(self, keys: list[str]) -> None:
@@ -637,7 +456,7 @@ class Search:
         made on the whole dev set, the same targets."""
         from deap import tools
 
-        creator = _deap()
+        creator = deap_creator()
         cand, have = [], set()
         for k in self.topk + keys:
             r = self.evaluator.memo[k]
@@ -649,75 +468,17 @@ class Search:
             cand.append(ind)
         self.topk = [i[0] for i in tools.selBest(cand, self.config.topk)]
 
-    def _next_population(self) -> list[str]:
-        s = self.config.strategy
-        if s == "random":
-            return self._random_population()
-        if s == "aging":
-            return []  # children depend on the queue as it ages: drawn inside step()
-        n = self.batch_size(self.config.population)
-        return self._offspring(self.topk if s == "evolution" else self.parents, n) if n else []
-
-    def _aging_child(self) -> list:
-        """One child of aging evolution: tournament of ``S`` queue members, mutate the winner.
-        The members are compared on the dev targets all of them were scored on
-        (:func:`same_target_keys`: racing leaves them at different levels); ties: the first drawn."""
-        from lvsearch.search.evaluator import same_target_keys
-
-        drawn = random.sample(self.queue, self.config.tournament)
-        keys = same_target_keys([self.evaluator.memo[k] for k in drawn])
-        best = drawn[max(range(len(drawn)), key=lambda i: (keys[i], -i))]
-        return list(self.toolbox.mutate(self.toolbox.clone(self._individual(Arch.from_key(best)))))
-
-    def _aging_iteration(self) -> list[str]:
-        """``P`` children, ``cycle`` at a time: each batch is drawn from the current queue,
-        evaluated, then pushed (oldest members leave) before the next batch is drawn. Under a
-        budget the iteration ends early once the next batch no longer fits (the last one cut)."""
-        c = self.config
-        made: list[str] = []
-        while len(made) < c.population:
-            batch: list[str] = []
-            taken = set(made)
-            size = self.batch_size(min(c.cycle, c.population - len(made)))
-            if size == 0:
-                break
-            for _ in range(size):
-                a = self._draw(self._aging_child, taken)[0]
-                taken.add(a.key)
-                batch.append(a.key)
-            self._scored([Arch.from_key(k) for k in batch])
-            self.passes += sum(self.evaluator.memo[k].passes for k in batch)
-            for k in batch:
-                self.queue.append(k)
-                if len(self.queue) > c.population:
-                    self.queue.pop(0)
-            made += batch
-        return made
-
     def step(self) -> None:
-        """Evaluate the current population, update top-k (and NSGA-II parents), draw the next."""
-        from deap import tools
-
+        """One iteration: the strategy scores its candidates; the history, top-k, curve and
+        tracking are updated; the strategy updates its pool and draws the next population."""
         t = self.iteration
-        if self.config.strategy == "aging" and t > 0:
-            self.population = self._aging_iteration()
-        else:
-            pop = [self._individual(Arch.from_key(k)) for k in self.population]
-            fits = self.toolbox.map(self.toolbox.evaluate, pop)
-            for ind, fit in zip(pop, fits):
-                ind.fitness.values = fit
-            if self.config.strategy == "aging":
-                self.queue = list(self.population)
-            self.passes += sum(self.evaluator.memo[k].passes for k in self.population if k not in self.seen)
+        self.population = self.strategy.evaluate(self.population)
         for k in self.population:
             if k not in self.seen:
                 self.seen.add(k)
                 self.history.append(dict(self.evaluator.memo[k].to_dict(), iteration=t))
         self._update_topk(self.population)
-        if self.multi:
-            union = [self._individual(Arch.from_key(k)) for k in dict.fromkeys(self.parents + self.population)]
-            chosen = tools.selNSGA2(union, self.config.population)
-            self.parents = [self._arch(i).key for i in chosen]
+        self.strategy.after_batch(self.population)
         top = [self.evaluator.memo[k].fitness for k in self.topk]
         self.curve.append({"iteration": t, "best": top[0] if top else None,
                            "topk_mean": sum(top) / len(top) if top else None,
@@ -727,7 +488,7 @@ class Search:
             median = (scored[(len(scored) - 1) // 2] + scored[len(scored) // 2]) / 2 if scored else None
             tracking.log(self.out, t, {**self.curve[-1], "median": median}, "search/")
         self.iteration = t + 1
-        self.population = self._next_population() if not self.finished else []
+        self.population = self.strategy.next_population() if not self.finished else []
 
     def run(self, *, resume: bool = False, max_iterations: int | None = None) -> SearchResult:
         """Run (or continue) to ``config.iterations``; with ``max_iterations`` stop after that many
@@ -759,23 +520,15 @@ class Search:
         return self.result()
 
     def pareto(self) -> list[EvalResult]:
-        """Non-dominated set of everything evaluated (accuracy ↑, cost ↓), by increasing cost."""
-        from deap import tools
-
-        inds = [self._individual(Arch.from_key(h["key"])) for h in self.history]
-        inds = [i for i in inds if i.fitness.valid]
-        if not inds:
-            return []
-        front = tools.sortNondominated(inds, len(inds), first_front_only=True)[0]
-        res = [self.evaluator.memo[self._arch(i).key] for i in front]
-        return sorted(res, key=lambda r: (self._values(r)[1], -r.fitness, r.key))
+        """The strategy's Pareto front of everything evaluated (NSGA-II), else []."""
+        return self.strategy.pareto()
 
     def result(self) -> SearchResult:
         return SearchResult(
             history=list(self.history),
             topk=[self.evaluator.memo[k] for k in self.topk],
             curve=list(self.curve),
-            pareto=self.pareto() if self.multi else [],
+            pareto=self.strategy.pareto(),
             iteration=self.iteration,
             done=self.finished,
             passes=self.passes,

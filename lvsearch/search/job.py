@@ -33,9 +33,9 @@ from lvsearch.errors import LvsearchError
 from lvsearch.io import check_writable_folder, guard_output
 from lvsearch.lock import holds_output
 from lvsearch.search.evaluator import Constraints, EvalResult, Racing
-from lvsearch.search.evolution import STATE, Search, SearchConfig, SearchResult, plot_curves, search_command
+from lvsearch.search.evolution import STATE, Search, SearchConfig, SearchResult, plot_curves
 from lvsearch.search.fitness import DEFAULT, Fitness
-from lvsearch.search.folder import RANDOM_DIR, SearchFolder
+from lvsearch.search.folder import RANDOM_DIR, SearchFolder, search_command
 from lvsearch.search.second_stage import SECOND_STAGE_DIR, SECOND_STAGE_FILE, SecondStage, SecondStageRecord
 
 #: Defaults of ``lvsearch evolve`` for a new search, chosen by measurement
