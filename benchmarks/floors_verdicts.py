@@ -1,6 +1,6 @@
 """Each arm against each floor, from measured files (no model is run).
 
-MLM: the paired bootstrap (:func:`lvsearch.eval.floors.paired_bootstrap`) of each run's
+MLM: the paired bootstrap (:func:`lvsearch.stats.paired_bootstrap`) of each run's
 ``mlm.json`` (written by ``lvsearch evaluate --mlm-data``: per-target outcomes of the model and
 of its neighbour-count floor). BLiMP: ``benchmarks/results/blimp_floors.json``. Fine-tuning:
 ``benchmarks/results/finetune_search_<task>.json`` (the setting picked on dev). Writes
@@ -23,7 +23,7 @@ def main() -> None:
     ap.add_argument("--runs", nargs="+", required=True, help="NAME=RUN_DIR (a folder with mlm.json)")
     ap.add_argument("--tasks", nargs="*", default=["sentence_polarity"])
     args = ap.parse_args()
-    from lvsearch.eval.floors import paired_bootstrap
+    from lvsearch.stats import paired_bootstrap
 
     blimp = json.loads((RESULTS / "blimp_floors.json").read_text())
     tasks = {t: json.loads(p.read_text()) for t in args.tasks if (p := RESULTS / f"finetune_search_{t}.json").is_file()}

@@ -283,7 +283,7 @@ def summarize(rows: list[dict]) -> dict:
     import numpy as np
     from scipy import stats
 
-    from lvsearch.search.rank_check import bootstrap_interval
+    from lvsearch.stats import bootstrap_interval
 
     one = [r for r in rows if r["accuracy_seed0"] is not None]
     rand = [r["accuracy_seed0"] for r in one if is_random_draw(r)]

@@ -183,6 +183,8 @@ def _intervals(a: list[float], b: list[float], a_bits: list[str] | None, b_bits:
     import numpy as np
     from scipy import stats
 
+    from lvsearch.stats import bootstrap_mean_interval
+
     d = np.asarray(a) - np.asarray(b)
     out = {"mean_difference": float(d.mean()), "per_seed": [float(x) for x in d], "seeds": int(d.size)}
     if d.size >= 2:
@@ -194,10 +196,7 @@ def _intervals(a: list[float], b: list[float], a_bits: list[str] | None, b_bits:
     if a_bits and b_bits:
         x = np.concatenate([np.frombuffer(s.encode(), np.uint8) - 48 for s in a_bits]).astype(float)
         y = np.concatenate([np.frombuffer(s.encode(), np.uint8) - 48 for s in b_bits]).astype(float)
-        rng = np.random.default_rng(0)
-        diff = x - y
-        boots = [diff[rng.integers(0, diff.size, diff.size)].mean() for _ in range(2000)]
-        out["target_bootstrap_95"] = [float(np.percentile(boots, 2.5)), float(np.percentile(boots, 97.5))]
+        out["target_bootstrap_95"] = list(bootstrap_mean_interval(x - y, n_resamples=2000, seed=0))
     return out
 
 
@@ -209,7 +208,7 @@ def rank_check_on_arms(args, rows: dict) -> dict:
     from lvsearch.arch import Arch
     from lvsearch.search.evaluator import SupernetEvaluator
     from lvsearch.train.supernet import load_dev
-    from lvsearch.search.rank_check import bootstrap_interval
+    from lvsearch.stats import bootstrap_interval
     from lvsearch.train.supernet import load_supernet
 
     acc: dict[str, list[float]] = {}

@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 
 from lvsearch.errors import LvsearchError
+from lvsearch.stats import paired_bootstrap
 from lvsearch.eval.blimp import Paradigm, aggregate_blimp
 from lvsearch.eval.floors import (
     blimp_floor_rows,
     blimp_vs_floor,
     fit_blimp_floor,
-    paired_bootstrap,
     score_blimp_floor,
     seen_sequences,
 )

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from lvsearch.arch import Arch
-from lvsearch.search.rank_check import bootstrap_interval, density, strata, stratified_tau, topk_chance
+from lvsearch.search.rank_check import density, strata, stratified_tau, topk_chance
+from lvsearch.stats import bootstrap_interval
 
 
 def test_bootstrap_interval_of_a_monotone_pair_covers_one():
@@ -166,3 +167,23 @@ def test_exact_power_needs_more_than_the_normal_approximation_at_few_seeds():
     assert t_interval([1.0]) is None and t_interval([2.0, 2.0]) == (2.0, 2.0)
     with pytest.raises(ValueError):
         detectable_difference(0.0, 5)
+
+
+def test_one_statistics_module_and_one_verdict_rule():
+    """Issue 37: the paired bootstraps, the bootstrap SE and the verdict rule live in
+    lvsearch/stats.py; no other package module calls scipy's bootstrap or draws its own
+    resamples for an interval of a mean difference."""
+    from pathlib import Path
+
+    from lvsearch.stats import bootstrap_mean_interval, interval_verdict, mean_difference_interval, paired_bootstrap
+
+    assert interval_verdict(0.1, 0.2) == "ahead" and interval_verdict(-0.2, -0.1) == "behind"
+    assert interval_verdict(-0.1, 0.1) == "within noise"
+    a, b = np.array([1, 1, 0, 1] * 50), np.array([0, 1, 0, 0] * 50)
+    lo, hi = bootstrap_mean_interval(a - b, seed=0)
+    assert lo < (a - b).mean() < hi
+    assert paired_bootstrap(a, b)["beats"] and mean_difference_interval(a, b)["verdict"] == "ahead"
+    root = Path(__file__).resolve().parents[1] / "lvsearch"
+    offenders = [str(p.relative_to(root)) for p in root.rglob("*.py") if p.name != "stats.py"
+                 and ("stats.bootstrap(" in p.read_text() or "from scipy.stats import bootstrap" in p.read_text())]
+    assert offenders == []

@@ -19,7 +19,8 @@ from lvsearch.errors import LvsearchError
 from lvsearch.search.evaluator import EvalResult, FunctionEvaluator, Racing, SupernetEvaluator
 from lvsearch.search.evolution import Search, SearchConfig
 from lvsearch.search.job import EvolveOptions, evolve
-from lvsearch.search.noise import bootstrap_se, count_ties, noise_report
+from lvsearch.search.noise import count_ties, noise_report
+from lvsearch.stats import bootstrap_se
 from lvsearch.space import SearchSpace
 from lvsearch.train.supernet import load_supernet, train_supernet
 

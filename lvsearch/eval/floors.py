@@ -28,6 +28,7 @@ import numpy as np
 
 from lvsearch.data.masking import IGNORE_INDEX
 from lvsearch.errors import LvsearchError
+from lvsearch.stats import RESAMPLES, paired_bootstrap
 
 #: Names of the floors, in the order reports show them.
 FLOOR_NAMES = ("unigram", "neighbour-count")
@@ -501,52 +502,7 @@ def blimp_floor_for_model(training_args: dict, extra: dict, data, paradigms, *, 
 
 
 # ---------------------------------------------------------------------------------------------
-# Paired bootstrap of model − floor.
-
-BOOTSTRAP_RESAMPLES = 2000
-
-
-def paired_bootstrap(model_correct, floor_correct, groups=None, *, n_resamples: int = BOOTSTRAP_RESAMPLES,
-                     level: float = 0.95, seed: int = 0) -> dict:
-    """Paired bootstrap (Efron & Tibshirani 1993, ch. 13 percentile interval) of
-    ``mean(model) − mean(floor)`` over the same items.
-
-    Args:
-        model_correct, floor_correct: equal-length 0/1 sequences (or ``"1"``/``"0"`` strings),
-            one per item, in the same order.
-        groups: optional per-item group labels (e.g. BLiMP paradigms): the statistic is then
-            the mean over groups of the per-group mean difference, and items are resampled
-            within their group (stratified), as BLiMP's mean over paradigms is.
-        n_resamples, level, seed: resamples, interval level, RNG seed (numpy ``default_rng``).
-
-    Returns:
-        ``{"difference", "ci": [lo, hi], "level", "resamples", "excludes_zero", "beats"}``;
-        ``beats`` is True when the whole interval lies above 0.
-
-    Raises:
-        LvsearchError: lengths differ or there are no items.
-    """
-    def arr(v):
-        if isinstance(v, str):
-            return np.frombuffer(v.encode("ascii"), dtype=np.uint8) - ord("0")
-        return np.asarray(v, dtype=np.float64)
-
-    a, b = arr(model_correct).astype(np.float64), arr(floor_correct).astype(np.float64)
-    if a.shape != b.shape or a.size == 0:
-        raise LvsearchError(f"paired bootstrap needs two equal, non-empty sets of items (got {a.size} and {b.size})")
-    d = a - b
-    rng = np.random.default_rng(seed)
-    g = np.zeros(len(d), dtype=np.int64) if groups is None else np.unique(np.asarray(groups), return_inverse=True)[1]
-    means, stats = [], np.zeros(n_resamples)
-    for k in range(int(g.max()) + 1):
-        dk = d[g == k]
-        means.append(dk.mean())
-        stats += dk[rng.integers(0, len(dk), size=(n_resamples, len(dk)))].mean(axis=1)
-    stats /= len(means)
-    alpha = (1 - level) / 2
-    lo, hi = (float(x) for x in np.quantile(stats, [alpha, 1 - alpha]))
-    return {"difference": float(np.mean(means)), "ci": [lo, hi], "level": level, "resamples": n_resamples,
-            "excludes_zero": bool(lo > 0 or hi < 0), "beats": bool(lo > 0)}
+# Paired bootstrap of model − floor (lvsearch.stats.paired_bootstrap).
 
 
 def blimp_vs_floor(model_blimp: dict, floor: dict, **kw) -> dict:
@@ -656,7 +612,7 @@ def finetune_floor(task, cfg, *, c_grid=BOW_C_GRID) -> dict:
             "dev_per_c": per_c, "dev": dev_m, "test": test_m, "test_predictions": test_p, "train_used": len(train)}
 
 
-def finetune_vs_floor(task, result: dict, floor: dict, *, n_resamples: int = BOOTSTRAP_RESAMPLES,
+def finetune_vs_floor(task, result: dict, floor: dict, *, n_resamples: int = RESAMPLES,
                       level: float = 0.95, seed: int = 0) -> dict | None:
     """Paired bootstrap over test examples of (mean over the model's non-failed seeds of the
     test selection metric) − (the floor's), recomputing both on each resample (percentile
@@ -707,7 +663,7 @@ def _cfg_of(result: dict):
 __all__ = [
     "BOW_C_GRID", "BOW_FLOOR_NAME", "finetune_floor", "finetune_vs_floor",
     "BLIMP_FLOOR_NAME", "BLIMP_FLOOR_ORDER", "blimp_floor_for_model", "blimp_floor_rows", "blimp_vs_floor",
-    "compact_blimp_floor", "fit_blimp_floor", "paired_bootstrap", "score_blimp_floor",
+    "compact_blimp_floor", "fit_blimp_floor", "score_blimp_floor",
     "floors_for_train",
     "FLOOR_NAMES", "NOT_ARCH_EFFECT", "NOT_PAST_FLOOR", "REFERENCE_FLOOR", "NeighbourCountModel", "beats_floor",
     "compact_floors", "floor_line", "floors_for_model", "floors_for_run", "run_settings", "score_floors", "seen_row_counts", "seen_sequences",

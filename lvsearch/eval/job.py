@@ -436,7 +436,7 @@ def evaluate(opts: EvaluateOptions, *, show: bool = True) -> EvaluateResult:
         else:
             floors = floors_for_model(loaded.training_args, loaded.config.get("extra") or {}, data, dev)
         if floors["status"] == "done":
-            from lvsearch.eval.floors import paired_bootstrap
+            from lvsearch.stats import paired_bootstrap
 
             floors["beats_floor"] = beats_floor(res["accuracy"], floors)
             floors["vs_floor"] = paired_bootstrap(res["per_target_correct"], floors["neighbour-count"]["per_target_correct"])

@@ -705,7 +705,7 @@ def stage_rank(ctx: Context) -> dict:
     result = {"rows": rows, "n": len(rows), "fitness": fitness, "kendall_tau": _finite(tau.statistic), "kendall_p": _finite(tau.pvalue),
               "spearman_rho": _finite(rho.statistic), "spearman_p": _finite(rho.pvalue),
               "dev_sequences": int(dev.input_ids.shape[0]), "supernet_step": loaded.step}
-    from lvsearch.search.rank_check import bootstrap_interval
+    from lvsearch.stats import bootstrap_interval
 
     result["kendall_tau_ci95"] = list(bootstrap_interval(x, y, "kendall"))
     atomic_write_json(ctx.out / "rank.json", result)

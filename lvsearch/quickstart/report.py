@@ -6,7 +6,7 @@ Honesty rules: every arm is trained identically (the table shows the shared
 settings); a difference is called a win only when its 95% interval excludes zero:
 
 * MLM dev accuracy and BLiMP: paired bootstrap over the evaluation items (the same masked dev
-  targets / the same BLiMP pairs for every arm; ``scipy.stats.bootstrap(paired=True)``,
+  targets / the same BLiMP pairs for every arm; :func:`lvsearch.stats.mean_difference_interval`,
   percentile interval, 2,000 resamples, seed 0). With several pretraining seeds the items of
   all seeds are paired seed by seed, and the seed spread is shown beside it. With one seed the
   interval covers evaluation-sample noise only; pretraining-seed noise is then unmeasured and
@@ -34,52 +34,18 @@ from lvsearch.eval.report import read_report
 from lvsearch.io import atomic_write_bytes, copy_file, read_json
 from lvsearch.quickstart.files import QUICKSTART_AGAIN, Rank, RetrainRunConfig, RetrainSummary, read_stage_file
 from lvsearch.search.folder import TOPK, SearchFolder
+from lvsearch.stats import RESAMPLES, mean_difference_interval
 from lvsearch.quickstart.plan import ARM_TITLES, STAGE_ORDER, make_plan
 
 if TYPE_CHECKING:  # pragma: no cover
     from lvsearch.quickstart.job import Context
 
 OP_COLOURS = {"SA": "#4C72B0", "FF": "#DD8452", "DC": "#55A868"}
-RESAMPLES = 2000
 
 
 # ------------------------------------------------------------------------------- statistics
 def _bits(s: str) -> np.ndarray:
     return np.frombuffer(s.encode("ascii"), dtype=np.uint8) - ord("0")
-
-
-def paired_difference(a: np.ndarray, b: np.ndarray, *, confidence: float = 0.95) -> dict:
-    """Mean of ``a − b`` over paired 0/1 outcomes with a paired-bootstrap interval.
-
-    Args:
-        a, b: equal-length arrays of per-item outcomes (1 = correct) of two models on the same items.
-
-    Returns:
-        ``{"diff", "low", "high", "n", "verdict"}`` with verdict ``ahead``/``behind`` when the
-        interval excludes 0, else ``within noise``.
-
-    Raises:
-        ValueError: different lengths or no items.
-
-    Source: the nonparametric bootstrap (Efron & Tibshirani 1993) of the mean paired
-    difference, resampling items with replacement; ``scipy.stats.bootstrap`` percentile method.
-    """
-    from scipy import stats
-
-    a = np.asarray(a, dtype=float)
-    b = np.asarray(b, dtype=float)
-    if a.shape != b.shape or a.size == 0:
-        raise ValueError(f"paired outcomes must have the same non-zero length, got {a.shape} and {b.shape}")
-    diff = float(a.mean() - b.mean())
-    d = a - b
-    if np.all(d == d[0]):
-        low = high = float(d[0])
-    else:
-        res = stats.bootstrap((d,), np.mean, confidence_level=confidence, n_resamples=RESAMPLES,
-                              method="percentile", random_state=np.random.default_rng(0), vectorized=True)
-        low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
-    verdict = "ahead" if low > 0 else "behind" if high < 0 else "within noise"
-    return {"diff": diff, "low": low, "high": high, "n": int(a.size), "verdict": verdict}
 
 
 def mlm_outcomes(report: dict) -> np.ndarray | None:
@@ -110,7 +76,7 @@ def floor_comparison(reports: list[dict]) -> dict | None:
     b = [_floor_outcomes(r) for r in reports]
     if any(x is None for x in a + b) or any(x.shape != y.shape for x, y in zip(a, b)):
         return None
-    return paired_difference(np.concatenate(a), np.concatenate(b))
+    return mean_difference_interval(np.concatenate(a), np.concatenate(b))
 
 
 def blimp_outcomes(report: dict) -> np.ndarray | None:
@@ -502,7 +468,7 @@ def write_quickstart_report(ctx: "Context") -> Path:
             if any(x is None for x in a + b) or any(x.shape != y.shape for x, y in zip(a, b)):
                 cells.append("—")
                 continue
-            d = paired_difference(np.concatenate(a), np.concatenate(b))
+            d = mean_difference_interval(np.concatenate(a), np.concatenate(b))
             comparisons[(arm, kind)] = d
             cells.append(_interval(d))
         tcell = []
@@ -540,7 +506,7 @@ def write_quickstart_report(ctx: "Context") -> Path:
             if any(x is None for x in a + b) or any(x.shape != y.shape for x, y in zip(a, b)):
                 cells.append("—")
                 continue
-            d = paired_difference(np.concatenate(a), np.concatenate(b))
+            d = mean_difference_interval(np.concatenate(a), np.concatenate(b))
             comparisons[("ea-vs", other, kind)] = d
             cells.append(_interval(d))
         ea_l, other_l = mean_loss["ea"], mean_loss[other]

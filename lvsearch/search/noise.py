@@ -28,21 +28,9 @@ from pydantic import Field
 from lvsearch.schema import Count, FileModel, Finite
 
 from lvsearch.search.fitness import METRICS, Fitness
+from lvsearch.stats import bootstrap_se, interval_verdict
 
 
-
-
-def bootstrap_se(values: np.ndarray, *, n_resamples: int = 1000, seed: int = 0) -> float:
-    """Bootstrap standard error of the mean of ``values`` (``(T,)``) over its targets
-    (``scipy.stats.bootstrap``, resampling targets with replacement)."""
-    from scipy.stats import bootstrap
-
-    v = np.asarray(values, dtype=np.float64)
-    if v.size < 2 or np.all(v == v[0]):
-        return 0.0
-    res = bootstrap((v,), np.mean, n_resamples=n_resamples, method="percentile", vectorized=True,
-                    random_state=np.random.default_rng(seed))
-    return float(res.standard_error)
 
 
 def count_ties(values) -> int:
@@ -128,8 +116,9 @@ def pick_comparison(outcomes: dict[str, dict], ea_key: str, rs_key: str, metric:
     z = diff / se if se > 0 else None
     if ea_key == rs_key:
         verdict = "same architecture"
-    elif z is not None and abs(z) >= 2:
-        verdict = "EA ahead" if diff > 0 else "random search ahead"
+    elif z is not None:  # the one rule on the ±2 SE interval (|z| ≥ 2)
+        verdict = {"ahead": "EA ahead", "behind": "random search ahead",
+                   "within noise": "within noise"}[interval_verdict(diff - 2 * se, diff + 2 * se)]
     else:
         verdict = "within noise"
     return {"metric": metric, "targets": int(ea.size), "ea": {"key": ea_key, "fitness": float(ea.mean())},

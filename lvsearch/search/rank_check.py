@@ -30,6 +30,7 @@ from torch import nn
 
 from lvsearch.arch import Arch
 from lvsearch.errors import LvsearchError
+from lvsearch.stats import MIN_BOOTSTRAP_PAIRS, bootstrap_interval, percentile_interval
 from lvsearch.search.fitness import DEFAULT, METRICS, Fitness
 from lvsearch.lock import holds_output
 
@@ -86,64 +87,6 @@ def quantile_pick(results: list, n: int) -> list:
         return s
     idx = sorted({round(i * (len(s) - 1) / (n - 1)) for i in range(n)}) if n > 1 else [len(s) - 1]
     return [s[i] for i in idx]
-
-
-#: Fewer pairs than this get no bootstrap interval (it would be degenerate, not informative).
-MIN_BOOTSTRAP_PAIRS = 8
-
-
-def bootstrap_interval(xs, ys, statistic: str = "kendall", *, n_resamples: int = 2000, level: float = 0.95,
-                       seed: int = 0) -> tuple[float | None, float | None]:
-    """Percentile bootstrap interval of Kendall τ (``statistic="kendall"``) or Spearman ρ
-    (``"spearman"``) between paired samples ``xs``, ``ys`` (``scipy.stats.bootstrap`` with
-    ``paired=True``: architectures are resampled with their pair). Resamples in which a side is
-    constant (τ undefined) are dropped. Returns ``(low, high)``, or ``(None, None)`` with fewer
-    than :data:`MIN_BOOTSTRAP_PAIRS` pairs (over 4 monotone points every resample gives τ = 1:
-    a "[1, 1]" interval that says nothing) or no defined resample. Percentile rather than BCa: BCa's jackknife fails on
-    the ties short standalone runs produce."""
-    import warnings
-
-    import numpy as np
-    from scipy.stats import kendalltau, spearmanr
-
-    x, y = np.asarray(xs, dtype=float), np.asarray(ys, dtype=float)
-    if len(x) < MIN_BOOTSTRAP_PAIRS:
-        return None, None
-    fn = kendalltau if statistic == "kendall" else spearmanr
-
-    def stat(a, b, axis=-1):
-        a, b = np.atleast_2d(a), np.atleast_2d(b)
-        out = np.empty(a.shape[0])
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            for i in range(a.shape[0]):
-                out[i] = fn(a[i], b[i]).statistic
-        return out
-
-    return _percentile_interval((x, y), stat, n_resamples=n_resamples, level=level, seed=seed)
-
-
-def _percentile_interval(data: tuple, stat, *, n_resamples: int, level: float,
-                         seed: int) -> tuple[float | None, float | None]:
-    """The paired percentile-bootstrap interval of ``stat`` over the samples in ``data``
-    (``scipy.stats.bootstrap``, ``paired=True``, seeded); resamples where ``stat`` is not
-    finite (an undefined τ) are dropped; ``(None, None)`` when none is left."""
-    import math
-    import warnings
-
-    import numpy as np
-    from scipy.stats import bootstrap
-
-    rng = np.random.default_rng(seed)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # scipy's own interval over NaN resamples / a degenerate one: not used
-        res = bootstrap(data, stat, paired=True, vectorized=True, n_resamples=n_resamples, method="percentile",
-                        confidence_level=level, random_state=rng)
-    dist = res.bootstrap_distribution[np.isfinite(res.bootstrap_distribution)]
-    if dist.size == 0:
-        return None, None
-    lo, hi = np.quantile(dist, [(1 - level) / 2, 1 - (1 - level) / 2])
-    return (float(lo), float(hi)) if math.isfinite(lo) and math.isfinite(hi) else (None, None)
 
 
 def topk_chance(n: int, k: int, observed: int) -> dict:
@@ -286,7 +229,7 @@ def paired_tau_difference(scores_a, scores_b, truth, *, n_resamples: int = 2000,
     if n < MIN_BOOTSTRAP_PAIRS:
         lo, hi = None, None
     else:
-        lo, hi = _percentile_interval((a, b, t), stat, n_resamples=n_resamples, level=level, seed=seed)
+        lo, hi = percentile_interval((a, b, t), stat, n_resamples=n_resamples, level=level, seed=seed)
     if lo is None:
         verdict = "undetermined"
     else:
