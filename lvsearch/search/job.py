@@ -36,6 +36,7 @@ from lvsearch.search.evaluator import Constraints, EvalResult, Racing
 from lvsearch.search.evolution import STATE, Search, SearchConfig, SearchResult, plot_curves
 from lvsearch.search.fitness import DEFAULT, Fitness
 from lvsearch.search.folder import RANDOM_DIR, SearchFolder, search_command
+from lvsearch.search.strategies import STRATEGIES
 from lvsearch.search.second_stage import SECOND_STAGE_DIR, SECOND_STAGE_FILE, SecondStage, SecondStageRecord
 
 #: Defaults of ``lvsearch evolve`` for a new search, chosen by measurement
@@ -480,6 +481,88 @@ def check_size_band(supernet, constraints: Constraints) -> tuple[int, int]:
 
 
 @holds_output(lambda a: a["opts"].out)
+def _check_bounds(opts: EvolveOptions) -> None:
+    """The numeric options, before anything is loaded. Raises LvsearchError naming the flag."""
+    if opts.cache_mb < 0:
+        raise LvsearchError(f"--cache-mb must be ≥ 0, got {opts.cache_mb}")
+    for flag, limit in (("--max-params", opts.max_params), ("--max-flops", opts.max_flops),
+                        ("--min-params", opts.min_params)):
+        if limit is not None and not limit > 0:
+            raise LvsearchError(f"{flag} must be a positive number, got {limit}",
+                                fix=f"pass a bound above 0 (e.g. {flag} 5e6), or omit {flag} for no bound")
+
+
+def _check_against_supernet(opts: EvolveOptions, config: SearchConfig, loaded) -> None:
+    """``--space``, the size band, ``--batch-size``, ``--second-stage-k``, racing against the
+    supernet and the strategy. Raises LvsearchError naming the flag."""
+    from lvsearch.space import SearchSpace
+
+    if opts.space is not None:
+        # a bare family name ("lvbert") names the family at any depth: the supernet fixes N
+        want = SearchSpace.resolve(opts.space, None if "@" in opts.space else loaded.space.num_slots,
+                                   source="--space")
+        if want.to_dict() | {"name": "", "description": ""} != loaded.space.to_dict() | {"name": "", "description": ""}:
+            raise LvsearchError(
+                f"--space {opts.space} ({want.num_slots} slots, ops {','.join(want.ops)}, {want.connectivity}) does "
+                f"not match supernet {opts.supernet} ({loaded.space.num_slots} slots, ops "
+                f"{','.join(loaded.space.ops)}, {loaded.space.connectivity})",
+                fix="omit --space (the supernet's space is used) or pass the supernet trained on that space",
+            )
+    if opts.min_params is not None and opts.max_params is not None and opts.min_params > opts.max_params:
+        raise LvsearchError(f"--min-params {opts.min_params:,} is above --max-params {opts.max_params:,}",
+                            fix="pass a band with --min-params ≤ --max-params")
+    if opts.min_params is not None or opts.max_params is not None:
+        check_size_band(loaded.supernet, Constraints(opts.max_params, opts.max_flops, opts.min_params))
+    if opts.batch_size is not None and opts.batch_size < 1:
+        raise LvsearchError(f"--batch-size must be ≥ 1 dev sequence, got {opts.batch_size}",
+                            fix="omit it to score all dev sequences in one chunk")
+    if opts.second_stage.k is not None and opts.second_stage.k > config.topk:
+        raise LvsearchError(f"--second-stage-k {opts.second_stage.k} is above --topk {config.topk}: the second stage "
+                            "re-ranks the search's top-k", fix=f"pass --second-stage-k ≤ {config.topk}, or raise --topk")
+    if not (isinstance(opts.racing_eta, (int, float)) and math.isfinite(opts.racing_eta) and opts.racing_eta > 1):
+        raise LvsearchError(f"--racing-eta must be a finite number > 1, got {opts.racing_eta}",
+                            fix="e.g. --racing-eta 4 (the best quarter of a batch goes on to the next rung)")
+    if opts.racing and opts.racing != "default" and STRATEGIES[config.strategy].multi_objective:
+        raise LvsearchError("--racing ranks a batch by one fitness; NSGA-II ranks by two objectives",
+                            fix="drop --racing, or use --strategy evolution/aging/random")
+
+
+def _make_evaluator(opts: EvolveOptions, config: SearchConfig, loaded, dev, split, few_shot, info):
+    """The evaluator of a search (one-shot, or routed to few-shot parts), its racing, and the
+    evaluator settings the search state records (``extra``: what a resume must match).
+    Returns ``(evaluator, racing, extra)``."""
+    from lvsearch.search.evaluator import SupernetEvaluator
+
+    constraints = Constraints(opts.max_params, opts.max_flops, opts.min_params)
+    rungs = opts.racing
+    if rungs == "default":  # NSGA-II ranks by two objectives: no racing unless asked (refused above)
+        rungs = (() if STRATEGIES[config.strategy].multi_objective
+                 else tuple(r for r in DEFAULT_RACING if r < dev.input_ids.shape[0]))
+    racing = Racing(tuple(rungs), opts.racing_eta) if rungs else None
+    settings = {"seq_len": loaded.config.train.seq_len, "batch_size": opts.batch_size,
+                "cache_bytes": int(opts.cache_mb * (1 << 20)), "constraints": constraints, "device": info.device,
+                "info": info, "fitness": opts.fitness, "racing": racing}
+    if split is None:
+        evaluator = SupernetEvaluator(loaded.supernet, dev, **settings)
+    else:
+        evaluator = split.evaluator(dev, supernet=loaded.supernet, **settings)
+    extra = {
+        "supernet": str(Path(loaded.run_dir).resolve()), "supernet_step": loaded.step,
+        "supernet_sha256": loaded.weights_sha256,
+        "tokenizer_sha256": loaded.run_config["data"]["tokenizer_sha256"],
+        "dev_sequences": int(dev.input_ids.shape[0]), "seq_len": int(dev.input_ids.shape[1]),
+        "dev_seed": loaded.config.eval.seed, "max_params": opts.max_params, "max_flops": opts.max_flops,
+    }
+    if opts.min_params is not None:  # recorded only when set: older states resume unchanged
+        extra["min_params"] = opts.min_params
+    extra.update(Fitness.parse(opts.fitness).recorded())  # likewise (Fitness.of_record reads it back)
+    if racing is not None:
+        extra["racing"] = {"rungs": list(racing.rungs), "eta": racing.eta}
+    if few_shot is not None:  # likewise: a one-shot search's state is unchanged
+        extra["few_shot"] = few_shot
+    return evaluator, racing, extra
+
+
 def evolve(opts: EvolveOptions, config: SearchConfig, *, show_progress: bool = True,
            max_iterations: int | None = None) -> dict[str, SearchResult]:
     """Run (or resume) a search over a trained supernet; returns ``{"evolution"|strategy: result,
@@ -492,8 +575,6 @@ def evolve(opts: EvolveOptions, config: SearchConfig, *, show_progress: bool = T
             ``resume``/``overwrite``), a corrupted state file on resume.
     """
     from lvsearch import ui
-    from lvsearch.search.evaluator import SupernetEvaluator
-    from lvsearch.space import SearchSpace
     from lvsearch.train.distributed import barrier, init_distributed, shutdown
     from lvsearch.train.supernet import load_dev, load_supernet
 
@@ -505,72 +586,14 @@ def evolve(opts: EvolveOptions, config: SearchConfig, *, show_progress: bool = T
                      inputs=[("--supernet", opts.supernet), ("--data", opts.data),
                              *(("--few-shot", r) for r in (opts.few_shot or ()))])
         _check_out(out, opts.resume, opts.overwrite)
-        if opts.cache_mb < 0:
-            raise LvsearchError(f"--cache-mb must be ≥ 0, got {opts.cache_mb}")
-        for flag, limit in (("--max-params", opts.max_params), ("--max-flops", opts.max_flops),
-                            ("--min-params", opts.min_params)):
-            if limit is not None and not limit > 0:
-                raise LvsearchError(f"{flag} must be a positive number, got {limit}",
-                                    fix=f"pass a bound above 0 (e.g. {flag} 5e6), or omit {flag} for no bound")
+        _check_bounds(opts)
         loaded = load_supernet(opts.supernet, device=info.device)
-        if opts.space is not None:
-            # a bare family name ("lvbert") names the family at any depth: the supernet fixes N
-            want = SearchSpace.resolve(opts.space, None if "@" in opts.space else loaded.space.num_slots,
-                                       source="--space")
-            if want.to_dict() | {"name": "", "description": ""} != loaded.space.to_dict() | {"name": "", "description": ""}:
-                raise LvsearchError(
-                    f"--space {opts.space} ({want.num_slots} slots, ops {','.join(want.ops)}, {want.connectivity}) does "
-                    f"not match supernet {opts.supernet} ({loaded.space.num_slots} slots, ops "
-                    f"{','.join(loaded.space.ops)}, {loaded.space.connectivity})",
-                    fix="omit --space (the supernet's space is used) or pass the supernet trained on that space",
-                )
-        if opts.min_params is not None and opts.max_params is not None and opts.min_params > opts.max_params:
-            raise LvsearchError(f"--min-params {opts.min_params:,} is above --max-params {opts.max_params:,}",
-                                fix="pass a band with --min-params ≤ --max-params")
-        if opts.min_params is not None or opts.max_params is not None:
-            check_size_band(loaded.supernet, Constraints(opts.max_params, opts.max_flops, opts.min_params))
-        if opts.batch_size is not None and opts.batch_size < 1:
-            raise LvsearchError(f"--batch-size must be ≥ 1 dev sequence, got {opts.batch_size}",
-                                fix="omit it to score all dev sequences in one chunk")
-        if opts.second_stage.k is not None and opts.second_stage.k > config.topk:
-            raise LvsearchError(f"--second-stage-k {opts.second_stage.k} is above --topk {config.topk}: the second stage "
-                                "re-ranks the search's top-k", fix=f"pass --second-stage-k ≤ {config.topk}, or raise --topk")
-        if not (isinstance(opts.racing_eta, (int, float)) and math.isfinite(opts.racing_eta) and opts.racing_eta > 1):
-            raise LvsearchError(f"--racing-eta must be a finite number > 1, got {opts.racing_eta}",
-                                fix="e.g. --racing-eta 4 (the best quarter of a batch goes on to the next rung)")
-        if opts.racing and opts.racing != "default" and config.strategy == "nsga2":
-            raise LvsearchError("--racing ranks a batch by one fitness; NSGA-II ranks by two objectives",
-                                fix="drop --racing, or use --strategy evolution/aging/random")
+        _check_against_supernet(opts, config, loaded)
         split = _load_few_shot(opts, loaded, out, info)
         few_shot = split.record() if split is not None else None
         dev, prepared = load_dev(loaded, opts.data, opts.dev_sequences)
         _check_second_stage(opts, config, prepared, int(dev.input_ids.shape[0]), loaded.config.train.seq_len, out)
-        constraints = Constraints(opts.max_params, opts.max_flops, opts.min_params)
-        rungs = opts.racing
-        if rungs == "default":  # NSGA-II ranks by two objectives: no racing unless asked (refused above)
-            rungs = () if config.strategy == "nsga2" else tuple(r for r in DEFAULT_RACING if r < dev.input_ids.shape[0])
-        racing = Racing(tuple(rungs), opts.racing_eta) if rungs else None
-        settings = {"seq_len": loaded.config.train.seq_len, "batch_size": opts.batch_size,
-                    "cache_bytes": int(opts.cache_mb * (1 << 20)), "constraints": constraints, "device": info.device,
-                    "info": info, "fitness": opts.fitness, "racing": racing}
-        if split is None:
-            evaluator = SupernetEvaluator(loaded.supernet, dev, **settings)
-        else:
-            evaluator = split.evaluator(dev, supernet=loaded.supernet, **settings)
-        extra = {
-            "supernet": str(Path(loaded.run_dir).resolve()), "supernet_step": loaded.step,
-            "supernet_sha256": loaded.weights_sha256,
-            "tokenizer_sha256": loaded.run_config["data"]["tokenizer_sha256"],
-            "dev_sequences": int(dev.input_ids.shape[0]), "seq_len": int(dev.input_ids.shape[1]),
-            "dev_seed": loaded.config.eval.seed, "max_params": opts.max_params, "max_flops": opts.max_flops,
-        }
-        if opts.min_params is not None:  # recorded only when set: older states resume unchanged
-            extra["min_params"] = opts.min_params
-        extra.update(Fitness.parse(opts.fitness).recorded())  # likewise (Fitness.of_record reads it back)
-        if racing is not None:
-            extra["racing"] = {"rungs": list(racing.rungs), "eta": racing.eta}
-        if few_shot is not None:  # likewise: a one-shot search's state is unchanged
-            extra["few_shot"] = few_shot
+        evaluator, racing, extra = _make_evaluator(opts, config, loaded, dev, split, few_shot, info)
         if info.is_main:
             if opts.overwrite and not opts.resume and out.is_dir():
                 _clear(out)
