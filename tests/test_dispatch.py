@@ -109,3 +109,27 @@ def test_failed_job_is_reported_with_its_log_and_the_others_finish(tmp_path: Pat
     with pytest.raises(json.JSONDecodeError):
         run_jobs(jobs, DispatchOptions(), tmp_path / "unused")
     assert not (tmp_path / "unused").exists()
+
+
+def test_slurm_options_reach_submitit(tmp_path: Path, monkeypatch):
+    """The --slurm-* options become submitit's Slurm parameters (sbatch lines); no cluster needed."""
+    import argparse
+    import shutil
+
+    from lvsearch.dispatch import add_dispatch_arguments, make_executor, options_from_args
+
+    p = argparse.ArgumentParser()
+    add_dispatch_arguments(p)
+    argv = ["--executor", "slurm", "--max-parallel", "3", "--slurm-partition", "gpu", "--slurm-time", "90",
+            "--slurm-gpus-per-job", "1", "--slurm-cpus-per-job", "4", "--slurm-extra", "account=abc",
+            "--slurm-extra", "qos=low"]
+    monkeypatch.setattr(shutil, "which", lambda name: f"/usr/bin/{name}")
+    opts = options_from_args(p.parse_args(argv))
+    assert opts.slurm_extra == {"account": "abc", "qos": "low"}
+    ex = make_executor(opts, tmp_path)
+    text = ex._executor._make_submission_file_text("python -m x", "uid")  # the sbatch script submitit writes
+    for line in ("--partition=gpu", "--time=90", "--gpus-per-node=1", "--cpus-per-task=4", "--account=abc",
+                 "--qos=low", "--nodes=1", "--ntasks-per-node=1"):
+        assert f"#SBATCH {line}" in text, text
+    ex._executor.parameters["map_count"] = 5  # what submitit sets when it submits a batch of 5 as one array
+    assert "#SBATCH --array=0-4%3" in ex._executor._make_submission_file_text("python -m x", "uid")
