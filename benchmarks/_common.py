@@ -104,3 +104,58 @@ def prepared_data(given: str | None, tmp: str, vocab_size: int | None = None) ->
     settings = PrepareSettings(vocab_size=vocab_size) if vocab_size else None
     prepare([str(shared_data_dir() / "corpora")], out, settings, show_progress=False)
     return out
+
+
+# ----------------------------------------------------------------------------------------
+# --executor (lvsearch/dispatch.py) for the scripts that run many trainings
+# ----------------------------------------------------------------------------------------
+
+
+def add_dispatch(p, what: str) -> None:
+    """``--executor``, ``--max-parallel`` and ``--slurm-*`` (lvsearch.dispatch) on a benchmark
+    script; ``inline`` (the default) keeps the script's own ``--jobs`` thread pool."""
+    from lvsearch.dispatch import add_dispatch_arguments
+
+    add_dispatch_arguments(p, f"{what}; local or slurm replaces the --jobs thread pool")
+
+
+def dispatch_options(args):
+    """The parsed dispatch options (exits with the message on a bad combination). For
+    ``local``/``slurm`` the jobs, functions of this script pickled by submitit, must import
+    ``_common`` and lvsearch in their own process: this folder and the repository are put on
+    ``PYTHONPATH``, which the jobs inherit."""
+    from lvsearch.dispatch import options_from_args
+    from lvsearch.errors import LvsearchError
+
+    try:
+        opts = options_from_args(args)
+    except LvsearchError as e:
+        raise SystemExit(str(e)) from None
+    if not opts.inline:
+        here = str(Path(__file__).resolve().parent)
+        os.environ["PYTHONPATH"] = os.pathsep.join([here, str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])
+    return opts
+
+
+def dispatch_stage(opts, jobs: list, folder: Path, failures: dict) -> dict:
+    """Run one stage of independent jobs (``lvsearch.dispatch.Job``) with ``opts``, printing
+    each result; failed jobs are added to ``failures`` (name -> (error, log)) and the others'
+    results returned (every job of the stage runs to its end)."""
+    from lvsearch.dispatch import DispatchError, run_jobs
+
+    try:
+        results = run_jobs(jobs, opts, folder, ui_label="job")
+    except DispatchError as e:
+        results = e.results
+        failures.update(e.failures)
+    for value in results.values():
+        print(value, flush=True)
+    return results
+
+
+def exit_on_failures(failures: dict, total: int) -> None:
+    """Exit non-zero listing every failed job with its log (after every stage has run)."""
+    if failures:
+        from lvsearch.dispatch import DispatchError
+
+        raise SystemExit(str(DispatchError(failures, {}, total)))

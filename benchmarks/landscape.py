@@ -35,12 +35,15 @@ Every step is a CLI call, resumable: re-running the same command trains only wha
 every finished result, so on another machine (no ``WORK`` folder) the same command continues
 the same plan and trains only what it lacks; ``--picks`` and ``--supernet`` must then be a
 supernet trained with the same command (the picks' keys are in the plan). Runs go ``--jobs`` at a time with
-``OMP_NUM_THREADS=--threads`` each, seed-0 runs first.
+``OMP_NUM_THREADS=--threads`` each, seed-0 runs first; with ``--executor local|slurm``
+(lvsearch.dispatch; docs/cluster.md) each run is an independent submitit job instead,
+``--max-parallel`` at a time, logs under ``WORK/dispatch/``.
 
 Usage::
 
     python benchmarks/landscape.py --supernet SN --data CORPUS --work W [--random 18]
         [--picks best.json ...] [--seeded 6] [--seeds 3] [--jobs 2] [--report]
+        [--executor slurm --max-parallel 24 --slurm-partition P --slurm-cpus-per-job 2]
 """
 
 from __future__ import annotations
@@ -55,7 +58,8 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import RESULTS, bert_band, machine, run_lvsearch, write_result
+from _common import (RESULTS, add_dispatch, bert_band, dispatch_options, dispatch_stage, exit_on_failures, machine,
+                     run_lvsearch, write_result)
 
 SPACE = "lvbert-elc"
 #: Slots of ``retrain-quickstart``; a plan with another count passes ``--set num_slots``.
@@ -222,6 +226,8 @@ def reproduces_arms(args, row: dict) -> bool:
 def train_all(args, plan: dict) -> None:
     rows = plan["archs"]
     seeded = rows[:args.seeded]
+    if not args.dispatch.inline:
+        return train_dispatched(args, rows, seeded)
     with ThreadPoolExecutor(args.jobs) as pool:
         first = {r["id"]: pool.submit(run_one, args, r, 0) for r in rows}
         later = []
@@ -235,6 +241,29 @@ def train_all(args, plan: dict) -> None:
                 later.append(pool.submit(job))
         for f in [*first.values(), *later]:
             print(f.result(), flush=True)
+
+
+def train_dispatched(args, rows: list[dict], seeded: list[dict]) -> None:
+    """``--executor local|slurm``: every seed-0 run as one independent job, then the later
+    seeds (which need the seed-0 result to decide whether search_arms.json's seeds can be
+    reused); a failed job is reported with its log after all others ran (exit non-zero), and
+    the same command again continues it from its checkpoint (run_one resumes)."""
+    from lvsearch.dispatch import Job
+
+    failures: dict = {}
+    first = [Job(f"{r['id']}-s0", run_one, {"args": args, "row": r, "seed": 0}) for r in rows]
+    dispatch_stage(args.dispatch, first, args.work / "dispatch" / "seed-0", failures)
+    later = []
+    for s in range(1, args.seeds):
+        for r in seeded:
+            if f"{r['id']}-s0" in failures:
+                continue
+            if arms_seed(r, s) is not None and reproduces_arms(args, r):
+                print(f"{r['id']} {r['ops']} s{s}: from search_arms.json (seed 0 reproduced)", flush=True)
+                continue
+            later.append(Job(f"{r['id']}-s{s}", run_one, {"args": args, "row": r, "seed": s}))
+    dispatch_stage(args.dispatch, later, args.work / "dispatch" / "later-seeds", failures)
+    exit_on_failures(failures, len(first) + len(later))
 
 
 # ----------------------------------------------------------------------------------------
@@ -674,6 +703,7 @@ def main() -> None:
     p.add_argument("--dev-sequences", type=int, default=512)
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--threads", type=int, default=1)
+    add_dispatch(p, "the retrain + evaluate of every architecture and seed")
     p.add_argument("--fitness-variants", nargs="*", default=[],
                    help="dev sizes (or 'all') to rank-check in --report")
     p.add_argument("--report", action="store_true", help="only aggregate what exists")
@@ -682,6 +712,7 @@ def main() -> None:
                    help="result name: benchmarks/results/NAME.json and the docs block <!-- NAME:begin ... -->; "
                         "one per space (e.g. landscape_24 for the 24-slot space)")
     args = p.parse_args()
+    args.dispatch = dispatch_options(args)
     global NAME
     NAME = args.name
     if (args.supernet is None or args.data is None) and not args.report:

@@ -16,7 +16,9 @@ sequences with the neighbour-count floor on the same targets, BLiMP PLL, sentenc
 Every run is a CLI call (what a user would type), resumable: re-running the script continues
 where it stopped (searches with ``--resume``, retrains with ``--resume``, finished evaluations
 kept). Runs go in priority order (ea, random-search, bert of every seed first), ``--jobs`` at a
-time, each with ``OMP_NUM_THREADS=--threads``. ``--report`` only aggregates what exists into
+time, each with ``OMP_NUM_THREADS=--threads``; with ``--executor local|slurm`` (lvsearch.dispatch;
+docs/cluster.md) every search and run is an independent submitit job instead, ``--max-parallel``
+at a time, logs under ``WORK/dispatch/``. ``--report`` only aggregates what exists into
 ``benchmarks/results/search_arms.json``: per arm and seed the metrics and the floor, seed means,
 and for each pair of arms the paired difference with three intervals (seed-level paired
 percentile bootstrap, Student t over seeds, and a target-level paired bootstrap that pools the
@@ -42,7 +44,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from _common import BAND, bert_band, machine, run_lvsearch as lvsearch, shared_data_dir, write_result
+from _common import (BAND, add_dispatch, bert_band, dispatch_options, dispatch_stage, exit_on_failures, machine,
+                     run_lvsearch as lvsearch, shared_data_dir, write_result)
 
 ARMS = ["ea", "random-search", "bert", "sandwich", "random-arch"]
 PAIRS = [("ea", "bert"), ("ea", "random-search"), ("random-search", "bert"), ("ea", "sandwich"),
@@ -140,6 +143,8 @@ def train_all(args) -> None:
     first = [a for a in ARMS[:3] if a in args.arms]
     order = [(arm, s) for s in seed_list(args) for arm in first] + \
             [(arm, s) for s in seed_list(args) for arm in ARMS[3:] if arm in args.arms]
+    if not args.dispatch.inline:
+        return train_dispatched(args, order, lo, hi)
     with ThreadPoolExecutor(args.jobs) as pool:
         searches = {s: pool.submit(search, args, s, lo, hi) for s in seed_list(args)}
         futures = []
@@ -151,6 +156,25 @@ def train_all(args) -> None:
             futures.append(pool.submit(job))
         for f in futures:
             print(f.result(), flush=True)
+
+
+def train_dispatched(args, order: list[tuple[str, int]], lo: int, hi: int) -> None:
+    """``--executor local|slurm``: the searches and the arms that need no search (``bert``,
+    ``sandwich``, ``random-arch``) as independent submitit jobs, then the searched arms whose
+    search finished; a failed job is reported with its log after all others ran (exit
+    non-zero). Every job resumes what an earlier attempt left (search and run_arm do)."""
+    from lvsearch.dispatch import Job
+
+    failures: dict = {}
+    searched = ("ea", "random-search")
+    first = [Job(f"search-s{s}", search, {"args": args, "seed": s, "lo": lo, "hi": hi}) for s in seed_list(args)]
+    first += [Job(f"{arm}-s{s}", run_arm, {"args": args, "arm": arm, "seed": s}) for arm, s in order
+              if arm not in searched]
+    dispatch_stage(args.dispatch, first, args.work / "dispatch" / "searches-and-references", failures)
+    later = [Job(f"{arm}-s{s}", run_arm, {"args": args, "arm": arm, "seed": s}) for arm, s in order
+             if arm in searched and f"search-s{s}" not in failures]
+    dispatch_stage(args.dispatch, later, args.work / "dispatch" / "searched-arms", failures)
+    exit_on_failures(failures, len(first) + len(later))
 
 
 # ----------------------------------------------------------------------------------------
@@ -338,8 +362,10 @@ def main() -> None:
     p.add_argument("--task", type=Path, default=None, help="fine-tuning task (default: shared sentence_polarity)")
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--threads", type=int, default=1)
+    add_dispatch(p, "the searches and the retrain + evaluate of every arm and seed")
     p.add_argument("--report", action="store_true", help="only aggregate what exists")
     args = p.parse_args()
+    args.dispatch = dispatch_options(args)
     args.supernet, args.data, args.work = args.supernet.resolve(), args.data.resolve(), args.work.resolve()
     if args.task is None:
         args.task = shared_data_dir() / "tasks" / "sentence_polarity"

@@ -8,7 +8,8 @@ search's default fitness: −MLM loss on 1024 dev sequences, raced 64 → 256 �
 * ``--part curves``: best-so-far curves. For every strategy (``evolution``, LV-BERT's EA;
   ``aging``, regularized evolution; ``random``) and search seed, ``lvsearch evolve --strategy S
   --seed s --population P --iterations T`` (a CLI call each, resumable, ``--jobs`` at a time with
-  one torch thread). The report reads each search's ``history.jsonl``: the best *complete*
+  one torch thread; with ``--executor local|slurm`` each an independent submitit job,
+  ``--max-parallel`` at a time, logs under ``WORK/dispatch/``; docs/cluster.md). The report reads each search's ``history.jsonl``: the best *complete*
   fitness among its first n evaluations (what the search would pick after n), for n = P, 2P, …;
   each strategy minus random search paired by seed, with a Student-t 95% interval over seeds;
   how many evaluations ended complete (racing stops the rest); how alike the final top-k is.
@@ -56,7 +57,8 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import RESULTS, bert_band, machine, run_lvsearch, write_result
+from _common import (RESULTS, add_dispatch, bert_band, dispatch_options, dispatch_stage, exit_on_failures, machine,
+                     run_lvsearch, write_result)
 
 STRATEGIES = ("evolution", "aging", "random")
 KINDS = ("mutation", "ops-only", "inputs-only", "inputs-resampled", "ops-resampled")
@@ -103,6 +105,15 @@ def curves(args) -> None:
     _, lo, hi = bert_band(load_supernet(args.supernet))
     seeds = args.seed_list if args.seed_list is not None else range(args.seeds)
     jobs = [(st, s) for s in seeds for st in args.strategies]
+    if not args.dispatch.inline:  # every search an independent submitit job (lvsearch.dispatch)
+        from lvsearch.dispatch import Job
+
+        failures: dict = {}
+        dispatch_stage(args.dispatch, [Job(f"{st}-s{s}", run_search, {"args": args, "strategy": st, "seed": s,
+                                                                       "lo": lo, "hi": hi}) for st, s in jobs],
+                       args.work / "dispatch" / "curves", failures)
+        exit_on_failures(failures, len(jobs))
+        return
     with ThreadPoolExecutor(args.jobs) as pool:
         for f in [pool.submit(run_search, args, st, s, lo, hi) for st, s in jobs]:
             f.result()
@@ -412,6 +423,7 @@ def main() -> None:
     p.add_argument("--population", type=int, default=20, help="population P of every search")
     p.add_argument("--iterations", type=int, default=10, help="iterations T (P × T evaluations)")
     p.add_argument("--jobs", type=int, default=2, help="searches at once (one torch thread each)")
+    add_dispatch(p, "the searches of --part curves")
     p.add_argument("--budget", type=int, default=None, metavar="PASSES",
                    help="give every search this many dev-sequence passes (evolve --budget: equal compute; raise "
                         "--iterations so the budget binds); the report adds curves at equal passes")
@@ -421,6 +433,7 @@ def main() -> None:
     p.add_argument("--name", default="search_climb",
                    help="result file name (e.g. search_climb_1000 for a report at a longer budget)")
     args = p.parse_args()
+    args.dispatch = dispatch_options(args)
     if args.part is None and not args.report:
         p.error("nothing to do: pass --part curves|heritability and/or --report")
     if not (args.supernet / "config.json").is_file():

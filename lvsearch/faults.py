@@ -18,6 +18,11 @@ half-written:
                                directory): the old folder moved aside, the new one not yet in place
 =============================  ==============================================================
 
+``LVSEARCH_KILL_SIGNAL=USR2`` (or another signal name) sends that signal instead of ``SIGKILL``:
+``USR2`` is what Slurm sends before a timeout or a preemption, which a job dispatched through
+submitit (:mod:`lvsearch.dispatch`) answers by checkpointing and requeueing itself. A requeued
+attempt of a dispatched job runs with both variables cleared (:func:`clear`).
+
 Unset (the default) this costs one dictionary lookup per call. ``tests/test_reliability.py``
 uses it; it is documented for anyone who wants to reproduce a kill.
 """
@@ -28,9 +33,18 @@ import os
 import signal
 
 ENV = "LVSEARCH_KILL_AT"
+SIGNAL_ENV = "LVSEARCH_KILL_SIGNAL"
 
 
 def kill_point(name: str) -> None:
-    """SIGKILL this process when ``$LVSEARCH_KILL_AT`` equals ``name``; otherwise do nothing."""
+    """SIGKILL this process (or send it ``$LVSEARCH_KILL_SIGNAL``) when ``$LVSEARCH_KILL_AT``
+    equals ``name``; otherwise do nothing."""
     if os.environ.get(ENV) == name:
-        os.kill(os.getpid(), signal.SIGKILL)
+        sig = os.environ.get(SIGNAL_ENV, "KILL").upper()
+        os.kill(os.getpid(), getattr(signal, sig if sig.startswith("SIG") else f"SIG{sig}"))
+
+
+def clear() -> None:
+    """Remove the fault injection from this process's environment (a requeued job's retry)."""
+    os.environ.pop(ENV, None)
+    os.environ.pop(SIGNAL_ENV, None)

@@ -595,6 +595,18 @@ CASES = [
     C("finalists-wsd-rung-in-cooldown", "retrain --arch bert,sandwich --finalists 2 --budget 16 --set num_slots=4 "
       "--set train.eval_every=4 --set train.warmup_steps=2 --set train.schedule=wsd --set train.decay_fraction=0.6 "
       + T + " --out {W}/f3", "stable phase"),
+    # --executor (lvsearch/dispatch.py)
+    C("retrain-executor-without-finalists", "retrain --arch bert " + T + " --out {W}/r8 --executor local", "--executor"),
+    C("finalists-slurm-option-without-slurm", "retrain --arch bert,sandwich --finalists 2 --budget 8 " + T
+      + " --out {W}/f5 --executor local --slurm-partition gpu", "--executor slurm"),
+    C("finalists-slurm-without-sbatch", "retrain --arch bert,sandwich --finalists 2 --budget 8 " + T
+      + " --out {W}/f6 --executor slurm", "sbatch"),
+    C("finalists-max-parallel-zero", "retrain --arch bert,sandwich --finalists 2 --budget 8 " + T
+      + " --out {W}/f7 --executor local --max-parallel 0", "--max-parallel"),
+    C("finalists-slurm-extra-not-key-value", "retrain --arch bert,sandwich --finalists 2 --budget 8 " + T
+      + " --out {W}/f8 --executor slurm --slurm-extra qos", "--slurm-extra"),
+    C("rank-check-slurm-without-sbatch", "rank-check --supernet {SN} --archs 3 --steps 2 --out {W}/rc9 --executor slurm",
+      "sbatch"),
     # evolve / arch / rank-check
     C("evolve-missing-supernet", "evolve --supernet {W}/nosn --out {W}/e1", "{W}/nosn"),
     C("evolve-not-a-run", "evolve --supernet {CORPUS} --out {W}/e2", "{CORPUS}"),

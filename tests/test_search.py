@@ -3,6 +3,7 @@ outputs, rank check and bad input — on a tiny supernet trained on the real sha
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
@@ -299,6 +300,19 @@ def test_rank_check_small(supernet_run: Path, tmp_path: Path, capsys):
     assert {p: p.stat().st_mtime_ns for p in (tmp_path / "rc" / "standalone").rglob("*.safetensors")} == mtimes
     again = json.loads((tmp_path / "rc" / "rank_check.json").read_text())
     assert again["archs"] == rep["archs"]
+    # the standalone runs as submitit local jobs, 2 at a time: the same results, byte for byte
+    code, text = run_cli(capsys, "rank-check", "--supernet", str(supernet_run), "--archs", "4", "--steps", "3",
+                         "--pool", "8", "--dev-sequences", "16", "--out", str(tmp_path / "rc-local"),
+                         "--executor", "local", "--max-parallel", "2")
+    assert code == 0, text
+    assert json.loads((tmp_path / "rc-local" / "rank_check.json").read_text())["archs"] == rep["archs"]
+
+    def weights(rc: Path) -> dict:
+        return {str(p.relative_to(rc)): hashlib.sha256(p.read_bytes()).hexdigest()
+                for p in sorted((rc / "standalone").rglob("*.safetensors"))}
+
+    assert weights(tmp_path / "rc-local") == weights(tmp_path / "rc") and weights(tmp_path / "rc")
+    assert len(list((tmp_path / "rc-local" / "dispatch").glob("*_log.err"))) == 4
     # --reuse scores the same architectures on a supernet (here the same one, at its kept step)
     code, text = run_cli(capsys, "rank-check", "--supernet", str(supernet_run), "--reuse",
                          str(tmp_path / "rc" / "rank_check.json"), "--step", str(rep["supernet_step"]),

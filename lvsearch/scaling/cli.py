@@ -59,6 +59,9 @@ def add_finalist_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--compare-full", action="store_true",
                    help="also train the cut finalists to the budget: does each rule's pick agree with training all?")
     g.add_argument("--n-boot", type=int, default=50, help="bootstrap refits per prediction interval (default 50)")
+    from lvsearch.dispatch import add_dispatch_arguments
+
+    add_dispatch_arguments(p, "each round's finalist trainings (with --finalists)")
 
 
 def run_finalists_args(args: argparse.Namespace, overrides: list[str]) -> int:
@@ -70,10 +73,12 @@ def run_finalists_args(args: argparse.Namespace, overrides: list[str]) -> int:
     if not args.arch:
         raise LvsearchError("--finalists needs --arch (topk.json, a JSON list, or comma-separated names)",
                             fix="e.g. --arch runs/search/topk.json; re-run the same command to continue a job")
+    from lvsearch.dispatch import options_from_args
+
     opts = FinalistOptions(finalists=args.finalists, budget=args.budget, eta=args.eta, pruning=args.pruning,
                            compare_full=args.compare_full, n_boot=args.n_boot)
     run_finalists(args.arch, args.config, args.data, args.out, opts, overrides=overrides, overwrite=args.overwrite,
-                  device=args.device)
+                  device=args.device, dispatch=options_from_args(args))
     return 0
 
 

@@ -56,6 +56,8 @@ Job folder (``--out``)::
     archs/NAME.json     each finalist's architecture (with its search meta)
     finalists/NAME/     each finalist: an ordinary retrain run folder (config.json,
                         curve.jsonl, checkpoints/, model/ — the model at the step it reached)
+    dispatch/to-step-N/ with --executor local or slurm: submitit's files and logs of the
+                        trainings to step N (lvsearch.dispatch)
 
 Re-running the same command continues the job: recorded rounds are not redone, and each
 finalist resumes from its own checkpoint. Compute is counted in optimizer steps × finalists
@@ -86,6 +88,7 @@ STATE = "finalists.json"
 BEST = "best.json"
 RUNS = "finalists"
 ARCHS = "archs"
+DISPATCH = "dispatch"  # submitit's files of --executor local/slurm (lvsearch.dispatch)
 PROBES = "cooldown_probes.json"  # in a finalist's run folder: {rung step: cooldown_probe result}
 #: ``--pruning`` value -> :func:`lvsearch.scaling.halving_step` rule
 PRUNING = {"extrapolate": "m4", "current-loss": "current"}
@@ -237,10 +240,13 @@ class _Job:
     """One finalist-pruning job in ``out`` (see the module docstring)."""
 
     def __init__(self, out: Path, finalists: list[Finalist], config: RetrainConfig, recipe, overrides, data_dir,
-                 data, opts: FinalistOptions, device: str, show_progress: bool):
+                 data, opts: FinalistOptions, device: str, show_progress: bool, dispatch=None):
         self.out, self.finalists, self.config, self.opts = out, finalists, config, opts
         self.recipe, self.overrides, self.data_dir, self.data = recipe, override_map(overrides), data_dir, data
         self.device, self.show_progress = device, show_progress
+        from lvsearch.dispatch import DispatchOptions
+
+        self.dispatch = dispatch if dispatch is not None else DispatchOptions()
         self.budget = config.train.steps
         self.rungs = halving_rungs(self.budget, len(finalists), opts.eta)
         self.tokens_per_step = config.train.batch_size * config.train.seq_len
@@ -296,25 +302,20 @@ class _Job:
         atomic_write_json(self.out / STATE, state)
 
     # -- training ----------------------------------------------------------------------------
-    def advance(self, name: str, target: int) -> None:
-        """Train finalist ``name`` to ``target`` steps (new run, or resume its checkpoint)."""
-        from lvsearch.train.checkpoint import latest_step
-        from lvsearch.train.retrain import retrain
+    def advance_all(self, names: list[str], target: int) -> None:
+        """Train the finalists ``names`` to ``target`` steps, each an independent job
+        (:func:`advance_finalist`) run where ``--executor`` says (:mod:`lvsearch.dispatch`;
+        inline: one after another in this process). A failed job is reported with its log
+        after the others have ended (:class:`~lvsearch.dispatch.DispatchError`)."""
+        from lvsearch.dispatch import Job, run_jobs
 
-        from lvsearch.train.run import finished_summary
-
-        run = self.run_dir(name)
-        reached = latest_step(run)
-        if reached >= target and (target < self.budget or finished_summary(run, self.budget) is not None):
-            return  # a rung is read from the curve; the full budget also needs its summary
-        stop = None if target == self.budget else target
-        if reached == 0:  # new, or started without reaching a checkpoint: start over
-            retrain(str(self.arch_file(name)), self.recipe, self.data_dir, run,
-                    overrides={**self.overrides, "train.steps": self.budget}, overwrite=True,
-                    device=self.device, show_progress=self.show_progress, stop_at=stop)
-        else:
-            retrain(None, None, self.data_dir, run, resume=True, device=self.device,
-                    show_progress=self.show_progress, stop_at=stop)
+        inline = self.dispatch.inline
+        jobs = [Job(name, advance_finalist, {
+            "run": str(self.run_dir(name)), "arch_file": str(self.arch_file(name)), "recipe": self.recipe,
+            "overrides": dict(self.overrides), "data_dir": str(self.data_dir), "budget": self.budget,
+            "target": target, "device": self.device, "show_progress": self.show_progress and inline,
+        }) for name in names]
+        run_jobs(jobs, self.dispatch, self.out / DISPATCH / f"to-step-{target}", ui_label="finalist")
 
     def curve(self, name: str, up_to: int) -> tuple[list[float], list[float]]:
         """Dev-loss curve up to ``up_to`` with the warm-up evaluations dropped; when the rung
@@ -339,6 +340,33 @@ class _Job:
         eps0 = self.eps0
         return {"model_factory": lambda: M4(eps0=eps0, fit_eps0=False), "n_boot": self.opts.n_boot,
                 "level": self.opts.level, "seed": self.opts.seed}
+
+
+def advance_finalist(run: str, arch_file: str, recipe: str | None, overrides: Overrides, data_dir: str, budget: int,
+                     target: int, device: str = "auto", show_progress: bool = False) -> int:
+    """Train the finalist run ``run`` to ``target`` of ``budget`` steps: a new retrain run of
+    ``arch_file`` (``train.steps = budget``, stopped at ``target``), or the resumption of its
+    checkpoint; nothing when it is already there. Calling it again after an interruption
+    continues exactly (what a requeued dispatch job does). Returns the step reached.
+
+    Raises:
+        LvsearchError: the errors of :func:`lvsearch.train.retrain.retrain`.
+    """
+    from lvsearch.train.checkpoint import latest_step
+    from lvsearch.train.retrain import retrain
+    from lvsearch.train.run import finished_summary
+
+    run_path = Path(run)
+    reached = latest_step(run_path)
+    if reached >= target and (target < budget or finished_summary(run_path, budget) is not None):
+        return reached  # a rung is read from the curve; the full budget also needs its summary
+    stop = None if target == budget else target
+    if reached == 0:  # new, or started without reaching a checkpoint: start over
+        retrain(arch_file, recipe, data_dir, run_path, overrides={**override_map(overrides), "train.steps": budget},
+                overwrite=True, device=device, show_progress=show_progress, stop_at=stop)
+    else:
+        retrain(None, None, data_dir, run_path, resume=True, device=device, show_progress=show_progress, stop_at=stop)
+    return target
 
 
 def _open_state(out: Path, job: _Job, overwrite: bool) -> dict:
@@ -391,6 +419,7 @@ def run_finalists(
     overwrite: bool = False,
     device: str = "auto",
     show_progress: bool = True,
+    dispatch=None,
 ) -> dict:
     """Successive halving over the first ``options.finalists`` architectures of ``arch_spec``;
     returns the state written to ``out/finalists.json`` (see the module docstring).
@@ -401,13 +430,19 @@ def run_finalists(
         recipe, overrides: the retrain recipe of every finalist (``train.steps`` is set to the
             budget).
         out: job folder; re-running with the same arguments continues the job there.
+        dispatch: where each round's trainings run (:class:`lvsearch.dispatch.DispatchOptions`;
+            None: in this process, one after another). Not part of the job's settings: a job
+            started with one executor continues with another. submitit's files go to
+            ``out/dispatch``.
 
     Raises:
         LvsearchError: K < 2 or more than the list holds, eta < 2, a budget not divisible by
             eta^rounds or whose first rung is not a multiple of ``train.eval_every`` (0 is
             refused: the curves need evaluations), an unknown ``pruning``, invalid or duplicate
             architectures, bad data, ``out`` holding something else or a job with other
-            settings, multi-process launch (torchrun).
+            settings, multi-process launch (torchrun);
+            :class:`~lvsearch.dispatch.DispatchError` when dispatched trainings failed (each
+            named with its log; the round is not recorded, re-running continues it).
     """
     import os
 
@@ -447,7 +482,7 @@ def run_finalists(
             fix=f"set train.eval_every to a divisor of {rungs[0]} (e.g. --set train.eval_every={_divisor(rungs[0], t.eval_every)}) "
                 f"or make --budget a multiple of {budget // rungs[0] * max(t.eval_every, 1)}",
         )
-    job = _Job(out, finalists, config, recipe, {**overrides, **extra}, data_dir, data, o, device, show_progress)
+    job = _Job(out, finalists, config, recipe, {**overrides, **extra}, data_dir, data, o, device, show_progress, dispatch)
     if job.wsd and (rungs[-1] > job.predict_steps or rungs[0] < t.warmup_steps):
         raise LvsearchError(
             f"train.schedule wsd: the rungs ({', '.join(map(str, rungs))} steps) must lie in the stable phase, "
@@ -485,8 +520,8 @@ def run_finalists(
             continue
         t0 = time.perf_counter()
         ui.console.print(f"[bold]round {i + 1}/{len(rungs)}[/bold]: {len(alive)} finalists to step {rung}")
+        job.advance_all(alive, rung)
         for n in alive:
-            job.advance(n, rung)
             reached[n] = rung
         kill_point(f"finalists-round:{i + 1}")
         curves = {n: job.curve(n, rung) for n in alive}
@@ -507,8 +542,8 @@ def run_finalists(
 
     if state["final"] is None:
         ui.console.print(f"[bold]final[/bold]: {len(alive)} finalist(s) to the full budget ({budget} steps)")
+        job.advance_all(alive, budget)
         for n in alive:
-            job.advance(n, budget)
             reached[n] = budget
         losses = {n: job.final_loss(n) for n in alive}
         pick = min(alive, key=lambda n: (losses[n], n))
@@ -530,8 +565,7 @@ def run_finalists(
 
     if o.compare_full and state["comparison"] is None:
         ui.console.print(f"[bold]--compare-full[/bold]: training the cut finalists to {budget} steps too")
-        for f in finalists:
-            job.advance(f.name, budget)
+        job.advance_all([f.name for f in finalists], budget)
         state["comparison"] = compare(job, state)
         job.save(state)
     ui.console.print(summary_table(state))

@@ -210,6 +210,9 @@ def _register_rank_check(sub: argparse._SubParsersAction) -> None:
                         "EA vs random search, and the best-of-k-random curve")
     r.add_argument("--overwrite", action="store_true", help="replace an earlier rank check in --out")
     r.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="default: cuda when available")
+    from lvsearch.dispatch import add_dispatch_arguments
+
+    add_dispatch_arguments(r, "the standalone trainings")
     r.set_defaults(func=_rank_check)
 
 
@@ -334,8 +337,10 @@ def _arch_show(args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------------------- rank check
 def _rank_check(args: argparse.Namespace) -> int:
     from lvsearch import ui
+    from lvsearch.dispatch import options_from_args
     from lvsearch.search.rank_check import rank_check
 
+    dispatch = options_from_args(args)
     landscape = None
     if args.landscape:  # read before the standalone training: a bad file fails in seconds
         from lvsearch.search.noise import landscape_lines
@@ -343,7 +348,7 @@ def _rank_check(args: argparse.Namespace) -> int:
         landscape = landscape_lines(args.landscape, space=_supernet_space(args.supernet))
     res = rank_check(args.supernet, num_archs=args.archs, steps=args.steps, pool=args.pool, out=args.out,
                      data=args.data, dev_sequences=args.dev_sequences, seed=args.seed, overwrite=args.overwrite,
-                     device=args.device, reuse=args.reuse, step=args.step, fitness=args.fitness)
+                     device=args.device, reuse=args.reuse, step=args.step, fitness=args.fitness, dispatch=dispatch)
     fmt = lambda v: "undefined" if v is None else f"{v:.3f}"  # noqa: E731
     ci = lambda c: f"[{fmt(c[0])}, {fmt(c[1])}]"  # noqa: E731
     ch = res["topk_chance"]

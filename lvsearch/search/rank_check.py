@@ -15,7 +15,9 @@ are kept (``standalone/NN/summary.json``): re-running after an interruption trai
 rest.
 
 Outputs in ``--out``: ``rank_check.json`` and ``rank_check.png`` (scatter), plus one training
-run per architecture under ``standalone/NN/``.
+run per architecture under ``standalone/NN/``; with ``--executor local|slurm`` the standalone
+runs are independent jobs (:mod:`lvsearch.dispatch`) whose submitit files and logs are in
+``dispatch/``.
 """
 
 from __future__ import annotations
@@ -378,6 +380,66 @@ def stratified_tau(xs, ys, labels: list[str]) -> dict:
     return {"strata": out, "weighted_tau": num / den if den else None}
 
 
+def standalone_train_config(train_config, steps: int):
+    """The supernet run's training settings shortened to a standalone run of ``steps`` steps
+    (warm-up at most a tenth, no evaluations or checkpoints during the run)."""
+    t = train_config
+    return replace(t, steps=steps, warmup_steps=min(t.warmup_steps, max(0, steps // 10)), eval_every=0,
+                   checkpoint_every=0, keep_checkpoints=1, log_every=max(1, steps // 5))
+
+
+def finished_standalone(run: Path, arch_key: str, steps: int, supernet_step: int) -> dict | None:
+    """The ``summary.json`` of a finished standalone run of ``arch_key`` (``steps`` steps, from
+    the supernet checkpoint of ``supernet_step``) in ``run``, else None."""
+    from lvsearch.io import read_json
+
+    done = Path(run) / "summary.json"
+    if done.is_file():
+        rec = read_json(done, what="standalone summary")
+        if isinstance(rec, dict) and rec.get("arch") == arch_key and rec.get("steps") == steps \
+                and rec.get("supernet_step") == supernet_step:
+            return rec
+    return None
+
+
+def train_standalone(run: str, arch_key: str, steps: int, label: str, supernet: str, step: int | None,
+                     data: str | None, dev_sequences: int | None, device: str = "auto", show_progress: bool = False,
+                     loaded=None, dev=None, prepared=None, info=None) -> dict:
+    """One standalone run of a rank check: ``arch_key`` trained from scratch for ``steps``
+    steps with the supernet run's recipe into ``run`` (replaced), its summary written to
+    ``run/summary.json`` and returned. ``loaded``/``dev``/``prepared``/``info``: the caller's
+    supernet, dev set, data and device (in-process); None: loaded here from ``supernet`` at
+    ``step`` (a dispatched job). A second call (a requeued job) trains the run again from
+    scratch: standalone runs keep no checkpoints, and the same run gives the same bytes.
+
+    Raises:
+        LvsearchError: the errors of ``load_supernet`` / ``load_dev``.
+    """
+    from lvsearch.io import atomic_write_json
+    from lvsearch.train.loop import train
+
+    if loaded is None:
+        from lvsearch.train.distributed import init_distributed
+        from lvsearch.train.supernet import load_dev, load_supernet
+
+        info = init_distributed(device)
+        loaded = load_supernet(supernet, device=info.device, step=step)
+        dev, prepared = load_dev(loaded, data, dev_sequences)
+    run_path = Path(run)
+    arch = Arch.from_key(arch_key)
+    cfg = loaded.config
+    tcfg = standalone_train_config(cfg.train, steps)
+    if run_path.exists():
+        shutil.rmtree(run_path)
+    run_path.mkdir(parents=True)
+    obj = FixedArchObjective(arch, loaded.dims, prepared, replace(cfg, train=tcfg), dev, info)
+    summary = train(obj, tcfg, run_path, info, tokens_per_step=tcfg.batch_size * tcfg.seq_len, resume=False,
+                    checkpoint_extra={"arch": arch.key}, label=label, show_progress=show_progress)
+    summary = {**summary, "arch": arch.key, "steps": steps, "supernet_step": loaded.step}
+    atomic_write_json(run_path / "summary.json", summary)
+    return summary
+
+
 def rank_check_out(supernet: str | Path, out: str | Path | None) -> Path:
     """The rank check's output folder: ``out``, or ``SUPERNET/rank_check`` when None."""
     return Path(out) if out is not None else Path(supernet) / "rank_check"
@@ -387,7 +449,8 @@ def rank_check_out(supernet: str | Path, out: str | Path | None) -> Path:
 def rank_check(supernet: str | Path, *, num_archs: int = 8, steps: int = 200, pool: int | None = None,
                out: str | Path | None = None, data: str | Path | None = None, dev_sequences: int | None = None,
                seed: int = 0, overwrite: bool = False, device: str = "auto", show_progress: bool = False,
-               reuse: str | Path | None = None, step: int | None = None, fitness: str = DEFAULT.metric) -> dict:
+               reuse: str | Path | None = None, step: int | None = None, fitness: str = DEFAULT.metric,
+               dispatch=None) -> dict:
     """Run the rank check; returns (and writes) the report dict.
 
     Returns keys: ``kendall_tau, kendall_p, spearman_rho, spearman_p`` (accuracies),
@@ -405,11 +468,16 @@ def rank_check(supernet: str | Path, *, num_archs: int = 8, steps: int = 200, po
     sampling rule, more dev targets) are compared on the same architectures without retraining
     them. ``num_archs``, ``steps``, ``pool`` then come from that file.
 
+    ``dispatch``: where the standalone runs train (:class:`lvsearch.dispatch.DispatchOptions`;
+    None: in this process, one after another); submitit's files go to ``out/dispatch``.
+
     Raises:
         LvsearchError: N < 3 (no meaningful correlation), steps < 1, an ``out`` folder that
             already holds a rank check (without ``overwrite``), a ``reuse`` file that is not a
             rank check or names architectures outside this supernet's space, and the errors of
-            :func:`lvsearch.train.supernet.load_dev` / ``load_supernet``.
+            :func:`lvsearch.train.supernet.load_dev` / ``load_supernet``;
+            :class:`~lvsearch.dispatch.DispatchError` when dispatched standalone runs failed
+            (each named with its log; re-running trains only the unfinished ones).
     """
     import time
 
@@ -421,7 +489,6 @@ def rank_check(supernet: str | Path, *, num_archs: int = 8, steps: int = 200, po
     from lvsearch.search.evaluator import SupernetEvaluator
     from lvsearch.train.supernet import load_dev
     from lvsearch.train.distributed import init_distributed
-    from lvsearch.train.loop import train
     from lvsearch.train.supernet import load_supernet
 
     if num_archs < 3:
@@ -432,7 +499,7 @@ def rank_check(supernet: str | Path, *, num_archs: int = 8, steps: int = 200, po
 
     out = rank_check_out(supernet, out)
     guard_output(out, overwrite=overwrite, inputs=[("--supernet", supernet), ("--data", data), ("--reuse", reuse)])
-    if out.is_dir() and any(out.iterdir()) and not ((out / "rank_check.json").exists() or (out / "standalone").is_dir()):
+    if out.is_dir() and any(out.iterdir()) and not any((out / n).exists() for n in ("rank_check.json", "standalone", "dispatch")):
         raise LvsearchError(f"--out {out} is not empty and holds no rank check", fix="choose a new or empty folder")
     t0 = time.perf_counter()
     info = init_distributed(device)
@@ -473,14 +540,25 @@ def rank_check(supernet: str | Path, *, num_archs: int = 8, steps: int = 200, po
                 break
         scored = evaluator.evaluate_many(list(archs.values()))
         picked = quantile_pick(scored, num_archs)
-    cfg = loaded.config
-    tcfg = replace(cfg.train, steps=steps, warmup_steps=min(cfg.train.warmup_steps, max(0, steps // 10)),
-                   eval_every=0, checkpoint_every=0, keep_checkpoints=1, log_every=max(1, steps // 5))
     rows = []
-    from lvsearch.io import read_json
+    from lvsearch.dispatch import DispatchOptions, Job, run_jobs
 
+    dispatch = dispatch if dispatch is not None else DispatchOptions()
+    # inline jobs share this process's supernet, data and dev set; dispatched ones load their own
+    shared = {"loaded": loaded, "dev": dev, "prepared": prepared, "info": info} if dispatch.inline else {}
+    jobs = []
     for i, r in enumerate(picked):
-        arch = archs[r.key]
+        if reused is not None:
+            continue
+        run = out / "standalone" / f"{i:02d}"
+        if finished_standalone(run, r.key, steps, loaded.step) is None:
+            jobs.append(Job(f"{i:02d}-{archs[r.key].compact}", train_standalone, {
+                "run": str(run), "arch_key": r.key, "steps": steps, "label": f"standalone {i + 1}/{len(picked)}",
+                "supernet": str(supernet), "step": loaded.step, "data": None if data is None else str(data),
+                "dev_sequences": dev_sequences, "device": device, "show_progress": show_progress and dispatch.inline,
+                **shared}))
+    run_jobs(jobs, dispatch, out / "dispatch", ui_label="standalone run")
+    for i, r in enumerate(picked):
         if reused is not None:
             old_row = reused["archs"][i]
             rows.append({"key": r.key, "supernet_fitness": r.fitness, "supernet_accuracy": r.accuracy,
@@ -488,25 +566,8 @@ def rank_check(supernet: str | Path, *, num_archs: int = 8, steps: int = 200, po
                          "standalone_accuracy": old_row["standalone_accuracy"],
                          "standalone_loss": old_row["standalone_loss"]})
             continue
-        run = out / "standalone" / f"{i:02d}"
-        done = run / "summary.json"
-        summary = None
-        if done.is_file():  # a re-run after an interruption keeps the finished standalone runs
-            rec = read_json(done, what="standalone summary")
-            if isinstance(rec, dict) and rec.get("arch") == arch.key and rec.get("steps") == steps \
-                    and rec.get("supernet_step") == loaded.step:
-                summary = rec
-        if summary is None:
-            if run.exists():
-                shutil.rmtree(run)
-            run.mkdir(parents=True)
-            obj = FixedArchObjective(arch, loaded.dims, prepared, replace(cfg, train=tcfg), dev, info)
-            summary = train(obj, tcfg, run, info, tokens_per_step=tcfg.batch_size * tcfg.seq_len, resume=False,
-                            checkpoint_extra={"arch": arch.key}, label=f"standalone {i + 1}/{len(picked)}",
-                            show_progress=show_progress)
-            summary = {**summary, "arch": arch.key, "steps": steps, "supernet_step": loaded.step}
-            atomic_write_json(done, summary)
-        final = summary.get("final_eval") or {}
+        summary = finished_standalone(out / "standalone" / f"{i:02d}", r.key, steps, loaded.step)
+        final = (summary or {}).get("final_eval") or {}
         rows.append({"key": r.key, "supernet_fitness": r.fitness, "supernet_accuracy": r.accuracy,
                      "supernet_loss": r.loss, "params": r.params,
                      "standalone_accuracy": final.get("accuracy"), "standalone_loss": final.get("loss")})

@@ -189,7 +189,11 @@ def _retrain(args: argparse.Namespace) -> int:
 
         return run_finalists_args(args, overrides)
     given = [f"--{k.replace('_', '-')}" for k in ("budget", "compare_full") if getattr(args, k)]
-    given += [f"--{k.replace('_', '-')}" for k, d in (("eta", 2), ("pruning", "current-loss"), ("n_boot", 50)) if getattr(args, k) != d]
+    given += [f"--{k.replace('_', '-')}" for k, d in (("eta", 2), ("pruning", "current-loss"), ("n_boot", 50),
+                                                      ("executor", "inline"), ("max_parallel", None),
+                                                      ("slurm_partition", None), ("slurm_time", 24 * 60),
+                                                      ("slurm_gpus_per_job", 0), ("slurm_cpus_per_job", None),
+                                                      ("slurm_extra", [])) if getattr(args, k) != d]
     if given:
         from lvsearch.errors import LvsearchError
 
