@@ -18,7 +18,7 @@ import pytest
 from lvsearch.cli import main
 from lvsearch.quickstart.job import QuickstartSettings
 from lvsearch.quickstart.plan import make_plan
-from lvsearch.quickstart.report import paired_difference
+from lvsearch.stats import mean_difference_interval
 
 SUPERNET_RECIPE = """\
 space: lvbert
@@ -342,14 +342,14 @@ def test_paired_difference_verdicts():
     rng = np.random.default_rng(0)
     b = rng.integers(0, 2, 2000)
     better = np.where(rng.random(2000) < 0.3, 1, b)  # flips 0 → 1 on ~15% of items
-    d = paired_difference(better, b)
+    d = mean_difference_interval(better, b)
     assert d["verdict"] == "ahead" and d["low"] > 0 and d["diff"] == pytest.approx(better.mean() - b.mean())
-    assert paired_difference(b, better)["verdict"] == "behind"
+    assert mean_difference_interval(b, better)["verdict"] == "behind"
     noise = rng.integers(0, 2, 2000)
-    assert paired_difference(noise, noise ^ (rng.random(2000) < 0.001))["verdict"] == "within noise"
-    assert paired_difference(b, b)["verdict"] == "within noise"
+    assert mean_difference_interval(noise, noise ^ (rng.random(2000) < 0.001))["verdict"] == "within noise"
+    assert mean_difference_interval(b, b)["verdict"] == "within noise"
     with pytest.raises(ValueError):
-        paired_difference(b, b[:10])
+        mean_difference_interval(b, b[:10])
 
 
 def test_plan_scales_with_minutes():
