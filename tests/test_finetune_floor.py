@@ -7,7 +7,8 @@ import random
 
 import pytest
 
-from lvsearch.eval.finetune import Example, FinetuneConfig, TaskData, training_examples
+from lvsearch.eval.finetune import FinetuneConfig, training_examples
+from lvsearch.eval.tasks import Example, TaskData
 from lvsearch.eval.floors import finetune_floor, finetune_vs_floor
 
 pytest.importorskip("sklearn")

@@ -555,7 +555,7 @@ def finetune_floor(task, cfg, *, c_grid=BOW_C_GRID) -> dict:
     """The fine-tuning floor of ``task``: TF-IDF word uni+bigram features and scikit-learn's
     ``LogisticRegression`` (L2, lbfgs; ``Ridge`` with ``alpha = 1/C`` for regression), fitted on
     exactly the training examples fine-tuning uses (:func:`lvsearch.eval.finetune.training_examples`),
-    ``C`` picked on dev by the task's selection metric (:func:`lvsearch.eval.finetune.primary_metric`;
+    ``C`` picked on dev by the task's selection metric (:func:`lvsearch.eval.finetune_metrics.primary_metric`;
     ties: the smaller C), test scored once with that C. Dev and test are never fitted on.
 
     Returns:
@@ -569,12 +569,8 @@ def finetune_floor(task, cfg, *, c_grid=BOW_C_GRID) -> dict:
         from sklearn.linear_model import LogisticRegression, Ridge
     except ImportError:
         raise LvsearchError("the fine-tuning floor needs scikit-learn", fix="pip install scikit-learn") from None
-    from lvsearch.eval.finetune import (
-        eval_examples,
-        primary_metric,
-        task_metrics,
-        training_examples,
-    )
+    from lvsearch.eval.finetune import eval_examples, training_examples
+    from lvsearch.eval.finetune_metrics import primary_metric, task_metrics
 
     train = training_examples(task, cfg)
     evals = eval_examples(task, cfg)
@@ -622,7 +618,8 @@ def finetune_vs_floor(task, result: dict, floor: dict, *, n_resamples: int = RES
     Returns:
         ``{"metric", "model", "floor", "difference", "ci", "level", "resamples", "excludes_zero", "beats"}``.
     """
-    from lvsearch.eval.finetune import eval_examples, task_metrics
+    from lvsearch.eval.finetune import eval_examples
+    from lvsearch.eval.finetune_metrics import task_metrics
 
     seeds = [r for r in result.get("per_seed", []) if r.get("status") == "ok"]
     if not seeds or floor.get("test_predictions") is None or any(r.get("test_predictions") is None for r in seeds):

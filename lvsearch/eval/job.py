@@ -285,7 +285,7 @@ def evaluate(opts: EvaluateOptions, *, show: bool = True) -> EvaluateResult:
                 blimp_note = {"status": "not applicable",
                               "reason": "RTD discriminator has no MLM head (no generator.safetensors in the model directory)"}
 
-    from lvsearch.eval.finetune import load_task
+    from lvsearch.eval.tasks import load_task
 
     tasks = [load_task(spec) for spec in opts.tasks]
     names = [t.name for t in tasks]
