@@ -454,7 +454,7 @@ def _run_blimp(opts: EvaluateOptions, inp: _Inputs, timings: dict) -> dict:
              "tie_rule": "ties count as wrong", "token_budget": opts.blimp_token_budget, **res}
     timings["blimp_s"] = res["seconds"]
     if inp.floor_data is not None:
-        from lvsearch.eval.floors import blimp_floor_for_model, blimp_vs_floor
+        from lvsearch.eval.blimp_floor import blimp_floor_for_model, blimp_vs_floor
 
         t0 = time.perf_counter()
         bfloor = blimp_floor_for_model(model.training_args, model.extra, inp.floor_data, inp.paradigms)
@@ -472,7 +472,7 @@ def _run_finetune(inp: _Inputs, timings: dict) -> dict:
     """Fine-tune on every task and fit its bag-of-words floor; the report's ``finetune`` entry."""
     from lvsearch import ui
     from lvsearch.eval.finetune import finetune_task
-    from lvsearch.eval.floors import finetune_floor, finetune_vs_floor
+    from lvsearch.eval.finetune_floor import finetune_floor, finetune_vs_floor
 
     model = inp.model
     finetune = {}
