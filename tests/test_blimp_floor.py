@@ -11,13 +11,8 @@ import pytest
 from lvsearch.errors import LvsearchError
 from lvsearch.stats import paired_bootstrap
 from lvsearch.eval.blimp import Paradigm, aggregate_blimp
-from lvsearch.eval.floors import (
-    blimp_floor_rows,
-    blimp_vs_floor,
-    fit_blimp_floor,
-    score_blimp_floor,
-    seen_sequences,
-)
+from lvsearch.eval.blimp_floor import blimp_floor_rows, blimp_vs_floor, fit_blimp_floor, score_blimp_floor
+from lvsearch.eval.replay import seen_sequences
 from lvsearch.eval.ngram import KneserNeyLM
 
 # Vocabulary a=0, b=1, c=2; rows "a b c" and "b b c"; order 2, D = 0.5.

@@ -402,7 +402,8 @@ def test_metrics_against_scipy_and_hand_values():
 # --------------------------------------------------------------------------- fine-tuning
 def test_rte_pair_columns_detected(shared_data, model_dir):
     from lvsearch.data.tokenizer import SpecialIds
-    from lvsearch.eval.finetune import _encode, load_task
+    from lvsearch.eval.finetune import _encode
+    from lvsearch.eval.tasks import load_task
 
     t = load_task(str(shared_data / "tasks" / "rte"))
     assert t.columns == {"text_a": "premise", "text_b": "hypothesis", "label": "label"}
@@ -416,7 +417,8 @@ def test_rte_pair_columns_detected(shared_data, model_dir):
 
 
 def test_finetune_sentence_polarity(shared_data, model_dir):
-    from lvsearch.eval.finetune import FinetuneConfig, finetune_task, load_task
+    from lvsearch.eval.finetune import FinetuneConfig, finetune_task
+    from lvsearch.eval.tasks import load_task
 
     t = load_task(str(shared_data / "tasks" / "sentence_polarity"))
     assert t.columns["text_b"] is None and t.label_names == ["0", "1"]
@@ -466,7 +468,8 @@ def _write_task(folder: Path, header: str, rows: dict[str, list[str]]):
 
 
 def test_regression_and_unlabeled_test(model_dir, tmp_path):
-    from lvsearch.eval.finetune import FinetuneConfig, finetune_task, load_task
+    from lvsearch.eval.finetune import FinetuneConfig, finetune_task
+    from lvsearch.eval.tasks import load_task
 
     words = ["good film", "bad film", "a fine story", "dull and long", "great acting", "weak plot"]
     train = [f"{i}\t{words[i % 6]}\t{words[(i + 1) % 6]}\t{(i % 5) + 0.5}" for i in range(24)]
@@ -516,7 +519,7 @@ def test_hf_dataset_conversion(monkeypatch):
     """A GLUE-style HF dataset (ClassLabel labels, test labels -1) goes through the same detection."""
     import datasets
 
-    from lvsearch.eval.finetune import load_task
+    from lvsearch.eval.tasks import load_task
 
     feats = datasets.Features({"sentence1": datasets.Value("string"), "sentence2": datasets.Value("string"),
                                "label": datasets.ClassLabel(names=["entailment", "not_entailment"]), "idx": datasets.Value("int32")})
@@ -647,7 +650,8 @@ def test_python_m_subprocess(model_dir, tmp_path, shared_data):
 # --------------------------------------------------------------------------- issue 6: CLI forms, Markdown, lvsearch report
 def test_finetune_sentence_polarity_beats_majority(shared_data, model_dir):
     """Issue 6: fine-tuning sentence_polarity for a short budget beats the majority class on test."""
-    from lvsearch.eval.finetune import FinetuneConfig, finetune_task, load_task
+    from lvsearch.eval.finetune import FinetuneConfig, finetune_task
+    from lvsearch.eval.tasks import load_task
 
     t = load_task(str(shared_data / "tasks" / "sentence_polarity"))
     test_labels = [e.label for e in t.splits["test"]]
@@ -700,7 +704,7 @@ def test_cli_model_flag_mlm_data_blimp_limit_20_and_markdown(model_dir, small_co
 def test_task_hf_prefix(monkeypatch):
     import datasets
 
-    from lvsearch.eval.finetune import load_task
+    from lvsearch.eval.tasks import load_task
 
     calls = []
 

@@ -12,8 +12,9 @@ import torch
 
 from lvsearch.arch import Arch
 from lvsearch.errors import LvsearchError
-from lvsearch.eval.finetune import (FAILED_TEXT, LOSS_FELL_FRACTION, Example, FinetuneConfig, TaskData, constant_loss,
-                                    default_lr, finetune_task, loss_did_not_fall)
+from lvsearch.eval.finetune import (FAILED_TEXT, LOSS_FELL_FRACTION, FinetuneConfig, constant_loss, default_lr,
+                                    finetune_task, loss_did_not_fall)
+from lvsearch.eval.tasks import Example, TaskData
 from lvsearch.model import Encoder, ModelDims
 
 

@@ -1,4 +1,4 @@
-"""The fine-tuning floor (lvsearch.eval.floors.finetune_floor): fitted on the training examples
+"""The fine-tuning floor (lvsearch.eval.finetune_floor.finetune_floor): fitted on the training examples
 only, C picked on dev only, test scored once; the paired bootstrap against a model's seeds."""
 
 from __future__ import annotations
@@ -7,8 +7,9 @@ import random
 
 import pytest
 
-from lvsearch.eval.finetune import Example, FinetuneConfig, TaskData, training_examples
-from lvsearch.eval.floors import finetune_floor, finetune_vs_floor
+from lvsearch.eval.finetune import FinetuneConfig, training_examples
+from lvsearch.eval.tasks import Example, TaskData
+from lvsearch.eval.finetune_floor import finetune_floor, finetune_vs_floor
 
 pytest.importorskip("sklearn")
 

@@ -20,11 +20,9 @@ from lvsearch.eval.floors import (
     NeighbourCountModel,
     floors_for_model,
     floors_for_run,
-    run_settings,
     score_floors,
-    seen_row_counts,
-    seen_sequences,
 )
+from lvsearch.eval.replay import run_settings, seen_row_counts, seen_sequences
 from lvsearch.model import Encoder, ModelDims
 from lvsearch.modeldir import save_model_dir
 
@@ -320,7 +318,7 @@ def test_floors_for_model_never_raises_for_a_run_it_cannot_rebuild(data):
 
 def test_evaluate_and_report_lead_with_the_three_floors(data, tmp_path, capsys, shared_data):
     from lvsearch.eval.blimp import read_blimp
-    from lvsearch.eval.floors import fit_blimp_floor, score_blimp_floor
+    from lvsearch.eval.blimp_floor import fit_blimp_floor, score_blimp_floor
 
     train = {"batch_size": 16, "seq_len": 64, "seed": 0}
     ours = _model_dir(tmp_path / "ours", data, {"train": train}, {"steps": 20, "train_tokens": data.num_tokens("train")})

@@ -156,12 +156,12 @@ def test_nonpositive_resource_bounds_are_refused(tmp_path: Path, capsys, flag: s
 
 
 def test_one_seed_reports_no_spread():
-    from lvsearch.eval.finetune import _summary
+    from lvsearch.eval.finetune_metrics import seed_summary
     from lvsearch.eval.report import summary_rows
 
-    one = _summary([0.75])
+    one = seed_summary([0.75])
     assert one["std"] is None and one["n"] == 1
-    assert math.isclose(_summary([0.5, 0.7])["std"], 0.2 / math.sqrt(2))
+    assert math.isclose(seed_summary([0.5, 0.7])["std"], 0.2 / math.sqrt(2))
     report = {"finetune": {"rte": {"aggregate": {"dev": {"accuracy": one}}, "per_seed": [{}], "failed_seeds": []}}}
     text = " ".join(v for _, v in summary_rows(report))
     assert "± 0.0000" not in text and "0.7500 ± unmeasured (1 seed)" in text
@@ -401,7 +401,7 @@ def _bad_label_tasks(w: Path, task: Path) -> dict[str, Path]:
     """Copies of the task folder with a field over the reader's limit (line 3 of train.tsv), a
     ``nan`` label (line 4 of train.tsv: how pandas writes a missing value), and a regression
     task (scores) whose dev split has an ``inf`` score on line 3."""
-    from lvsearch.eval.finetune import MAX_FIELD_CHARS
+    from lvsearch.eval.tasks import MAX_FIELD_CHARS
 
     rows = {split: (task / f"{split}.tsv").read_text(encoding="utf-8").splitlines() for split in ("train", "dev")}
 
@@ -1197,7 +1197,7 @@ def test_evaluate_defaults_to_the_models_training_dev_set():
 
 def test_imbalanced_tasks_select_epochs_by_mcc_or_macro_f1():
     """Item 9: accuracy only where classes are balanced; the table says which F1."""
-    from lvsearch.eval.finetune import metric_label, primary_metric
+    from lvsearch.eval.finetune_metrics import metric_label, primary_metric
 
     assert primary_metric("classification", [0, 1] * 50, 2) == "accuracy"
     assert primary_metric("classification", [0] * 80 + [1] * 20, 2) == "mcc"
@@ -1262,7 +1262,7 @@ def test_arch_show_without_supernet_uses_recorded_size(ws: dict[str, Path]):
 
 def test_a_stray_label_warns(shared_data: Path, tmp_path: Path, capsys):
     """One `positive` among 8,530 `0`/`1` labels silently made sentence_polarity 3-class."""
-    from lvsearch.eval.finetune import load_task_folder
+    from lvsearch.eval.tasks import load_task_folder
 
     task = tmp_path / "task"
     shutil.copytree(shared_data / "tasks" / "sentence_polarity", task)
@@ -1363,7 +1363,7 @@ def test_task_fields_longer_than_csvs_default_limit_are_read(tmp_path: Path):
     fields up to MAX_FIELD_CHARS are read whole, and the csv module's limit is left as it was."""
     import csv
 
-    from lvsearch.eval.finetune import MAX_FIELD_CHARS, load_task_folder
+    from lvsearch.eval.tasks import MAX_FIELD_CHARS, load_task_folder
 
     task = tmp_path / "task"
     task.mkdir()

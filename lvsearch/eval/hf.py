@@ -354,41 +354,13 @@ def _load_error(where: str, what: str, e: Exception, fix: str) -> LvsearchError:
     return LvsearchError(f"cannot load {what} of {where}: {_first_line(e)}", fix=fix)
 
 
-def load_hf_model(spec: str, *, device: str = "cpu", trust_remote_code: bool = False,
-                  allow_pickle: bool = False) -> HFLoaded:
-    """Load ``hf:PATH_OR_NAME`` (the prefix optional here) for evaluation.
+def _load_masked_lm(source: HFSource, where: str, *, trust_remote_code: bool, allow_pickle: bool):
+    """The config and masked-LM model of ``where`` (the installed template's classes for a verified
+    ``lvsearch export`` folder); returns ``(config, model, code_note)``. Raises the refusals of
+    :func:`load_hf_model` about the model (not loadable, not a masked LM, no weights, no MLM head)."""
+    from transformers import AutoConfig, AutoModelForMaskedLM
 
-    :func:`inspect_hf_source` runs first: no code from the folder runs without
-    ``trust_remote_code`` (a verified ``lvsearch export`` folder is loaded with the classes of
-    the installed template, ``lvsearch.export.hf_template``); weights are read with
-    ``use_safetensors=True``, or with ``allow_pickle`` and no safetensors file from pickle
-    under ``weights_only=True``. Everything else goes through transformers with
-    ``trust_remote_code`` as given.
-
-    Raises:
-        LvsearchError: the refusals of :func:`inspect_hf_source`; transformers is not
-            installed; the path/name cannot be loaded (message with the reason; a hub model
-            with custom code or without safetensors weights is named as such); the model is
-            not a masked LM (AutoModelForMaskedLM has no class for its config, or the
-            checkpoint lacks weights of its MLM head, e.g. a saved ``BertModel``); the folder
-            has no weights file; its
-            tokenizer is not a fast tokenizer, lacks a mask/pad token, has no vocabulary
-            besides its special tokens (no tokenizer files), or has ids beyond the model's
-            embedding rows. Each message names the path and the fix.
-    """
-    from lvsearch.io import read_json, sha256_file
-
-    source = inspect_hf_source(spec, trust_remote_code=trust_remote_code, allow_pickle=allow_pickle)
-    name, folder = source.name, source.folder
-    try:
-        import transformers
-        from transformers import AutoConfig, AutoModelForMaskedLM, AutoTokenizer
-    except ImportError:
-        raise LvsearchError("--model hf:... needs the transformers package",
-                            fix="pip install 'transformers>=5' (or pip install -e '.[dev]')") from None
-    where = str(folder) if folder is not None else name
-    transformers.logging.set_verbosity_error()
-    transformers.logging.disable_progress_bar()  # lvsearch prints its own progress; no "Loading weights" bar
+    folder = source.folder
     if source.lvsearch_export:  # the installed template, byte-equal to the folder's files: none of them is imported
         from lvsearch.export.hf_template.configuration_lvsearch import LvsearchConfig
         from lvsearch.export.hf_template.modeling_lvsearch import LvsearchForMaskedLM
@@ -427,8 +399,16 @@ def load_hf_model(spec: str, *, device: str = "cpu", trust_remote_code: bool = F
             f"scored randomly initialised (the checkpoint's architectures: {', '.join(archs)})",
             fix="pass a model saved with its MLM head (e.g. from BertForMaskedLM, an 'lvsearch export' of an MLM "
                 "model, or of an ELECTRA run with --generator)")
+    return config, model, code_note
+
+
+def _load_tokenizer(where: str, config, model, *, trust_remote_code: bool, lvsearch_export: bool):
+    """The fast tokenizer of ``where``, checked: a mask and pad token, a vocabulary besides the
+    special tokens, no id beyond the model's embedding rows. Raises LvsearchError naming the fix."""
+    from transformers import AutoTokenizer
+
     try:
-        tok = AutoTokenizer.from_pretrained(where, config=config, trust_remote_code=trust_remote_code and not source.lvsearch_export)
+        tok = AutoTokenizer.from_pretrained(where, config=config, trust_remote_code=trust_remote_code and not lvsearch_export)
     except Exception as e:  # noqa: BLE001
         raise _load_error(where, "the tokenizer", e,
                           "the folder needs a fast tokenizer (tokenizer.json + tokenizer_config.json)") from None
@@ -455,6 +435,64 @@ def load_hf_model(spec: str, *, device: str = "cpu", trust_remote_code: bool = F
             f"(config vocab_size {config.vocab_size}): the tokenizer is not the one the model was trained with",
             fix="save the model with its own tokenizer, or resize its embeddings to the tokenizer "
                 "(model.resize_token_embeddings(len(tokenizer)), then train and save it again)")
+    return tok
+
+
+def _report_config(source: HFSource, config, model, code_note: str, prov: dict) -> dict:
+    """The report's ``model.config`` entry of an ``hf:`` model (``prov``: its ``lvsearch_export.json``, or ``{}``)."""
+    import transformers
+
+    lv_cfg = prov.get("lvsearch_config") or {}
+    return {
+        "objective": "hf",
+        "source": "hf",
+        "hf": {"spec": source.name, "model_type": config.model_type, "class": type(model).__name__,
+               "transformers": transformers.__version__, "code": code_note,
+               "weights": ("pickle, --allow-pickle (weights_only=True): " + ", ".join(source.pickle_weights))
+               if source.pickle_weights else "safetensors"},
+        "arch": lv_cfg.get("arch") if prov.get("which") != "generator" else lv_cfg.get("generator_arch") or lv_cfg.get("arch"),
+        "lvsearch_export": {k: prov[k] for k in ("source", "objective", "which") if k in prov} or None,
+    }
+
+
+def load_hf_model(spec: str, *, device: str = "cpu", trust_remote_code: bool = False,
+                  allow_pickle: bool = False) -> HFLoaded:
+    """Load ``hf:PATH_OR_NAME`` (the prefix optional here) for evaluation.
+
+    :func:`inspect_hf_source` runs first: no code from the folder runs without
+    ``trust_remote_code`` (a verified ``lvsearch export`` folder is loaded with the classes of
+    the installed template, ``lvsearch.export.hf_template``); weights are read with
+    ``use_safetensors=True``, or with ``allow_pickle`` and no safetensors file from pickle
+    under ``weights_only=True``. Everything else goes through transformers with
+    ``trust_remote_code`` as given.
+
+    Raises:
+        LvsearchError: the refusals of :func:`inspect_hf_source`; transformers is not
+            installed; the path/name cannot be loaded (message with the reason; a hub model
+            with custom code or without safetensors weights is named as such); the model is
+            not a masked LM (AutoModelForMaskedLM has no class for its config, or the
+            checkpoint lacks weights of its MLM head, e.g. a saved ``BertModel``); the folder
+            has no weights file; its
+            tokenizer is not a fast tokenizer, lacks a mask/pad token, has no vocabulary
+            besides its special tokens (no tokenizer files), or has ids beyond the model's
+            embedding rows. Each message names the path and the fix.
+    """
+    from lvsearch.io import read_json, sha256_file
+
+    source = inspect_hf_source(spec, trust_remote_code=trust_remote_code, allow_pickle=allow_pickle)
+    name, folder = source.name, source.folder
+    try:
+        import transformers
+    except ImportError:
+        raise LvsearchError("--model hf:... needs the transformers package",
+                            fix="pip install 'transformers>=5' (or pip install -e '.[dev]')") from None
+    where = str(folder) if folder is not None else name
+    transformers.logging.set_verbosity_error()
+    transformers.logging.disable_progress_bar()  # lvsearch prints its own progress; no "Loading weights" bar
+    config, model, code_note = _load_masked_lm(source, where, trust_remote_code=trust_remote_code,
+                                               allow_pickle=allow_pickle)
+    tok = _load_tokenizer(where, config, model, trust_remote_code=trust_remote_code,
+                          lvsearch_export=source.lvsearch_export)
     view = HFTokenizerView(tok)
     dims = _dims(config, tok, int(tok.pad_token_id))
     HFScorer, HFEncoder = _torch_module_classes()
@@ -469,16 +507,7 @@ def load_hf_model(spec: str, *, device: str = "cpu", trust_remote_code: bool = F
     if folder is not None and (folder / "lvsearch_export.json").is_file():
         prov = read_json(folder / "lvsearch_export.json", what="lvsearch export provenance")
     lv_cfg = prov.get("lvsearch_config") or {}
-    report_config = {
-        "objective": "hf",
-        "source": "hf",
-        "hf": {"spec": name, "model_type": config.model_type, "class": type(model).__name__,
-               "transformers": transformers.__version__, "code": code_note,
-               "weights": ("pickle, --allow-pickle (weights_only=True): " + ", ".join(source.pickle_weights))
-               if source.pickle_weights else "safetensors"},
-        "arch": lv_cfg.get("arch") if prov.get("which") != "generator" else lv_cfg.get("generator_arch") or lv_cfg.get("arch"),
-        "lvsearch_export": {k: prov[k] for k in ("source", "objective", "which") if k in prov} or None,
-    }
+    report_config = _report_config(source, config, model, code_note, prov)
     tok_file = folder / "tokenizer.json" if folder is not None else None
     return HFLoaded(
         scorer=scorer, encoder=encoder, tokenizer=view, spec=name, folder=folder, config=report_config,

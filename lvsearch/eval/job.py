@@ -20,6 +20,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from lvsearch import tracking
 from lvsearch.errors import LvsearchError
@@ -172,24 +173,97 @@ def report_path(opts: EvaluateOptions) -> Path | None:
     return None if hf and not model_dir.is_dir() else model_dir / DEFAULT_REPORT_NAME
 
 
-@holds_output(lambda a: report_path(a["opts"]))
-def evaluate(opts: EvaluateOptions, *, show: bool = True) -> EvaluateResult:
-    """Evaluate one model and write its report (JSON + Markdown, atomic writes).
+@dataclass
+class _Model:
+    """The model under evaluation, loaded: an lvsearch model directory (``loaded``, a
+    :class:`~lvsearch.modeldir.LoadedModel`) or an ``hf:`` model (``hf_model``, :mod:`lvsearch.eval.hf`)."""
 
-    Progress bars and the MLM dev set line are always shown; with ``show`` the summary table,
-    the floor notes and the "report written" line are printed at the end.
+    arg: str  # --model as given
+    device: str  # the resolved torch device
+    loaded: Any = None
+    hf_model: Any = None
 
-    Raises:
-        LvsearchError: any bad input, before long work starts: a missing or invalid model
-            directory / hf: folder (or one that needs consent), a report path that exists
-            (without ``overwrite``), ends in ``.md`` or cannot be written, bad BLiMP or task
-            files, a prepared data folder with another tokenizer, a dev sequence length beyond
-            the model's ``max_len``, nothing to evaluate; or a report that appeared meanwhile.
-    """
-    model_arg = str(opts.model)
-    t_start = time.perf_counter()
+    @property
+    def hf(self) -> bool:
+        return self.hf_model is not None
+
+    @property
+    def objective(self) -> str:
+        return "hf" if self.hf else self.loaded.objective
+
+    @property
+    def tokenizer(self):
+        return self.hf_model.tokenizer if self.hf else self.loaded.tokenizer
+
+    @property
+    def encoder(self):
+        return self.hf_model.encoder if self.hf else self.loaded.encoder
+
+    @property
+    def scorer(self):
+        """The model with its own MLM head (BLiMP and MLM metrics score with it unless an ELECTRA
+        generator takes its place)."""
+        return self.hf_model.scorer if self.hf else self.loaded.encoder
+
+    @property
+    def training_args(self):
+        return self.hf_model.training_args if self.hf else self.loaded.training_args
+
+    @property
+    def extra(self) -> dict:
+        return self.hf_model.extra if self.hf else (self.loaded.config.get("extra") or {})
+
+    def info(self) -> dict:
+        """The report's ``model`` entry."""
+        if self.hf:
+            m = self.hf_model
+            return {
+                "folder": str(m.folder.resolve()) if m.folder is not None else self.arg,
+                "name": m.name,
+                "config": m.config,
+                "num_params": m.num_params,
+                "generator_num_params": None,
+                "training_args": m.training_args,
+            }
+        m = self.loaded
+        return {
+            "folder": str(m.folder.resolve()),
+            "name": m.folder.resolve().name,
+            "config": m.config,
+            "num_params": m.encoder.num_params(),
+            "generator_num_params": m.generator.num_params() if m.generator is not None else None,
+            "training_args": m.training_args,
+        }
+
+
+@dataclass
+class _Inputs:
+    """What :func:`evaluate` checked before the long work starts: the model, where the report goes,
+    and what BLiMP, fine-tuning and the MLM metrics will run on (``None``: that part does not run)."""
+
+    model: _Model
+    out: Path  # the JSON report
+    md_out: Path  # the Markdown table beside it
+    blimp_dir: Path | None
+    paradigms: Any  # read BLiMP paradigms, or None
+    blimp_note: dict | None  # the report's "blimp" entry when BLiMP does not run
+    scorer_model: Any  # the model whose MLM head scores BLiMP
+    head: str  # which head that is, in words
+    tasks: list  # loaded TaskData
+    ft_cfg: FinetuneConfig
+    data: Any  # PreparedData of the MLM dev metrics, or None
+    floor_data: Any  # PreparedData of the BLiMP floor (--mlm-data even where MLM metrics do not apply), or None
+    mlm_model: Any  # the model whose MLM head the MLM metrics use
+    mlm_note: dict | None  # the report's "mlm" entry when the MLM metrics do not apply
+    tokenizer_match: Any  # an hf: model's tokenizer check against --mlm-data, or None
+    dev_settings: dict | None  # mlm_dev_settings, or None
+
+
+def _check_model_arg(opts: EvaluateOptions) -> tuple[str, bool, Path]:
+    """``(--model as given, whether it is hf:, its folder)``; consent and hf:-only options checked."""
     from lvsearch.eval.hf import HF_PREFIX, is_hf_spec
 
+    model_arg = str(opts.model)
     hf = is_hf_spec(model_arg)
     model_dir = Path(model_arg[len(HF_PREFIX):] if hf else model_arg).expanduser()
     if hf:
@@ -208,6 +282,11 @@ def evaluate(opts: EvaluateOptions, *, show: bool = True) -> EvaluateResult:
     if hf and opts.layer_decay != 1.0:
         raise LvsearchError(f"--layer-decay {opts.layer_decay:g} needs an lvsearch model directory (slot names); "
                             f"{model_arg} is a Hugging Face model", fix="drop --layer-decay for hf: models")
+    return model_arg, hf, model_dir
+
+
+def _check_report_paths(opts: EvaluateOptions, hf: bool, model_dir: Path) -> tuple[Path, Path]:
+    """``(JSON report, Markdown table)`` paths, checked writable and not replacing anything unasked."""
     out = report_path(opts)
     md_out = out.with_suffix(".md")
     if md_out == out:
@@ -225,8 +304,11 @@ def evaluate(opts: EvaluateOptions, *, show: bool = True) -> EvaluateResult:
             raise LvsearchError(f"{what} {path} already exists", fix="pass --overwrite to replace it, or another --out")
         if path.is_dir():
             raise LvsearchError(f"--out {out}: {path} is a folder", fix="pass a file name such as report.json")
+    return out, md_out
 
-    # ---- check every input before long work
+
+def _load(opts: EvaluateOptions, model_arg: str, hf: bool, model_dir: Path) -> _Model:
+    """Set the threads, resolve the device and load the model."""
     if opts.threads:
         import torch
 
@@ -243,15 +325,15 @@ def evaluate(opts: EvaluateOptions, *, show: bool = True) -> EvaluateResult:
     if hf:
         from lvsearch.eval.hf import load_hf_model
 
-        hf_model = load_hf_model(model_arg, device=device, trust_remote_code=opts.trust_remote_code,
-                                 allow_pickle=opts.allow_pickle)
-        loaded = None
-        objective, tokenizer, encoder = "hf", hf_model.tokenizer, hf_model.encoder
-    else:
-        loaded = load_model(model_dir, device=device)
-        objective, tokenizer, encoder = loaded.objective, loaded.tokenizer, loaded.encoder
-    t_loaded = time.perf_counter()
+        return _Model(model_arg, device, hf_model=load_hf_model(model_arg, device=device,
+                                                                trust_remote_code=opts.trust_remote_code,
+                                                                allow_pickle=opts.allow_pickle))
+    return _Model(model_arg, device, loaded=load_model(model_dir, device=device))
 
+
+def _blimp_inputs(opts: EvaluateOptions, model: _Model) -> tuple[Path | None, Any, dict | None, Any, str]:
+    """``(folder, paradigms, note, scorer model, head)`` of the BLiMP part; paradigms None (with
+    the note saying why) when BLiMP does not run."""
     blimp_dir = None
     blimp_note = None
     if opts.no_blimp:
@@ -271,21 +353,25 @@ def evaluate(opts: EvaluateOptions, *, show: bool = True) -> EvaluateResult:
         ui.warn(f"BLiMP skipped: no --blimp given and {default_blimp_dir()} is absent")
         blimp_note = {"status": "skipped", "reason": f"no --blimp given and {default_blimp_dir()} is absent"}
     paradigms = None
-    scorer_model, head = (hf_model.scorer, "MLM head of the Hugging Face model") if hf else \
-        (loaded.encoder, "MLM head of the model")
+    scorer_model = model.scorer
+    head = "MLM head of the Hugging Face model" if model.hf else "MLM head of the model"
     if blimp_dir is not None:
         from lvsearch.eval.blimp import read_blimp
 
         paradigms = read_blimp(blimp_dir, limit=opts.blimp_limit)
-        if objective == "electra":
-            if loaded.generator is not None:
-                scorer_model, head = loaded.generator, "MLM head of the ELECTRA generator (generator.safetensors)"
+        if model.objective == "electra":
+            if model.loaded.generator is not None:
+                scorer_model, head = model.loaded.generator, "MLM head of the ELECTRA generator (generator.safetensors)"
             else:
                 paradigms = None
                 blimp_note = {"status": "not applicable",
                               "reason": "RTD discriminator has no MLM head (no generator.safetensors in the model directory)"}
+    return blimp_dir, paradigms, blimp_note, scorer_model, head
 
-    from lvsearch.eval.finetune import load_task
+
+def _task_inputs(opts: EvaluateOptions) -> tuple[list, FinetuneConfig]:
+    """The loaded fine-tuning tasks (distinct names) and the checked fine-tuning settings."""
+    from lvsearch.eval.tasks import load_task
 
     tasks = [load_task(spec) for spec in opts.tasks]
     names = [t.name for t in tasks]
@@ -296,9 +382,14 @@ def evaluate(opts: EvaluateOptions, *, show: bool = True) -> EvaluateResult:
                             seeds=tuple(range(opts.seeds)), train_limit=opts.train_limit, layer_decay=opts.layer_decay,
                             eval_limit=opts.eval_limit, pooling=opts.pooling)
     ft_cfg.check()
+    return tasks, ft_cfg
 
+
+def _mlm_inputs(opts: EvaluateOptions, model: _Model) -> tuple[Any, Any, Any, dict | None, Any, dict | None]:
+    """``(data, floor_data, MLM model, note, tokenizer match, dev settings)`` of the MLM part: the
+    prepared data checked against the model's tokenizer and its dev length against ``max_len``."""
     data = floor_data = None
-    mlm_model = hf_model.scorer if hf else loaded.encoder
+    mlm_model = model.scorer
     mlm_note = None
     tokenizer_match = None
     if opts.mlm_data:
@@ -306,146 +397,137 @@ def evaluate(opts: EvaluateOptions, *, show: bool = True) -> EvaluateResult:
         from lvsearch.eval.mlm import check_tokenizer
 
         data = floor_data = PreparedData.open(opts.mlm_data)
-        if hf:
+        if model.hf:
             from lvsearch.eval.hf import check_hf_tokenizer
 
-            tokenizer_match = check_hf_tokenizer(hf_model, data)
+            tokenizer_match = check_hf_tokenizer(model.hf_model, data)
         else:
-            check_tokenizer(loaded.tokenizer_sha256, data, loaded.folder)
-        if objective == "electra":
-            if loaded.generator is not None:
-                mlm_model = loaded.generator
+            check_tokenizer(model.loaded.tokenizer_sha256, data, model.loaded.folder)
+        if model.objective == "electra":
+            if model.loaded.generator is not None:
+                mlm_model = model.loaded.generator
             else:
                 data = None
                 mlm_note = {"status": "not applicable",
                             "reason": "RTD discriminator has no MLM head (no generator.safetensors in the model directory)"}
     dev_settings = None
     if data is not None:
-        dev_settings = mlm_dev_settings(opts, hf_model.training_args if hf else loaded.training_args, data)
+        dev_settings = mlm_dev_settings(opts, model.training_args, data)
         if dev_settings["seq_len"] > mlm_model.dims.max_len:
             raise LvsearchError(f"dev sequence length {dev_settings['seq_len']} exceeds the model's max_len "
                                 f"{mlm_model.dims.max_len}", fix=f"pass --dev-seq-len ≤ {mlm_model.dims.max_len}")
+    return data, floor_data, mlm_model, mlm_note, tokenizer_match, dev_settings
+
+
+def _check_inputs(opts: EvaluateOptions, model: _Model, out: Path, md_out: Path) -> _Inputs:
+    """Read and check BLiMP, the tasks and the MLM data; refuse a run with nothing to evaluate."""
+    blimp_dir, paradigms, blimp_note, scorer_model, head = _blimp_inputs(opts, model)
+    tasks, ft_cfg = _task_inputs(opts)
+    data, floor_data, mlm_model, mlm_note, tokenizer_match, dev_settings = _mlm_inputs(opts, model)
     if paradigms is None and not tasks and data is None and not (blimp_note and blimp_note["status"] == "not applicable") \
             and mlm_note is None:
         raise LvsearchError("nothing to evaluate (BLiMP skipped, no --task, no --mlm-data)",
                             fix="pass --blimp DIR, --task DIR or --mlm-data DIR")
+    return _Inputs(model=model, out=out, md_out=md_out, blimp_dir=blimp_dir, paradigms=paradigms,
+                   blimp_note=blimp_note, scorer_model=scorer_model, head=head, tasks=tasks, ft_cfg=ft_cfg, data=data,
+                   floor_data=floor_data, mlm_model=mlm_model, mlm_note=mlm_note, tokenizer_match=tokenizer_match,
+                   dev_settings=dev_settings)
 
-    # ---- run
-    import torch
 
-    from lvsearch import __version__, ui
+def _run_blimp(opts: EvaluateOptions, inp: _Inputs, timings: dict) -> dict:
+    """Score BLiMP (and its n-gram floor when ``--mlm-data`` is given); the report's ``blimp`` entry."""
+    from lvsearch import ui
+    from lvsearch.eval.blimp import PLLScorer, evaluate_blimp
 
-    if hf:
-        model_info = {
-            "folder": str(hf_model.folder.resolve()) if hf_model.folder is not None else model_arg,
-            "name": hf_model.name,
-            "config": hf_model.config,
-            "num_params": hf_model.num_params,
-            "generator_num_params": None,
-            "training_args": hf_model.training_args,
-        }
+    model = inp.model
+    scorer = PLLScorer(inp.scorer_model, model.tokenizer, token_budget=opts.blimp_token_budget, device=model.device,
+                       metric=opts.blimp_metric, precision=opts.blimp_precision)
+    with ui.progress() as bar:
+        task_id = bar.add_task("BLiMP", total=None, info="sentences")
+
+        def on_progress(done: int, total: int) -> None:
+            bar.update(task_id, completed=done, total=total)
+
+        res = evaluate_blimp(scorer, inp.paradigms, progress=on_progress)
+    blimp = {"status": "done", "head": inp.head, "folder": str(inp.blimp_dir.resolve()),
+             "limit": opts.blimp_limit, "limit_rule": BLIMP_LIMIT_RULE if opts.blimp_limit else None,
+             "tie_rule": "ties count as wrong", "token_budget": opts.blimp_token_budget, **res}
+    timings["blimp_s"] = res["seconds"]
+    if inp.floor_data is not None:
+        from lvsearch.eval.blimp_floor import blimp_floor_for_model, blimp_vs_floor
+
+        t0 = time.perf_counter()
+        bfloor = blimp_floor_for_model(model.training_args, model.extra, inp.floor_data, inp.paradigms)
+        if bfloor["status"] == "done":
+            bfloor["vs_floor"] = blimp_vs_floor(res, bfloor)
+        blimp["floor"] = bfloor
+        timings["blimp_floor_s"] = time.perf_counter() - t0
     else:
-        model_info = {
-            "folder": str(loaded.folder.resolve()),
-            "name": loaded.folder.resolve().name,
-            "config": loaded.config,
-            "num_params": loaded.encoder.num_params(),
-            "generator_num_params": loaded.generator.num_params() if loaded.generator is not None else None,
-            "training_args": loaded.training_args,
-        }
-    report: dict = {
-        "format": REPORT_FORMAT,
-        "lvsearch_version": __version__,
-        "model": model_info,
-        "environment": {"torch": torch.__version__, "threads": torch.get_num_threads(), "device": device},
-        "timings": {"load_s": t_loaded - t_start},
-    }
+        blimp["floor"] = {"status": "unavailable",
+                          "reason": "no --mlm-data: the floor counts the model's training text"}
+    return blimp
 
-    if paradigms is not None:
-        from lvsearch.eval.blimp import PLLScorer, evaluate_blimp
 
-        scorer = PLLScorer(scorer_model, tokenizer, token_budget=opts.blimp_token_budget, device=device,
-                           metric=opts.blimp_metric, precision=opts.blimp_precision)
-        with ui.progress() as bar:
-            task_id = bar.add_task("BLiMP", total=None, info="sentences")
+def _run_finetune(inp: _Inputs, timings: dict) -> dict:
+    """Fine-tune on every task and fit its bag-of-words floor; the report's ``finetune`` entry."""
+    from lvsearch import ui
+    from lvsearch.eval.finetune import finetune_task
+    from lvsearch.eval.finetune_floor import finetune_floor, finetune_vs_floor
 
-            def on_progress(done: int, total: int) -> None:
-                bar.update(task_id, completed=done, total=total)
-
-            res = evaluate_blimp(scorer, paradigms, progress=on_progress)
-        report["blimp"] = {"status": "done", "head": head, "folder": str(blimp_dir.resolve()),
-                           "limit": opts.blimp_limit, "limit_rule": BLIMP_LIMIT_RULE if opts.blimp_limit else None,
-                           "tie_rule": "ties count as wrong", "token_budget": opts.blimp_token_budget, **res}
-        report["timings"]["blimp_s"] = res["seconds"]
-        if floor_data is not None:
-            from lvsearch.eval.floors import blimp_floor_for_model, blimp_vs_floor
+    model = inp.model
+    finetune = {}
+    timings["finetune_s"] = {}
+    with ui.progress() as bar:
+        task_id = bar.add_task("fine-tuning", total=None, info="")
+        for task in inp.tasks:
+            def on_step(what: str, done: int, total: int) -> None:
+                bar.update(task_id, completed=done, total=total, info=what)
 
             t0 = time.perf_counter()
-            ta, extra = (hf_model.training_args, hf_model.extra) if hf else \
-                (loaded.training_args, loaded.config.get("extra") or {})
-            bfloor = blimp_floor_for_model(ta, extra, floor_data, paradigms)
-            if bfloor["status"] == "done":
-                bfloor["vs_floor"] = blimp_vs_floor(res, bfloor)
-            report["blimp"]["floor"] = bfloor
-            report["timings"]["blimp_floor_s"] = time.perf_counter() - t0
-        else:
-            report["blimp"]["floor"] = {"status": "unavailable",
-                                        "reason": "no --mlm-data: the floor counts the model's training text"}
-    else:
-        report["blimp"] = blimp_note
+            result = finetune_task(model.encoder, model.tokenizer, task, inp.ft_cfg, device=model.device,
+                                   progress=on_step)
+            result["floor"] = finetune_floor(task, inp.ft_cfg)
+            result["vs_floor"] = finetune_vs_floor(task, result, result["floor"])
+            finetune[task.name] = result
+            timings["finetune_s"][task.name] = time.perf_counter() - t0
+    return finetune
 
-    if tasks:
-        from lvsearch.eval.finetune import finetune_task
-        from lvsearch.eval.floors import finetune_floor, finetune_vs_floor
 
-        report["finetune"] = {}
-        report["timings"]["finetune_s"] = {}
-        with ui.progress() as bar:
-            task_id = bar.add_task("fine-tuning", total=None, info="")
-            for task in tasks:
-                def on_step(what: str, done: int, total: int) -> None:
-                    bar.update(task_id, completed=done, total=total, info=what)
+def _run_mlm(opts: EvaluateOptions, inp: _Inputs, timings: dict) -> dict:
+    """MLM dev metrics and the reference floors of the model's training run; the report's ``mlm`` entry."""
+    from lvsearch import ui
+    from lvsearch.data.loader import fixed_dev_set
+    from lvsearch.eval.floors import beats_floor, floors_for_model
+    from lvsearch.eval.mlm import mlm_dev_metrics
 
-                t0 = time.perf_counter()
-                result = finetune_task(encoder, tokenizer, task, ft_cfg, device=device, progress=on_step)
-                result["floor"] = finetune_floor(task, ft_cfg)
-                result["vs_floor"] = finetune_vs_floor(task, result, result["floor"])
-                report["finetune"][task.name] = result
-                report["timings"]["finetune_s"][task.name] = time.perf_counter() - t0
+    model, data, dev_settings = inp.model, inp.data, inp.dev_settings
+    t0 = time.perf_counter()
+    L, n_dev, dev_seed = dev_settings["seq_len"], dev_settings["num_sequences"], dev_settings["seed"]
+    ui.console.print(f"MLM dev set: {n_dev} sequences × {L} tokens, seed {dev_seed} ({dev_settings['source']})",
+                     highlight=False)
+    dev = fixed_dev_set(data, num_sequences=n_dev, seq_len=L, seed=dev_seed)
+    res = mlm_dev_metrics(inp.mlm_model, data, num_sequences=n_dev, seq_len=L,
+                          seed=dev_seed, device=model.device, dev=dev)
+    mlm = {"status": "done", "data": str(Path(opts.mlm_data).resolve()),
+           "head": "generator" if model.loaded is not None and inp.mlm_model is model.loaded.generator else "model",
+           "dev_settings": dev_settings,
+           **({"tokenizer_match": inp.tokenizer_match} if inp.tokenizer_match else {}), **res}
+    timings["mlm_s"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    floors = floors_for_model(model.training_args, model.extra, data, dev)
+    if floors["status"] == "done":
+        from lvsearch.stats import paired_bootstrap
 
-    if data is not None:
-        from lvsearch.data.loader import fixed_dev_set
-        from lvsearch.eval.floors import beats_floor, floors_for_model
-        from lvsearch.eval.mlm import mlm_dev_metrics
+        floors["beats_floor"] = beats_floor(res["accuracy"], floors)
+        floors["vs_floor"] = paired_bootstrap(res["per_target_correct"], floors["neighbour-count"]["per_target_correct"])
+    mlm["floors"] = floors
+    timings["floors_s"] = time.perf_counter() - t0
+    return mlm
 
-        t0 = time.perf_counter()
-        L, n_dev, dev_seed = dev_settings["seq_len"], dev_settings["num_sequences"], dev_settings["seed"]
-        ui.console.print(f"MLM dev set: {n_dev} sequences × {L} tokens, seed {dev_seed} ({dev_settings['source']})",
-                         highlight=False)
-        dev = fixed_dev_set(data, num_sequences=n_dev, seq_len=L, seed=dev_seed)
-        res = mlm_dev_metrics(mlm_model, data, num_sequences=n_dev, seq_len=L,
-                              seed=dev_seed, device=device, dev=dev)
-        report["mlm"] = {"status": "done", "data": str(Path(opts.mlm_data).resolve()),
-                         "head": "generator" if loaded is not None and mlm_model is loaded.generator else "model",
-                         "dev_settings": dev_settings,
-                         **({"tokenizer_match": tokenizer_match} if tokenizer_match else {}), **res}
-        report["timings"]["mlm_s"] = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        if hf:
-            floors = floors_for_model(hf_model.training_args, hf_model.extra, data, dev)
-        else:
-            floors = floors_for_model(loaded.training_args, loaded.config.get("extra") or {}, data, dev)
-        if floors["status"] == "done":
-            from lvsearch.stats import paired_bootstrap
 
-            floors["beats_floor"] = beats_floor(res["accuracy"], floors)
-            floors["vs_floor"] = paired_bootstrap(res["per_target_correct"], floors["neighbour-count"]["per_target_correct"])
-        report["mlm"]["floors"] = floors
-        report["timings"]["floors_s"] = time.perf_counter() - t0
-    elif mlm_note is not None:
-        report["mlm"] = mlm_note
-
-    report["timings"]["total_s"] = time.perf_counter() - t_start
+def _write_report(opts: EvaluateOptions, report: dict, out: Path, md_out: Path, show: bool) -> None:
+    """Write the JSON report and its Markdown table (atomically), log them, print the summary."""
+    from lvsearch import ui
     from lvsearch.eval.report import single_report_markdown
     from lvsearch.io import atomic_write_bytes, atomic_write_json
 
@@ -459,6 +541,53 @@ def evaluate(opts: EvaluateOptions, *, show: bool = True) -> EvaluateResult:
     if show:
         print_summary(report)
         ui.console.print(f"report written to {out} and {md_out}", highlight=False)
+
+
+@holds_output(lambda a: report_path(a["opts"]))
+def evaluate(opts: EvaluateOptions, *, show: bool = True) -> EvaluateResult:
+    """Evaluate one model and write its report (JSON + Markdown, atomic writes).
+
+    Progress bars and the MLM dev set line are always shown; with ``show`` the summary table,
+    the floor notes and the "report written" line are printed at the end.
+
+    Steps: check the model argument and the report paths, load the model, check BLiMP, the
+    tasks and the MLM data (all before long work), then BLiMP (:func:`_run_blimp`), fine-tuning
+    (:func:`_run_finetune`), MLM metrics and floors (:func:`_run_mlm`), and the report.
+
+    Raises:
+        LvsearchError: any bad input, before long work starts: a missing or invalid model
+            directory / hf: folder (or one that needs consent), a report path that exists
+            (without ``overwrite``), ends in ``.md`` or cannot be written, bad BLiMP or task
+            files, a prepared data folder with another tokenizer, a dev sequence length beyond
+            the model's ``max_len``, nothing to evaluate; or a report that appeared meanwhile.
+    """
+    t_start = time.perf_counter()
+    model_arg, hf, model_dir = _check_model_arg(opts)
+    out, md_out = _check_report_paths(opts, hf, model_dir)
+    model = _load(opts, model_arg, hf, model_dir)
+    t_loaded = time.perf_counter()
+    inp = _check_inputs(opts, model, out, md_out)
+
+    import torch
+
+    from lvsearch import __version__
+
+    report: dict = {
+        "format": REPORT_FORMAT,
+        "lvsearch_version": __version__,
+        "model": model.info(),
+        "environment": {"torch": torch.__version__, "threads": torch.get_num_threads(), "device": model.device},
+        "timings": {"load_s": t_loaded - t_start},
+    }
+    report["blimp"] = _run_blimp(opts, inp, report["timings"]) if inp.paradigms is not None else inp.blimp_note
+    if inp.tasks:
+        report["finetune"] = _run_finetune(inp, report["timings"])
+    if inp.data is not None:
+        report["mlm"] = _run_mlm(opts, inp, report["timings"])
+    elif inp.mlm_note is not None:
+        report["mlm"] = inp.mlm_note
+    report["timings"]["total_s"] = time.perf_counter() - t_start
+    _write_report(opts, report, out, md_out, show)
     return EvaluateResult(report=report, json_path=out, markdown_path=md_out)
 
 

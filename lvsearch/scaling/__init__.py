@@ -1,7 +1,10 @@
 """Scaling laws: learning-curve estimators and the finalist pruning built on them.
 
 * :mod:`lvsearch.scaling.estimators` — M1–M4 of Alabdulmohsin, Neyshabur & Zhai 2022
-  (Eq. 1–4), :func:`extrapolation_rmse`, :func:`prediction_interval` (bootstrap);
+  (Eq. 1–4; M1, M3 and the registry there, M4/M2 in :mod:`lvsearch.scaling.m4`),
+  :func:`extrapolation_rmse`, :func:`prediction_interval` (bootstrap);
+* :mod:`lvsearch.scaling.fitting` — the :class:`Estimator` base class and the shared fitting helpers;
+  :mod:`lvsearch.scaling.curves` — :func:`validate_curve`, :func:`smooth_curve`;
 * :mod:`lvsearch.scaling.halving` — :func:`halving_rounds` / :func:`halving_rungs` (the
   rung budgets), :func:`halving_step` / :func:`successive_halving`, the pure pruning rules on
   in-memory curves;
@@ -12,19 +15,16 @@
 The estimator and halving API is re-exported here (``from lvsearch.scaling import M4``).
 """
 
+from lvsearch.scaling.curves import smooth_curve, validate_curve
 from lvsearch.scaling.estimators import (
     ESTIMATORS,
     M1,
-    M2,
     M3,
-    M4,
-    Estimator,
     extrapolation_rmse,
     make_estimator,
     prediction_interval,
-    smooth_curve,
-    validate_curve,
 )
+from lvsearch.scaling.fitting import Estimator
 from lvsearch.scaling.halving import (
     DEGENERATE_WIDTH,
     halving_rounds,
@@ -32,6 +32,7 @@ from lvsearch.scaling.halving import (
     halving_step,
     successive_halving,
 )
+from lvsearch.scaling.m4 import M2, M4
 
 __all__ = [
     "ESTIMATORS", "Estimator", "M1", "M2", "M3", "M4", "make_estimator", "validate_curve", "smooth_curve",

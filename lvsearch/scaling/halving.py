@@ -15,7 +15,10 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from lvsearch.errors import LvsearchError
-from lvsearch.scaling.estimators import M4, Estimator, prediction_interval, validate_curve
+from lvsearch.scaling.curves import validate_curve
+from lvsearch.scaling.estimators import prediction_interval
+from lvsearch.scaling.fitting import Estimator
+from lvsearch.scaling.m4 import M4
 
 __all__ = ["DEGENERATE_WIDTH", "halving_step", "successive_halving"]
 

@@ -204,6 +204,179 @@ class MetricsWriter:
                 raise write_error(self.path, e) from None
 
 
+class _TrainRun:
+    """The state one :func:`train` call works on, with one method per part of a step: the module
+    and its DDP wrapper, the optimizer, the metric writers and the newest good checkpoint."""
+
+    def __init__(self, objective: Objective, cfg: TrainConfig, run_dir: Path, info: DistInfo, *,
+                 tokens_per_step: int, checkpoint_extra: dict, track: bool):
+        self.objective, self.cfg, self.run_dir, self.info = objective, cfg, run_dir, info
+        self.tokens_per_step, self.checkpoint_extra, self.track = tokens_per_step, checkpoint_extra, track
+        self.module = objective.module.to(info.device)
+        self.optimizer = make_optimizer(self.module, cfg)
+        self.last_good: tuple[int, Path] | None = None  # (step, folder) of the newest checkpoint written or loaded
+        self.final_eval: dict = {}
+        self.tokens_done_here = 0
+        self.t0 = 0.0
+
+    def resume(self) -> int:
+        """Load ``checkpoints/latest.json``'s checkpoint into the module and optimizer and cut the
+        metric files back to its step (the steps after it are redone); returns that step."""
+        run_dir, info = self.run_dir, self.info
+        path = latest_checkpoint(run_dir)
+        if path is None:
+            raise LvsearchError(f"--resume: {run_dir} has no checkpoint", fix="start the run without --resume")
+        ckpt = load_checkpoint(path)
+        if info.is_main:
+            remove_stale_temps(path.parent, ".step-")  # checkpoint writes killed before their rename
+        self.module.load_state_dict(ckpt.model, strict=True)
+        self.optimizer.load_state_dict(ckpt.optimizer)
+        start = ckpt.step
+        self.last_good = (start, path)
+        if info.is_main:
+            _truncate_metrics(run_dir / METRICS, start)
+            _truncate_metrics(run_dir / CURVE, start)
+            if self.track:
+                tracking.start_at(run_dir, start + 1)  # the steps after the checkpoint are redone
+        return start
+
+    def prepare(self) -> None:
+        """Open the metric writers and wrap the module for DDP (when distributed)."""
+        info = self.info
+        self.metrics = MetricsWriter(self.run_dir / METRICS, info.is_main)
+        self.curve = MetricsWriter(self.run_dir / CURVE, info.is_main)
+        self.model: nn.Module = self.module
+        if info.enabled:
+            self.model = nn.parallel.DistributedDataParallel(
+                self.module,
+                device_ids=[info.device.index] if info.device.type == "cuda" else None,
+                find_unused_parameters=True,  # a supernet step uses one path of ops
+            )
+        self.params = [p for p in self.module.parameters() if p.requires_grad]
+
+    def checkpoint(self, done: int) -> None:
+        """Save the checkpoint of step ``done``. Every rank checks the weights (identical under
+        DDP, so all raise together); rank 0 writes. A non-finite checkpoint is never written."""
+        if not _all_finite(p.detach() for p in self.module.parameters()):
+            raise _diverged(done, "non-finite weights", self.last_good)
+        if self.info.is_main:
+            folder = save_checkpoint(self.run_dir, done, self.module, self.optimizer,
+                                     {**self.checkpoint_extra, "tokens": done * self.tokens_per_step},
+                                     keep=self.cfg.keep_checkpoints)
+            self.last_good = (done, folder)
+            if self.track:
+                tracking.flush(self.run_dir)
+
+    def step(self, step: int) -> tuple[dict[str, torch.Tensor], float, torch.Tensor, float]:
+        """One optimizer step (0-based ``step``): forward and backward over the micro-batches,
+        clipping, the finiteness check (before anything is written), the update.
+
+        Returns ``(summed forward outputs, normaliser, gradient norm, learning rate)``.
+        """
+        cfg, info, objective, model = self.cfg, self.info, self.objective, self.model
+        torch.manual_seed(step_seed(cfg.seed, step, info.rank, "dropout"))
+        lr = lr_at(step, cfg)
+        for g in self.optimizer.param_groups:
+            g["lr"] = lr
+        micro, norm = objective.micro_batches(step)
+        sums: dict[str, torch.Tensor] = {}
+        for i, kwargs in enumerate(micro):
+            last = i == len(micro) - 1
+            sync = model.no_sync() if info.enabled and not last else contextlib.nullcontext()
+            with sync:
+                with autocast_context(cfg, info.device):
+                    out = model(**{k: _to(v, info.device) for k, v in kwargs.items()})
+                (out["loss_sum"].float() * info.world_size / norm).backward()
+            for k, v in out.items():
+                if not k.startswith("_"):  # "_name": per-token outputs for evaluation only
+                    sums[k] = sums.get(k, 0) + v.detach().float()
+        grad_norm = (
+            torch.nn.utils.clip_grad_norm_([p for p in self.params if p.grad is not None], cfg.grad_clip)
+            if cfg.grad_clip > 0
+            else torch.zeros(())
+        )
+        done = step + 1
+        # Every step, before anything is written: the loss is already summed, so this costs
+        # one scalar (all-reduced under DDP so every rank stops at the same step).
+        loss_sum = sums["loss_sum"]
+        ok = torch.isfinite(loss_sum) & torch.isfinite(grad_norm.to(loss_sum.device))
+        if float(all_reduce_sum((~ok).float().reshape(1), info)[0]) > 0:
+            raise _diverged(done, f"loss_sum {float(sums['loss_sum'])}, grad norm {float(grad_norm)}", self.last_good)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        kill_point(f"step:{done}")
+        self.tokens_done_here += self.tokens_per_step
+        return sums, norm, grad_norm, lr
+
+    def log(self, step: int, sums: dict[str, torch.Tensor], norm: float, grad_norm: torch.Tensor, lr: float) -> dict:
+        """Write (and track) the metrics line of step ``step + 1``, summed over ranks; returns it.
+        Raises the divergence error when its loss is not finite."""
+        done = step + 1
+        keys = sorted(sums)
+        totals = all_reduce_sum(torch.stack([sums[k] for k in keys]), self.info).tolist()
+        elapsed = time.perf_counter() - self.t0
+        record = {
+            "step": done,
+            "tokens": done * self.tokens_per_step,
+            "lr": lr,
+            **self.objective.log_metrics(dict(zip(keys, totals)), norm),
+            "grad_norm": float(grad_norm),
+            "tokens_per_s": self.tokens_done_here / elapsed,
+            "elapsed_s": elapsed,
+            **self.objective.step_info(step),
+        }
+        if not math.isfinite(record["loss"]):
+            raise _diverged(done, f"loss {record['loss']}", self.last_good)
+        self.metrics.write(record)
+        if self.track and self.info.is_main:
+            tracking.log(self.run_dir, done, {k: v for k, v in record.items() if k != "step"}, "train/")
+        return record
+
+    def evaluate(self, done: int, *, write: bool = True) -> None:
+        """Evaluate the module at step ``done`` (rank 0) into ``final_eval``; with ``write``, append
+        the result to ``metrics.jsonl`` (and its ``curve`` entry to ``curve.jsonl``) and track it."""
+        module = self.module
+        module.eval()
+        with torch.no_grad():
+            self.final_eval = self.objective.evaluate(module, done)
+        module.train()
+        if not write:
+            return
+        tokens = done * self.tokens_per_step
+        self.metrics.write({"step": done, "tokens": tokens, "eval": self.final_eval})
+        if self.track:
+            tracking.log(self.run_dir, done, self.final_eval, "dev/")
+        if "curve" in self.final_eval:
+            self.curve.write({"step": done, "tokens": tokens, **self.final_eval["curve"]})
+
+    def summary(self, start: int, end: int) -> dict:
+        """What :func:`train` returns."""
+        elapsed = time.perf_counter() - self.t0
+        reached = max(start, end)
+        return {
+            "steps": reached,
+            "target_steps": self.cfg.steps,
+            "precision": resolved_precision(self.cfg, self.info.device),
+            "resumed_from": start,
+            "tokens": reached * self.tokens_per_step,
+            "seconds_this_process": elapsed,
+            "tokens_per_s": self.tokens_done_here / elapsed if elapsed > 0 else None,
+            "final_eval": self.final_eval,
+        }
+
+
+def _save_and_stop(run: _TrainRun, step: int, start: int) -> None:
+    """The first Ctrl-C, honoured before step ``step``: checkpoint what was trained here, then stop."""
+    from lvsearch import ui
+
+    if step > start:
+        run.checkpoint(step)
+        ui.console.print(f"interrupted: checkpoint saved at step {step}; {RESUME_HINT.get()}")
+    else:
+        ui.console.print("interrupted before the first step completed: nothing to save")
+    raise KeyboardInterrupt
+
+
 def train(
     objective: Objective,
     cfg: TrainConfig,
@@ -258,132 +431,28 @@ def train(
     end = cfg.steps if stop_at is None else int(stop_at)
     if not 1 <= end <= cfg.steps:
         raise LvsearchError(f"stop_at={stop_at} must be between 1 and train.steps={cfg.steps}")
-    module = objective.module.to(info.device)
-    optimizer = make_optimizer(module, cfg)
-    start = 0
-    last_good: tuple[int, Path] | None = None  # (step, folder) of the newest checkpoint written or loaded
-    if resume:
-        path = latest_checkpoint(run_dir)
-        if path is None:
-            raise LvsearchError(f"--resume: {run_dir} has no checkpoint", fix="start the run without --resume")
-        ckpt = load_checkpoint(path)
-        if info.is_main:
-            remove_stale_temps(path.parent, ".step-")  # checkpoint writes killed before their rename
-        module.load_state_dict(ckpt.model, strict=True)
-        optimizer.load_state_dict(ckpt.optimizer)
-        start = ckpt.step
-        last_good = (start, path)
-        if info.is_main:
-            _truncate_metrics(run_dir / METRICS, start)
-            _truncate_metrics(run_dir / CURVE, start)
-            if track:
-                tracking.start_at(run_dir, start + 1)  # the steps after the checkpoint are redone
-    metrics = MetricsWriter(run_dir / METRICS, info.is_main)
-    curve = MetricsWriter(run_dir / CURVE, info.is_main)
+    run = _TrainRun(objective, cfg, run_dir, info, tokens_per_step=tokens_per_step,
+                    checkpoint_extra=checkpoint_extra, track=track)
+    start = run.resume() if resume else 0
+    run.prepare()
 
-    model: nn.Module = module
-    if info.enabled:
-        model = nn.parallel.DistributedDataParallel(
-            module,
-            device_ids=[info.device.index] if info.device.type == "cuda" else None,
-            find_unused_parameters=True,  # a supernet step uses one path of ops
-        )
-    params = [p for p in module.parameters() if p.requires_grad]
-    final_eval: dict = {}
-
-    def checkpoint(done: int) -> None:
-        # Every rank checks (the weights are identical under DDP, so all raise together);
-        # rank 0 writes. A non-finite checkpoint is never written.
-        nonlocal last_good
-        if not _all_finite(p.detach() for p in module.parameters()):
-            raise _diverged(done, "non-finite weights", last_good)
-        if info.is_main:
-            folder = save_checkpoint(run_dir, done, module, optimizer, {**checkpoint_extra, "tokens": done * tokens_per_step},
-                                     keep=cfg.keep_checkpoints)
-            last_good = (done, folder)
-            if track:
-                tracking.flush(run_dir)
-
-    t0 = time.perf_counter()
-    tokens_done_here = 0
+    run.t0 = time.perf_counter()
     stop = _GracefulInterrupt(enabled=not info.enabled)
     with stop, ui.progress(enabled=show_progress and info.is_main) as bar:
         task = bar.add_task(label, total=cfg.steps, completed=start, info="")
-        module.train()
+        run.module.train()
         for step in range(start, end):
             if stop.requested:
-                if step > start:
-                    checkpoint(step)
-                    ui.console.print(f"interrupted: checkpoint saved at step {step}; {RESUME_HINT.get()}")
-                else:
-                    ui.console.print("interrupted before the first step completed: nothing to save")
-                raise KeyboardInterrupt
-            torch.manual_seed(step_seed(cfg.seed, step, info.rank, "dropout"))
-            lr = lr_at(step, cfg)
-            for g in optimizer.param_groups:
-                g["lr"] = lr
-            micro, norm = objective.micro_batches(step)
-            sums: dict[str, torch.Tensor] = {}
-            for i, kwargs in enumerate(micro):
-                last = i == len(micro) - 1
-                sync = model.no_sync() if info.enabled and not last else contextlib.nullcontext()
-                with sync:
-                    with autocast_context(cfg, info.device):
-                        out = model(**{k: _to(v, info.device) for k, v in kwargs.items()})
-                    (out["loss_sum"].float() * info.world_size / norm).backward()
-                for k, v in out.items():
-                    if not k.startswith("_"):  # "_name": per-token outputs for evaluation only
-                        sums[k] = sums.get(k, 0) + v.detach().float()
-            grad_norm = (
-                torch.nn.utils.clip_grad_norm_([p for p in params if p.grad is not None], cfg.grad_clip)
-                if cfg.grad_clip > 0
-                else torch.zeros(())
-            )
+                _save_and_stop(run, step, start)
+            sums, norm, grad_norm, lr = run.step(step)
             done = step + 1
-            # Every step, before anything is written: the loss is already summed, so this costs
-            # one scalar (all-reduced under DDP so every rank stops at the same step).
-            loss_sum = sums["loss_sum"]
-            ok = torch.isfinite(loss_sum) & torch.isfinite(grad_norm.to(loss_sum.device))
-            if float(all_reduce_sum((~ok).float().reshape(1), info)[0]) > 0:
-                raise _diverged(done, f"loss_sum {float(sums['loss_sum'])}, grad norm {float(grad_norm)}", last_good)
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-            kill_point(f"step:{done}")
-            tokens_done_here += tokens_per_step
             if done % cfg.log_every == 0 or done == end:
-                keys = sorted(sums)
-                totals = all_reduce_sum(torch.stack([sums[k] for k in keys]), info).tolist()
-                elapsed = time.perf_counter() - t0
-                record = {
-                    "step": done,
-                    "tokens": done * tokens_per_step,
-                    "lr": lr,
-                    **objective.log_metrics(dict(zip(keys, totals)), norm),
-                    "grad_norm": float(grad_norm),
-                    "tokens_per_s": tokens_done_here / elapsed,
-                    "elapsed_s": elapsed,
-                    **objective.step_info(step),
-                }
-                if not math.isfinite(record["loss"]):
-                    raise _diverged(done, f"loss {record['loss']}", last_good)
-                metrics.write(record)
-                if track and info.is_main:
-                    tracking.log(run_dir, done, {k: v for k, v in record.items() if k != "step"}, "train/")
+                record = run.log(step, sums, norm, grad_norm, lr)
                 bar.update(task, info=f"loss {record['loss']:.3f} {record['tokens_per_s']:,.0f} tok/s")
-            is_eval = (cfg.eval_every and done % cfg.eval_every == 0) or done == end
-            if is_eval and info.is_main:
-                module.eval()
-                with torch.no_grad():
-                    final_eval = objective.evaluate(module, done)
-                module.train()
-                metrics.write({"step": done, "tokens": done * tokens_per_step, "eval": final_eval})
-                if track:
-                    tracking.log(run_dir, done, final_eval, "dev/")
-                if "curve" in final_eval:
-                    curve.write({"step": done, "tokens": done * tokens_per_step, **final_eval["curve"]})
-            is_ckpt = (cfg.checkpoint_every and done % cfg.checkpoint_every == 0) or done == end
-            if is_ckpt:
-                checkpoint(done)
+            if ((cfg.eval_every and done % cfg.eval_every == 0) or done == end) and info.is_main:
+                run.evaluate(done)
+            if (cfg.checkpoint_every and done % cfg.checkpoint_every == 0) or done == end:
+                run.checkpoint(done)
                 if done == cfg.steps:
                     kill_point("before-summary")
             bar.update(task, completed=done)
@@ -392,22 +461,8 @@ def train(
             # resumed at its stop): evaluate the loaded weights again so the caller gets a
             # complete final_eval. The metric lines of that evaluation were written before the
             # checkpoint, so none is written again.
-            module.eval()
-            with torch.no_grad():
-                final_eval = objective.evaluate(module, start)
-            module.train()
-    elapsed = time.perf_counter() - t0
-    reached = max(start, end)
-    return {
-        "steps": reached,
-        "target_steps": cfg.steps,
-        "precision": resolved_precision(cfg, info.device),
-        "resumed_from": start,
-        "tokens": reached * tokens_per_step,
-        "seconds_this_process": elapsed,
-        "tokens_per_s": tokens_done_here / elapsed if elapsed > 0 else None,
-        "final_eval": final_eval,
-    }
+            run.evaluate(start, write=False)
+    return run.summary(start, end)
 
 
 class _GracefulInterrupt:

@@ -313,6 +313,86 @@ def build_module(config: RetrainConfig, arch: Arch, dims: ModelDims) -> nn.Modul
     return Electra(disc, Encoder(arch, generator_dims(dims, fraction)), config.disc_weight)
 
 
+def _resolve_run(arch_spec: str | None, recipe: str | None, out: Path, data: PreparedData, overrides: Overrides,
+                 info: DistInfo, *, resume: bool, overwrite: bool, stop_at: int | None,
+                 ) -> tuple[RetrainConfig, Arch | None, str | None, dict | None]:
+    """The run's config and architecture, new or recorded (checked against ``--arch`` on resume).
+
+    Returns ``(config, arch, arch_source, finished)``: ``finished`` is the recorded summary of a
+    resumed run already at its target step (reported; ``arch``/``arch_source`` None then), else None.
+    """
+    from lvsearch.io import guard_output
+
+    if not resume and arch_spec is None:
+        raise LvsearchError("--arch is required for a new run", fix="e.g. --arch best.json or --arch bert")
+    resolved: list[Arch] = []
+    overrides = override_map(overrides)
+    if not resume:
+        overrides = space_from_arch_file(arch_spec, overrides, info)
+    elif recipe or overrides:
+        # the same command again (+ --resume) must resolve to the recorded config: the space
+        # a new run took from its architecture file is the default here too
+        overrides = _recorded_space(out, overrides)
+
+    def check_new(config: RetrainConfig) -> None:
+        if arch_spec is not None and Path(str(arch_spec)).is_file():
+            guard_output(out, overwrite=overwrite, inputs=[("--arch", arch_spec)])
+        check_arch_file_provenance(arch_spec, data)
+        resolved.append(resolve_arch(arch_spec, recipe_space(config, None, arch_spec)))
+
+    config, recorded = select_config(
+        out, RetrainConfig, RUN_FORMAT, recipe, overrides, resume=resume, overwrite=overwrite, data=data,
+        info=info, check_new=check_new,
+    )
+    if resume:
+        arch = Arch.from_dict(recorded["arch"], source=out / "config.json")
+        if arch_spec is not None and resolve_arch(arch_spec, recipe_space(config, arch.num_slots)) != arch:
+            raise LvsearchError(f"--resume with another --arch than the run in {out}", fix="omit --arch on resume")
+        finished = finished_summary(out, config.train.steps if stop_at is None else int(stop_at))
+        if finished is not None:
+            report_finished(out, finished, info)
+            return config, None, None, finished
+    else:
+        arch = resolved[0]
+    # what --arch named when the run started (a resume is given no --arch, or the same one)
+    arch_source = str(recorded.get("arch_source")) if resume and recorded.get("arch_source") else str(arch_spec)
+    return config, arch, arch_source, None
+
+
+def _save_model(out: Path, module, arch: Arch, dims, config: RetrainConfig, data: PreparedData, objective,
+                summary: dict, arch_source: str) -> None:
+    """Rank 0, after training: write the model directory, complete ``summary`` (model folder,
+    weights hash, parameters, floors), write ``summary.json`` and print the floor verdict."""
+    from lvsearch import ui
+    from lvsearch.io import sha256_file
+    from lvsearch.modeldir import WEIGHTS, save_model_dir
+
+    t = config.train
+    disc = module.discriminator if isinstance(module, Electra) else module.encoder
+    gen = module.generator if isinstance(module, Electra) else None
+    save_model_dir(
+        out / MODEL_DIR, disc, arch=arch, dims=dims, tokenizer_path=out / TOKENIZER,
+        objective=config.objective, generator=gen,
+        training_args=normalise(to_jsonable(config)),
+        extra={"run": str(out), "steps": summary["steps"], "tokens": summary["tokens"], "arch_source": arch_source,
+               "train_tokens": data.num_tokens("train")},
+    )
+    summary["model_dir"] = str(out / MODEL_DIR)
+    summary["weights_sha256"] = sha256_file(out / MODEL_DIR / WEIGHTS)  # the run's fingerprint
+    summary["params"] = disc.num_params()
+    summary.update(run_floors(data, objective.dev, t, summary["steps"], summary.get("final_eval") or {}))
+    atomic_write_json(out / "summary.json", summary)
+    tracking.log(out, summary["steps"], {k: summary[k] for k in ("floors", "beats_floor") if k in summary})
+    ui.console.print(f"model directory: {out / MODEL_DIR}")
+    key = summary.get("floors_compared_with")
+    if key:
+        from lvsearch.eval.floors import floor_line
+
+        label = "dev MLM accuracy" if key == "dev_mlm" else "generator dev MLM accuracy"
+        ui.console.print(floor_line(label, summary["final_eval"][key]["accuracy"], summary["floors"]),
+                         highlight=False)
+
+
 @holds_output("out")
 def retrain(
     arch_spec: str | None,
@@ -345,47 +425,14 @@ def retrain(
             run (without ``resume``/``overwrite``), resume without a valid checkpoint or with
             other data.
     """
-    from lvsearch import ui
-    from lvsearch.io import guard_output
-    from lvsearch.modeldir import save_model_dir
-
     out = Path(out).expanduser().resolve()
     info = init_distributed(device)
     try:
         data = PreparedData.open(data_dir)
-        if not resume and arch_spec is None:
-            raise LvsearchError("--arch is required for a new run", fix="e.g. --arch best.json or --arch bert")
-        resolved: list[Arch] = []
-        overrides = override_map(overrides)
-        if not resume:
-            overrides = space_from_arch_file(arch_spec, overrides, info)
-        elif recipe or overrides:
-            # the same command again (+ --resume) must resolve to the recorded config: the space
-            # a new run took from its architecture file is the default here too
-            overrides = _recorded_space(out, overrides)
-
-        def check_new(config: RetrainConfig) -> None:
-            if arch_spec is not None and Path(str(arch_spec)).is_file():
-                guard_output(out, overwrite=overwrite, inputs=[("--arch", arch_spec)])
-            check_arch_file_provenance(arch_spec, data)
-            resolved.append(resolve_arch(arch_spec, recipe_space(config, None, arch_spec)))
-
-        config, recorded = select_config(
-            out, RetrainConfig, RUN_FORMAT, recipe, overrides, resume=resume, overwrite=overwrite, data=data,
-            info=info, check_new=check_new,
-        )
-        if resume:
-            arch = Arch.from_dict(recorded["arch"], source=out / "config.json")
-            if arch_spec is not None and resolve_arch(arch_spec, recipe_space(config, arch.num_slots)) != arch:
-                raise LvsearchError(f"--resume with another --arch than the run in {out}", fix="omit --arch on resume")
-            finished = finished_summary(out, config.train.steps if stop_at is None else int(stop_at))
-            if finished is not None:
-                report_finished(out, finished, info)
-                return finished
-        else:
-            arch = resolved[0]
-        # what --arch named when the run started (a resume is given no --arch, or the same one)
-        arch_source = str(recorded.get("arch_source")) if resume and recorded.get("arch_source") else str(arch_spec)
+        config, arch, arch_source, finished = _resolve_run(arch_spec, recipe, out, data, overrides, info,
+                                                           resume=resume, overwrite=overwrite, stop_at=stop_at)
+        if finished is not None:
+            return finished
         dims = config.model_settings().dims(data.vocab_size, data.special_ids.pad, config.train.seq_len)
         module = build_module(config, arch, dims)
         objective = RetrainObjective(module, data, config, info)
@@ -411,32 +458,7 @@ def retrain(
             stop_at=stop_at,
         )
         if info.is_main:
-            disc = module.discriminator if isinstance(module, Electra) else module.encoder
-            gen = module.generator if isinstance(module, Electra) else None
-            save_model_dir(
-                out / MODEL_DIR, disc, arch=arch, dims=dims, tokenizer_path=out / TOKENIZER,
-                objective=config.objective, generator=gen,
-                training_args=normalise(to_jsonable(config)),
-                extra={"run": str(out), "steps": summary["steps"], "tokens": summary["tokens"], "arch_source": arch_source,
-                       "train_tokens": data.num_tokens("train")},
-            )
-            summary["model_dir"] = str(out / MODEL_DIR)
-            from lvsearch.io import sha256_file
-            from lvsearch.modeldir import WEIGHTS
-
-            summary["weights_sha256"] = sha256_file(out / MODEL_DIR / WEIGHTS)  # the run's fingerprint
-            summary["params"] = disc.num_params()
-            summary.update(run_floors(data, objective.dev, t, summary["steps"], summary.get("final_eval") or {}))
-            atomic_write_json(out / "summary.json", summary)
-            tracking.log(out, summary["steps"], {k: summary[k] for k in ("floors", "beats_floor") if k in summary})
-            ui.console.print(f"model directory: {out / MODEL_DIR}")
-            key = summary.get("floors_compared_with")
-            if key:
-                from lvsearch.eval.floors import floor_line
-
-                label = "dev MLM accuracy" if key == "dev_mlm" else "generator dev MLM accuracy"
-                ui.console.print(floor_line(label, summary["final_eval"][key]["accuracy"], summary["floors"]),
-                                 highlight=False)
+            _save_model(out, module, arch, dims, config, data, objective, summary, arch_source)
         barrier(info)
         return summary
     finally:
