@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 
 from lvsearch.cli import main
-from lvsearch.quickstart.job import QuickstartSettings
+from lvsearch.quickstart.context import QuickstartSettings
 from lvsearch.quickstart.plan import make_plan
-from lvsearch.quickstart.report import paired_difference
+from lvsearch.stats import mean_difference_interval as paired_difference
 
 SUPERNET_RECIPE = """\
 space: lvbert
@@ -194,7 +194,8 @@ def test_missing_blimp_folder_is_named_and_bad_arguments_come_first(tmp_path, mo
     """Issue 36: with the default BLiMP folder absent, the report said "skipped: --no-blimp"
     (never passed), and the BLiMP warning printed before an argument error."""
     import lvsearch.eval.job as eval_job
-    from lvsearch.quickstart.job import Context, evaluate_options
+    from lvsearch.quickstart.arms import evaluate_options
+    from lvsearch.quickstart.context import Context
 
     missing = tmp_path / "no-blimp-here"
     monkeypatch.setattr(eval_job, "default_blimp_dir", lambda: missing)
@@ -273,7 +274,7 @@ def test_search_and_finalist_stages_check_the_files_they_read(tmp_path):
     from types import SimpleNamespace
 
     from lvsearch.errors import LvsearchError
-    from lvsearch.quickstart.job import _search_done, stage_finalists
+    from lvsearch.quickstart.stages import _search_done, stage_finalists
 
     search = tmp_path / "search"
     search.mkdir()
@@ -324,7 +325,7 @@ def test_bad_inputs(tmp_path, capsys):
     state = json.loads((tmp_path / "o" / "quickstart.json").read_text())
     assert state["settings"]["data"] == str(empty) and not any(
         st.get("status") == "done" for st in state["stages"].values())
-    from lvsearch.quickstart.job import QuickstartSettings, open_context
+    from lvsearch.quickstart.context import QuickstartSettings, open_context
 
     ctx = open_context(tmp_path / "o", QuickstartSettings(data="builtin:python-docs", blimp=None), show_progress=False)
     assert ctx.state["settings"]["data"] == "builtin:python-docs"
@@ -442,7 +443,7 @@ def test_summary_and_search_sentence_follow_the_numbers():
 
 def test_stage_shares_follow_the_stages():
     """The ETA's calibration shares name every stage, in the order the stages run."""
-    from lvsearch.quickstart.job import STAGES
+    from lvsearch.quickstart.stages import STAGES
     from lvsearch.quickstart.plan import STAGE_ORDER, STAGE_SHARES, pace_line
 
     assert [name for name, _ in STAGES] == list(STAGE_ORDER)
@@ -465,7 +466,9 @@ def test_same_pick_is_trained_and_evaluated_once(tmp_path):
     """When both searches pick the same architecture, the random-search arm links to the EA
     arm's run and copies its evaluation (the runs would be byte-identical)."""
     from lvsearch.arch import Arch
-    from lvsearch.quickstart.job import Context, QuickstartSettings, same_as, stage_evaluate, stage_retrain
+    from lvsearch.quickstart.arms import same_as
+    from lvsearch.quickstart.context import Context, QuickstartSettings
+    from lvsearch.quickstart.stages import stage_evaluate, stage_retrain
 
     from dataclasses import replace
 
@@ -477,7 +480,7 @@ def test_same_pick_is_trained_and_evaluated_once(tmp_path):
         (folder / "best.json").write_text(json.dumps(pick))
     assert same_as(ctx, "random-search") == "ea" and same_as(ctx, "ea") is None and same_as(ctx, "bert") is None
     trained = []
-    import lvsearch.quickstart.job as job
+    import lvsearch.quickstart.stages as stages
 
     def fake_retrain(ctx, arm, seed, run):
         run.mkdir(parents=True)
@@ -485,25 +488,25 @@ def test_same_pick_is_trained_and_evaluated_once(tmp_path):
         trained.append(arm)
         return {}
 
-    real = job.retrain_arm
-    job.retrain_arm = fake_retrain
+    real = stages.retrain_arm
+    stages.retrain_arm = fake_retrain
     try:
         result = stage_retrain(ctx)
     finally:
-        job.retrain_arm = real
+        stages.retrain_arm = real
     assert trained == ["ea", "bert"] and result["random-search"]["from"] == "same architecture as ea"
     link = tmp_path / "retrain" / "random-search"
     assert link.is_symlink() and (link / "marker").read_text() == "ea"
     evaluated = []
-    real_eval = job.evaluate_options
+    real_eval = stages.evaluate_options
     (tmp_path / "eval").mkdir()
     for arm in ("ea", "bert"):  # evaluated earlier; only the copy is made
         (tmp_path / "eval" / f"{arm}.json").write_text(json.dumps({"arm": arm}))
-    job.evaluate_options = lambda *a: evaluated.append(a)
+    stages.evaluate_options = lambda *a: evaluated.append(a)
     try:
         done = stage_evaluate(ctx)
     finally:
-        job.evaluate_options = real_eval
+        stages.evaluate_options = real_eval
     assert evaluated == [] and done["random-search"].startswith("copied from ea.json")
     assert json.loads((tmp_path / "eval" / "random-search.json").read_text()) == {"arm": "ea"}
     # different picks: nothing is linked
@@ -516,7 +519,8 @@ def test_fixed_arms_train_beside_the_search(tmp_path, monkeypatch):
     """On a CPU, up to cores − 1 runs of the fixed arms (bert) train in the background while this
     process trains the supernet with that many fewer threads; none on one core or a GPU."""
     import lvsearch.quickstart.job as job
-    from lvsearch.quickstart.job import Context, QuickstartSettings, fixed_runs, search_threads
+    from lvsearch.quickstart.context import Context, QuickstartSettings
+    from lvsearch.quickstart.job import fixed_runs, search_threads
 
     def ctx(seeds=1, device="cpu"):
         return Context(tmp_path, QuickstartSettings(), make_plan(20, seeds), {"stages": {}}, device=device)

@@ -196,6 +196,11 @@ def pace_line(minutes: float, used_s: float, done_stages, budgets: dict[str, flo
             f"~{eta_total:.0f} min, ~{max(0.0, eta_total - used_min):.0f} min left"), pace
 
 
+#: A run this many times slower than its plan (:meth:`Plan.total_minutes`) is overrunning: the
+#: stage banners warn once, and the report says so.
+OVERRUN_WARN = 1.5
+
+
 #: The longest quickstart plan (minutes): a week.
 MAX_MINUTES = 7 * 24 * 60
 

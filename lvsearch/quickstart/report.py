@@ -38,7 +38,7 @@ from lvsearch.stats import RESAMPLES, mean_difference_interval
 from lvsearch.quickstart.plan import ARM_TITLES, STAGE_ORDER, make_plan
 
 if TYPE_CHECKING:  # pragma: no cover
-    from lvsearch.quickstart.job import Context
+    from lvsearch.quickstart.context import Context
 
 OP_COLOURS = {"SA": "#4C72B0", "FF": "#DD8452", "DC": "#55A868"}
 
