@@ -72,7 +72,7 @@ def main() -> None:
     ap.add_argument("--time-log", type=Path, default=None, help="the run's /usr/bin/time -v output")
     ap.add_argument("--commit", default=None, help="the commit the run used")
     args = ap.parse_args()
-    from lvsearch.quickstart.report import blimp_outcomes, mlm_outcomes
+    from lvsearch.quickstart.outcomes import blimp_outcomes, mlm_outcomes
     from lvsearch.stats import mean_difference_interval as paired_difference
 
     state_path = args.out / "quickstart.json"

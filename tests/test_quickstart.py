@@ -412,7 +412,7 @@ def test_electra_objective_is_stated(tmp_path, corpora):
 def test_summary_and_search_sentence_follow_the_numbers():
     """The summary covers every paired metric with its verdict, the search sentence names
     whichever search is ahead, and the one-seed sentence follows the number of seeds."""
-    from lvsearch.quickstart.report import search_gap_sentence, summary_sentences
+    from lvsearch.quickstart.sentences import search_gap_sentence, summary_sentences
 
     comps = {("ea", "mlm"): {"verdict": "ahead", "diff": 0.01},
              ("ea-vs", "random-search", "mlm"): {"verdict": "within noise", "diff": 0.002},
@@ -435,7 +435,7 @@ def test_summary_and_search_sentence_follow_the_numbers():
     assert "dev MLM loss" not in summary_sentences(comps, ea_below_floor=False)
     flipped = summary_sentences({("ea", "mlm"): {"verdict": "behind", "diff": -0.01}}, ea_below_floor=False)
     assert "behind `bert` (-0.0100)" in flipped and "ahead" not in flipped
-    from lvsearch.quickstart.report import one_seed_sentence
+    from lvsearch.quickstart.sentences import one_seed_sentence
 
     assert "one pretraining seed" in one_seed_sentence(1) and "--seeds 3" in one_seed_sentence(1)
     assert "3 pretraining seeds" in one_seed_sentence(3) and "several search seeds" in one_seed_sentence(3)

@@ -61,7 +61,7 @@ def _quickstart(args: argparse.Namespace) -> int:
     from lvsearch.eval.job import default_blimp_dir
     from lvsearch.quickstart.context import DEFAULT_DATA, QuickstartSettings, check_settings
     from lvsearch.quickstart.job import run_quickstart
-    from lvsearch.quickstart.report import console_headline
+    from lvsearch.quickstart.sentences import console_headline
 
     blimp = None
     if not args.no_blimp:
