@@ -395,6 +395,42 @@ def test_stage_budgets_add_up_to_minutes(minutes):
     assert fin["finalists"] > 0 and sum(fin.values()) > minutes * 60
 
 
+@pytest.mark.parametrize("seeds,finalists", [(1, 0), (3, 0), (1, 3)])
+def test_report_budget_is_the_plans(tmp_path, seeds, finalists):
+    """The report's budget and its overrun warning read the plan's total (Plan.total_minutes:
+    extra seeds repeat retrain and evaluate, finalists add their stage); it was recomputed as
+    --minutes × 2 with several seeds and --minutes with finalists (~40 instead of ~42.6, 20
+    instead of ~29.6 at --minutes 20)."""
+    from lvsearch.quickstart.context import Context
+    from lvsearch.quickstart.plan import OVERRUN_WARN
+    from lvsearch.quickstart.report import ReportInputs, header_section
+
+    plan = make_plan(20, seeds, finalists)
+    planned = plan.total_minutes()
+    assert planned == pytest.approx(sum(plan.stage_budgets().values()) / 60)
+    if seeds == 1 and not finalists:
+        assert planned == pytest.approx(20)
+    else:
+        assert planned > 20 * (1.05 if seeds == 1 else 2.05)
+
+    def header(minutes_used: float) -> str:
+        ctx = Context(tmp_path, QuickstartSettings(seeds=seeds, finalists=finalists), plan,
+                      {"stages": {"retrain": {"seconds": minutes_used * 60}}})
+        names = {a: ctx.run_names(a) for a in plan.arms}
+        inp = ReportInputs(ctx, names, {}, {}, {n: {"tokens": 2048 * plan.retrain_steps} for v in names.values() for n in v},
+                           {}, {})
+        return "\n".join(header_section(inp))
+
+    shown = "20" if seeds == 1 and not finalists else f"{round(planned, 1):g}"
+    under, over = header(OVERRUN_WARN * planned * 0.99), header(OVERRUN_WARN * planned * 1.01)
+    assert "This run took" not in under
+    assert f"× its ~{shown}-minute budget" in over
+    if shown != "20":
+        assert f"budget 20 min, ~{shown} min planned with " in under
+    else:
+        assert "budget 20 min (plan below)" in under
+
+
 def _tiny_run(tmp_path: Path, corpora: Path, extra: list[str]) -> tuple[Path, str]:
     """A tiny quickstart without BLiMP with ``extra`` switches: ``(OUT, report text)``."""
     out = tmp_path / "run"
@@ -449,16 +485,16 @@ def test_stage_shares_follow_the_stages():
     assert [name for name, _ in STAGES] == list(STAGE_ORDER)
     budgets = make_plan(20).stage_budgets()
     assert list(budgets) == list(STAGE_ORDER)
-    text, pace = pace_line(20, 600, ["data", "supernet"], budgets)  # 10 min for what the plan gives ~3.4 min
+    text, pace = pace_line(600, ["data", "supernet"], budgets)  # 10 min for what the plan gives ~3.4 min
     assert pace == pytest.approx(600 / (budgets["data"] + budgets["supernet"]))
     assert "whole run takes" in text and "of ~20 min used" in text
-    assert pace_line(20, 5, [], budgets)[1] is None
+    assert pace_line(5, [], budgets)[1] is None
     # the data stage prepares the whole corpus at any budget: its budget is its measured seconds,
     # so a fast data stage does not promise a 60-minute run in 22 minutes
     long = make_plan(60).stage_budgets()
     assert long["data"] == budgets["data"] == STAGE_SHARES["data"]
-    assert pace_line(60, 16, ["data"], long)[1] is None
-    text, pace = pace_line(60, 16 + 760, ["data", "supernet"], long)
+    assert pace_line(16, ["data"], long)[1] is None
+    text, pace = pace_line(16 + 760, ["data", "supernet"], long)
     assert pace == pytest.approx(776 / (long["data"] + long["supernet"])) and "~60 min" in text
 
 

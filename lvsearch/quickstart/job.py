@@ -179,7 +179,7 @@ def _run_stage_loop(ctx: Context, stop_after: str | None, threads: int) -> Conte
         elapsed = sum(s.get("seconds", 0.0) for s in ctx.state["stages"].values())
         done_names = [n for n, r in ctx.state["stages"].items() if r.get("status") == "done"]
         budgets = ctx.plan.stage_budgets()
-        text, pace = pace_line(ctx.plan.minutes, elapsed, done_names, budgets)
+        text, pace = pace_line(elapsed, done_names, budgets)
         ui.console.rule(f"[bold]stage {i}/{total}: {name}[/bold]")
         ui.console.print(text, highlight=False, soft_wrap=True)  # a rule would cut it at the console width
         if pace is not None and pace > OVERRUN_WARN and not ctx.state.get("overrun_warned"):

@@ -38,7 +38,7 @@ from lvsearch.quickstart.fingerprint import fingerprint_section
 from lvsearch.quickstart.files import QUICKSTART_AGAIN, Rank, RetrainRunConfig, RetrainSummary, read_stage_file
 from lvsearch.quickstart.outcomes import (blimp_outcomes, floor_comparison, floor_entry, learned, mlm_outcomes,
                                           task_scores, task_split)
-from lvsearch.quickstart.plan import ARM_TITLES, STAGE_ORDER, make_plan
+from lvsearch.quickstart.plan import ARM_TITLES, OVERRUN_WARN, STAGE_ORDER, make_plan
 from lvsearch.quickstart.sentences import (ARCH_LEGEND, fmt, interval_text, one_seed_sentence, pm,
                                            search_fitness_phrase, search_gap_sentence, search_noise_lines, signed,
                                            summary_sentences)
@@ -240,16 +240,30 @@ def write_quickstart_report(ctx: "Context") -> Path:
     return path
 
 
+def _minutes(plan: "Plan") -> str:
+    """The plan's total minutes (:meth:`~lvsearch.quickstart.plan.Plan.total_minutes`) as the
+    report prints them: ``--minutes`` as given when the plan adds nothing to it (one seed, no
+    finalists), else to 0.1 min."""
+    if plan.seeds == 1 and not plan.finalists:
+        return f"{plan.minutes:g}"
+    return f"{round(plan.total_minutes(), 1):g}"
+
+
 def header_section(inp: ReportInputs) -> list[str]:
     """The title, the run's settings, how the arms were trained, and the wall time (with a
-    warning when the run took much longer than its budget)."""
+    warning when the run took more than :data:`~lvsearch.quickstart.plan.OVERRUN_WARN` × the
+    plan's :meth:`~lvsearch.quickstart.plan.Plan.total_minutes`)."""
     plan, settings, names, stages = inp.plan, inp.ctx.settings, inp.names, inp.stages
     lines: list[str] = []
     w = lines.append
     total_s = sum(s.get("seconds", 0.0) for s in stages.values())
+    planned = plan.total_minutes()
+    more = [f"{plan.seeds} pretraining seeds"] if plan.seeds > 1 else []
+    more += [f"{plan.finalists} finalists"] if plan.finalists else []
     w("# lvsearch quickstart report\n")
     w(f"Data: `{settings.data}` · search space `{settings.space}` · retrain objective **{settings.objective}** · "
-      f"budget {plan.minutes:g} min (plan below) · wall time so far {total_s / 60:.1f} min · "
+      f"budget {plan.minutes:g} min" + (f", ~{_minutes(plan)} min planned with {' and '.join(more)}" if more else "")
+      + f" (plan below) · wall time so far {total_s / 60:.1f} min · "
       f"pretraining seeds per arm: {plan.seeds}.\n")
     w(f"Every arm was retrained from scratch with the same recipe (`{settings.retrain_recipe}`), objective, "
       f"{plan.retrain_steps} steps × {inp.summaries[names['bert'][0]].get('tokens', 0) // max(1, plan.retrain_steps):,} "
@@ -275,9 +289,8 @@ def header_section(inp: ReportInputs) -> list[str]:
           f"background while the supernet trained and the search ran{then}, on a core of its own, so its time "
           "is counted in the stages it overlapped.\n")
     w("Wall time is the sum over every process that worked on this folder (a resumed run adds up).\n")
-    budget_min = plan.minutes * (2 if plan.seeds > 1 else 1)
-    if total_s > 1.5 * budget_min * 60:
-        w(f"**This run took {total_s / 60:.1f} min, {total_s / 60 / budget_min:.1f}× its ~{budget_min:g}-minute "
+    if total_s > OVERRUN_WARN * planned * 60:
+        w(f"**This run took {total_s / 60:.1f} min, {total_s / 60 / planned:.1f}× its ~{_minutes(plan)}-minute "
           "budget**: the plan is calibrated on an otherwise idle 2-core machine, and other jobs on the same cores "
           "(or fewer or slower cores) stretch every stage. The numbers below do not depend on the speed (same "
           "command, same thread count → same results; see docs/results.md \"Reliability\").\n")
@@ -442,7 +455,7 @@ def differences_section(inp: ReportInputs) -> list[str]:
       "per-target losses, so it has no paired interval and no verdict; with several pretraining seeds each mean "
       "is given ± its sample std.\n")
     if plan.seeds == 1:
-        three = make_plan(plan.minutes, 3).total_minutes()
+        three = make_plan(plan.minutes, 3, plan.finalists).total_minutes()
         w("With one pretraining seed per arm these intervals cover evaluation-sample noise only; "
           "the spread between pretraining seeds is **unmeasured** at this budget "
           f"(`--seeds 3` measures it, in about {three:.0f} min).\n")
