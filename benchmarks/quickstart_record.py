@@ -5,7 +5,7 @@ BLiMP and fine-tuning scores with their floor comparisons, as ``lvsearch evaluat
 them), each arm's ``model.safetensors`` (sha256), ``OUT/search/compare_random.json`` when
 present, and optionally the ``/usr/bin/time -v`` output of the run (wall time, peak RSS).
 The differences between arms are the report's own: paired bootstraps over the same MLM dev
-targets and the same BLiMP pairs (:func:`lvsearch.quickstart.report.paired_difference`).
+targets and the same BLiMP pairs (:func:`lvsearch.stats.mean_difference_interval`).
 Writes ``benchmarks/results/quickstart_<NAME>.json``; docs/results.md ("Quickstart") quotes it.
 
 Usage: ``python benchmarks/quickstart_record.py OUT --name NAME [--time-log LOG] [--commit SHA]``
@@ -72,7 +72,8 @@ def main() -> None:
     ap.add_argument("--time-log", type=Path, default=None, help="the run's /usr/bin/time -v output")
     ap.add_argument("--commit", default=None, help="the commit the run used")
     args = ap.parse_args()
-    from lvsearch.quickstart.report import blimp_outcomes, mlm_outcomes, paired_difference
+    from lvsearch.quickstart.outcomes import blimp_outcomes, mlm_outcomes
+    from lvsearch.stats import mean_difference_interval as paired_difference
 
     state_path = args.out / "quickstart.json"
     if not state_path.is_file():

@@ -103,7 +103,7 @@ def test_run_that_cannot_learn_is_failed_and_one_that_can_is_scored(tokenizer):
     assert "n=1; 1 of 2 seeds failed (loss did not fall)" in dict(summary_rows({"finetune": {"p": partial}}))["p test accuracy"]
 
     # the quickstart report leaves failed seeds out of the pooled task scores
-    from lvsearch.quickstart.report import _task_scores
+    from lvsearch.quickstart.outcomes import task_scores
 
-    assert _task_scores(report)["stuck"] == ("test accuracy", [])
-    assert _task_scores(report)["learns"][1] == [learns["per_seed"][0]["test"]["accuracy"]]
+    assert task_scores(report)["stuck"] == ("test accuracy", [])
+    assert task_scores(report)["learns"][1] == [learns["per_seed"][0]["test"]["accuracy"]]

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from lvsearch.cli import main
-from lvsearch.quickstart.job import QuickstartSettings
+from lvsearch.quickstart.context import QuickstartSettings
 from lvsearch.quickstart.plan import make_plan
 from lvsearch.stats import mean_difference_interval
 
@@ -194,7 +194,8 @@ def test_missing_blimp_folder_is_named_and_bad_arguments_come_first(tmp_path, mo
     """Issue 36: with the default BLiMP folder absent, the report said "skipped: --no-blimp"
     (never passed), and the BLiMP warning printed before an argument error."""
     import lvsearch.eval.job as eval_job
-    from lvsearch.quickstart.job import Context, evaluate_options
+    from lvsearch.quickstart.arms import evaluate_options
+    from lvsearch.quickstart.context import Context
 
     missing = tmp_path / "no-blimp-here"
     monkeypatch.setattr(eval_job, "default_blimp_dir", lambda: missing)
@@ -273,7 +274,7 @@ def test_search_and_finalist_stages_check_the_files_they_read(tmp_path):
     from types import SimpleNamespace
 
     from lvsearch.errors import LvsearchError
-    from lvsearch.quickstart.job import _search_done, stage_finalists
+    from lvsearch.quickstart.stages import _search_done, stage_finalists
 
     search = tmp_path / "search"
     search.mkdir()
@@ -324,7 +325,7 @@ def test_bad_inputs(tmp_path, capsys):
     state = json.loads((tmp_path / "o" / "quickstart.json").read_text())
     assert state["settings"]["data"] == str(empty) and not any(
         st.get("status") == "done" for st in state["stages"].values())
-    from lvsearch.quickstart.job import QuickstartSettings, open_context
+    from lvsearch.quickstart.context import QuickstartSettings, open_context
 
     ctx = open_context(tmp_path / "o", QuickstartSettings(data="builtin:python-docs", blimp=None), show_progress=False)
     assert ctx.state["settings"]["data"] == "builtin:python-docs"
@@ -394,6 +395,42 @@ def test_stage_budgets_add_up_to_minutes(minutes):
     assert fin["finalists"] > 0 and sum(fin.values()) > minutes * 60
 
 
+@pytest.mark.parametrize("seeds,finalists", [(1, 0), (3, 0), (1, 3)])
+def test_report_budget_is_the_plans(tmp_path, seeds, finalists):
+    """The report's budget and its overrun warning read the plan's total (Plan.total_minutes:
+    extra seeds repeat retrain and evaluate, finalists add their stage); it was recomputed as
+    --minutes × 2 with several seeds and --minutes with finalists (~40 instead of ~42.6, 20
+    instead of ~29.6 at --minutes 20)."""
+    from lvsearch.quickstart.context import Context
+    from lvsearch.quickstart.plan import OVERRUN_WARN
+    from lvsearch.quickstart.report import ReportInputs, header_section
+
+    plan = make_plan(20, seeds, finalists)
+    planned = plan.total_minutes()
+    assert planned == pytest.approx(sum(plan.stage_budgets().values()) / 60)
+    if seeds == 1 and not finalists:
+        assert planned == pytest.approx(20)
+    else:
+        assert planned > 20 * (1.05 if seeds == 1 else 2.05)
+
+    def header(minutes_used: float) -> str:
+        ctx = Context(tmp_path, QuickstartSettings(seeds=seeds, finalists=finalists), plan,
+                      {"stages": {"retrain": {"seconds": minutes_used * 60}}})
+        names = {a: ctx.run_names(a) for a in plan.arms}
+        inp = ReportInputs(ctx, names, {}, {}, {n: {"tokens": 2048 * plan.retrain_steps} for v in names.values() for n in v},
+                           {}, {})
+        return "\n".join(header_section(inp))
+
+    shown = "20" if seeds == 1 and not finalists else f"{round(planned, 1):g}"
+    under, over = header(OVERRUN_WARN * planned * 0.99), header(OVERRUN_WARN * planned * 1.01)
+    assert "This run took" not in under
+    assert f"× its ~{shown}-minute budget" in over
+    if shown != "20":
+        assert f"budget 20 min, ~{shown} min planned with " in under
+    else:
+        assert "budget 20 min (plan below)" in under
+
+
 def _tiny_run(tmp_path: Path, corpora: Path, extra: list[str]) -> tuple[Path, str]:
     """A tiny quickstart without BLiMP with ``extra`` switches: ``(OUT, report text)``."""
     out = tmp_path / "run"
@@ -411,7 +448,7 @@ def test_electra_objective_is_stated(tmp_path, corpora):
 def test_summary_and_search_sentence_follow_the_numbers():
     """The summary covers every paired metric with its verdict, the search sentence names
     whichever search is ahead, and the one-seed sentence follows the number of seeds."""
-    from lvsearch.quickstart.report import search_gap_sentence, summary_sentences
+    from lvsearch.quickstart.sentences import search_gap_sentence, summary_sentences
 
     comps = {("ea", "mlm"): {"verdict": "ahead", "diff": 0.01},
              ("ea-vs", "random-search", "mlm"): {"verdict": "within noise", "diff": 0.002},
@@ -434,7 +471,7 @@ def test_summary_and_search_sentence_follow_the_numbers():
     assert "dev MLM loss" not in summary_sentences(comps, ea_below_floor=False)
     flipped = summary_sentences({("ea", "mlm"): {"verdict": "behind", "diff": -0.01}}, ea_below_floor=False)
     assert "behind `bert` (-0.0100)" in flipped and "ahead" not in flipped
-    from lvsearch.quickstart.report import one_seed_sentence
+    from lvsearch.quickstart.sentences import one_seed_sentence
 
     assert "one pretraining seed" in one_seed_sentence(1) and "--seeds 3" in one_seed_sentence(1)
     assert "3 pretraining seeds" in one_seed_sentence(3) and "several search seeds" in one_seed_sentence(3)
@@ -442,22 +479,22 @@ def test_summary_and_search_sentence_follow_the_numbers():
 
 def test_stage_shares_follow_the_stages():
     """The ETA's calibration shares name every stage, in the order the stages run."""
-    from lvsearch.quickstart.job import STAGES
+    from lvsearch.quickstart.stages import STAGES
     from lvsearch.quickstart.plan import STAGE_ORDER, STAGE_SHARES, pace_line
 
     assert [name for name, _ in STAGES] == list(STAGE_ORDER)
     budgets = make_plan(20).stage_budgets()
     assert list(budgets) == list(STAGE_ORDER)
-    text, pace = pace_line(20, 600, ["data", "supernet"], budgets)  # 10 min for what the plan gives ~3.4 min
+    text, pace = pace_line(600, ["data", "supernet"], budgets)  # 10 min for what the plan gives ~3.4 min
     assert pace == pytest.approx(600 / (budgets["data"] + budgets["supernet"]))
     assert "whole run takes" in text and "of ~20 min used" in text
-    assert pace_line(20, 5, [], budgets)[1] is None
+    assert pace_line(5, [], budgets)[1] is None
     # the data stage prepares the whole corpus at any budget: its budget is its measured seconds,
     # so a fast data stage does not promise a 60-minute run in 22 minutes
     long = make_plan(60).stage_budgets()
     assert long["data"] == budgets["data"] == STAGE_SHARES["data"]
-    assert pace_line(60, 16, ["data"], long)[1] is None
-    text, pace = pace_line(60, 16 + 760, ["data", "supernet"], long)
+    assert pace_line(16, ["data"], long)[1] is None
+    text, pace = pace_line(16 + 760, ["data", "supernet"], long)
     assert pace == pytest.approx(776 / (long["data"] + long["supernet"])) and "~60 min" in text
 
 
@@ -465,7 +502,9 @@ def test_same_pick_is_trained_and_evaluated_once(tmp_path):
     """When both searches pick the same architecture, the random-search arm links to the EA
     arm's run and copies its evaluation (the runs would be byte-identical)."""
     from lvsearch.arch import Arch
-    from lvsearch.quickstart.job import Context, QuickstartSettings, same_as, stage_evaluate, stage_retrain
+    from lvsearch.quickstart.arms import same_as
+    from lvsearch.quickstart.context import Context, QuickstartSettings
+    from lvsearch.quickstart.stages import stage_evaluate, stage_retrain
 
     from dataclasses import replace
 
@@ -477,7 +516,7 @@ def test_same_pick_is_trained_and_evaluated_once(tmp_path):
         (folder / "best.json").write_text(json.dumps(pick))
     assert same_as(ctx, "random-search") == "ea" and same_as(ctx, "ea") is None and same_as(ctx, "bert") is None
     trained = []
-    import lvsearch.quickstart.job as job
+    import lvsearch.quickstart.stages as stages
 
     def fake_retrain(ctx, arm, seed, run):
         run.mkdir(parents=True)
@@ -485,25 +524,25 @@ def test_same_pick_is_trained_and_evaluated_once(tmp_path):
         trained.append(arm)
         return {}
 
-    real = job.retrain_arm
-    job.retrain_arm = fake_retrain
+    real = stages.retrain_arm
+    stages.retrain_arm = fake_retrain
     try:
         result = stage_retrain(ctx)
     finally:
-        job.retrain_arm = real
+        stages.retrain_arm = real
     assert trained == ["ea", "bert"] and result["random-search"]["from"] == "same architecture as ea"
     link = tmp_path / "retrain" / "random-search"
     assert link.is_symlink() and (link / "marker").read_text() == "ea"
     evaluated = []
-    real_eval = job.evaluate_options
+    real_eval = stages.evaluate_options
     (tmp_path / "eval").mkdir()
     for arm in ("ea", "bert"):  # evaluated earlier; only the copy is made
         (tmp_path / "eval" / f"{arm}.json").write_text(json.dumps({"arm": arm}))
-    job.evaluate_options = lambda *a: evaluated.append(a)
+    stages.evaluate_options = lambda *a: evaluated.append(a)
     try:
         done = stage_evaluate(ctx)
     finally:
-        job.evaluate_options = real_eval
+        stages.evaluate_options = real_eval
     assert evaluated == [] and done["random-search"].startswith("copied from ea.json")
     assert json.loads((tmp_path / "eval" / "random-search.json").read_text()) == {"arm": "ea"}
     # different picks: nothing is linked
@@ -516,7 +555,8 @@ def test_fixed_arms_train_beside_the_search(tmp_path, monkeypatch):
     """On a CPU, up to cores − 1 runs of the fixed arms (bert) train in the background while this
     process trains the supernet with that many fewer threads; none on one core or a GPU."""
     import lvsearch.quickstart.job as job
-    from lvsearch.quickstart.job import Context, QuickstartSettings, fixed_runs, search_threads
+    from lvsearch.quickstart.context import Context, QuickstartSettings
+    from lvsearch.quickstart.job import fixed_runs, search_threads
 
     def ctx(seeds=1, device="cpu"):
         return Context(tmp_path, QuickstartSettings(), make_plan(20, seeds), {"stages": {}}, device=device)

@@ -59,8 +59,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _quickstart(args: argparse.Namespace) -> int:
     from lvsearch import ui
     from lvsearch.eval.job import default_blimp_dir
-    from lvsearch.quickstart.job import DEFAULT_DATA, QuickstartSettings, check_settings, run_quickstart
-    from lvsearch.quickstart.report import console_headline
+    from lvsearch.quickstart.context import DEFAULT_DATA, QuickstartSettings, check_settings
+    from lvsearch.quickstart.job import run_quickstart
+    from lvsearch.quickstart.sentences import console_headline
 
     blimp = None
     if not args.no_blimp:

@@ -130,7 +130,8 @@ class Plan:
         return {name: out[name] for name in STAGE_ORDER}
 
     def total_minutes(self) -> float:
-        """The planned wall time: the sum of :meth:`stage_budgets`, in minutes."""
+        """The planned wall time: the sum of :meth:`stage_budgets`, in minutes. This is the run's
+        budget wherever one is shown: the stage banners' ETA and overrun warning and the report."""
         return sum(self.stage_budgets().values()) / 60
 
 
@@ -176,15 +177,11 @@ def _scaled_shares(minutes: float) -> dict[str, float]:
     return {n: data if n == "data" else v * (total - data) / rest for n, v in STAGE_SHARES.items()}
 
 
-def pace_line(minutes: float, used_s: float, done_stages, budgets: dict[str, float] | None = None
-              ) -> tuple[str, float | None]:
+def pace_line(used_s: float, done_stages, budgets: dict[str, float]) -> tuple[str, float | None]:
     """``(text, pace)`` for a stage banner: the time used of the planned total and, once a stage
     with a budget has finished, the pace (used / planned for the stages done: 1.0 = on plan)
-    and the whole run's ETA at that pace. ``budgets`` are planned seconds per stage
-    (:meth:`Plan.stage_budgets`; default :data:`STAGE_SHARES` scaled to ``minutes``). ``pace``
-    is None before there is anything to compare."""
-    if budgets is None:
-        budgets = _scaled_shares(minutes)
+    and the whole run's ETA at that pace. ``budgets`` are the plan's planned seconds per stage
+    (:meth:`Plan.stage_budgets`). ``pace`` is None before there is anything to compare."""
     total_min = sum(budgets.values()) / 60
     planned_done = sum(budgets.get(n, 0.0) for n in done_stages)
     used_min = used_s / 60
@@ -194,6 +191,11 @@ def pace_line(minutes: float, used_s: float, done_stages, budgets: dict[str, flo
     eta_total = total_min * pace
     return (f"{used_min:.1f} of ~{total_min:.0f} min used; at this pace ({pace:.2f}× the plan) the whole run takes "
             f"~{eta_total:.0f} min, ~{max(0.0, eta_total - used_min):.0f} min left"), pace
+
+
+#: A run this many times slower than its plan (:meth:`Plan.total_minutes`) is overrunning: the
+#: stage banners warn once, and the report says so.
+OVERRUN_WARN = 1.5
 
 
 #: The longest quickstart plan (minutes): a week.
