@@ -543,7 +543,15 @@ def _write_report(opts: EvaluateOptions, report: dict, out: Path, md_out: Path, 
         ui.console.print(f"report written to {out} and {md_out}", highlight=False)
 
 
-@holds_output(lambda a: report_path(a["opts"]))
+def _report_to_lock(opts: EvaluateOptions) -> Path | None:
+    """The report path :func:`evaluate` holds its lock on; None (no lock) when the default report
+    would go into a model folder that does not exist: the lock must not create it, so that
+    :func:`evaluate` can say the model directory is not found."""
+    path = report_path(opts)
+    return None if path is not None and not opts.out and not path.parent.is_dir() else path
+
+
+@holds_output(lambda a: _report_to_lock(a["opts"]))
 def evaluate(opts: EvaluateOptions, *, show: bool = True) -> EvaluateResult:
     """Evaluate one model and write its report (JSON + Markdown, atomic writes).
 
