@@ -234,7 +234,7 @@ def folder_kind(folder: str | os.PathLike) -> str | None:
 
 def guard_output(out: str | os.PathLike, *, flag: str = "--out", inputs: Iterable[tuple[str, Any]] = (),
                  overwrite: bool = False, is_file: bool = False,
-                 own: Callable[[Path], bool] | None = None) -> Path:
+                 own: Callable[[Path], bool] | None = None, writes: Iterable[str] | None = None) -> Path:
     """The output-safety rule every verb applies to what it writes, before anything is written,
     renamed or deleted: ``--overwrite`` replaces only a previous output of the same verb.
 
@@ -246,7 +246,11 @@ def guard_output(out: str | os.PathLike, *, flag: str = "--out", inputs: Iterabl
       folder (:func:`folder_kind`) that is not a previous output of this verb (``own``), e.g.
       ``evaluate --model M --out M/model.safetensors``;
     * with ``overwrite``, a folder ``out`` that is the current folder or one above it
-      (``cd RUN && train-supernet --out . --overwrite`` deleted the run it stood in).
+      (``cd RUN && train-supernet --out . --overwrite`` deleted the run it stood in);
+    * with ``overwrite`` and ``writes`` (glob patterns of the names the verb writes at the top
+      of its folder), a folder ``out`` that also holds anything else (a user's notes, a search
+      or rank check saved inside a run): replacing the folder would delete it. Names starting
+      with ``.`` (the tools' own temporaries and locks) are not counted.
 
     A file ``out`` that exists is replaced only with ``overwrite`` and only when ``own(out)``
     says it is a previous output of this verb (any existing file when ``own`` is None). Folder
@@ -289,6 +293,17 @@ def guard_output(out: str | os.PathLike, *, flag: str = "--out", inputs: Iterabl
         where = "is the current folder" if target == cwd else "contains the current folder"
         raise LvsearchError(f"{flag} {out} {where} ({target}); --overwrite would delete the folder you are working in",
                             fix=f"run from another folder, or pass a named {flag} elsewhere")
+    if overwrite and writes is not None and target.is_dir():
+        import fnmatch
+
+        pats = tuple(writes)
+        foreign = sorted(e.name + ("/" if e.is_dir() else "") for e in target.iterdir()
+                         if not e.name.startswith(".") and not any(fnmatch.fnmatch(e.name, p) for p in pats))
+        if foreign:
+            shown_names = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+            raise LvsearchError(f"{flag} {out} also holds {shown_names}, which this command did not write; "
+                                "--overwrite replaces the whole folder and would delete them",
+                                fix=f"move them out of {out} first, or pass another {flag}")
     return out
 
 

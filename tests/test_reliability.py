@@ -270,6 +270,15 @@ def ws(prepared_corpus: Path, small_corpus: Path, shared_data: Path, tmp_path_fa
     st["extra"]["tokens"] = 1
     ck.write_text(json.dumps(st, indent=2, sort_keys=True) + "\n")
     paths.update(SN_BAD_STATE=bad_state, SN_BAD_POINTER=bad_pointer, RT_EDITED_STATE=edited_state)
+    # a run and a corpus that also hold the user's own files (a fresh user's pass: --overwrite deleted them)
+    sn_notes, corpus_notes = w / "sn-with-notes", w / "corpus-with-notes"
+    shutil.copytree(paths["SN"], sn_notes)
+    (sn_notes / "NOTES.md").write_text("my notes\n")
+    (sn_notes / "evo").mkdir()
+    (sn_notes / "evo" / "best.json").write_text("{}\n")
+    shutil.copytree(prepared_corpus, corpus_notes)
+    (corpus_notes / "NOTES.md").write_text("my notes\n")
+    paths.update(SN_NOTES=sn_notes, CORPUS_NOTES=corpus_notes)
 
     corpus_mod = w / "corpus-modified"  # a shard with one byte changed (same size)
     shutil.copytree(prepared_corpus, corpus_mod)
@@ -571,6 +580,11 @@ CASES = [
       "train.seq_len=100000"),
     C("supernet-unknown-key", "train-supernet --config quickstart --data {CORPUS} --out {W}/s4 --set nosuch.key=1", "nosuch"),
     C("supernet-out-holds-run", "train-supernet --config quickstart --data {CORPUS} --out {SN}", "{SN}"),
+    C("supernet-overwrite-user-files", "train-supernet --config quickstart --data {CORPUS} --out {SN_NOTES} --overwrite",
+      "also holds NOTES.md, evo/"),
+    C("prepare-overwrite-user-files", "data prepare --input {BIN_SRC} --out {CORPUS_NOTES} --overwrite",
+      "also holds NOTES.md"),
+    C("report-out-training-run", "report {MODEL} --out {RT} --overwrite", "holds a training run"),
     C("supernet-out-in-proc", "train-supernet --config quickstart --data {CORPUS} --out /proc/lvsearch-x", "/proc/lvsearch-x"),
     C("supernet-out-under-file", "train-supernet --config quickstart --data {CORPUS} --out {FILE}/run", "{FILE}"),
     C("supernet-resume-nothing", "train-supernet --data {CORPUS} --out {EMPTY} --resume", "{EMPTY}"),

@@ -215,7 +215,7 @@ def prepare(
     settings = settings or PrepareSettings()
     settings.check()
     out = Path(out).expanduser().resolve()
-    guard_output(out, overwrite=overwrite,
+    guard_output(out, overwrite=overwrite, writes=("manifest.json", "tokenizer.json", "*.bin", "environment.json"),
                  inputs=[*(("--input", Path(i).expanduser()) for i in inputs if not str(i).startswith("builtin:")),
                          ("--tokenizer", tokenizer)])
     check_out_folder(out, overwrite=overwrite)

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Sequence
 
 from lvsearch.errors import LvsearchError
-from lvsearch.io import check_writable_folder
+from lvsearch.io import check_writable_folder, folder_kind
 from lvsearch.lock import holds_output
 
 REPORT_FORMAT = "lvsearch.eval-report/v1"
@@ -471,6 +471,10 @@ def write_report(sources: Sequence[str], out: str | Path, *, overwrite: bool = F
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise LvsearchError(f"--out {out} is a file", fix="pass a folder (default: ./report)")
+    kind = folder_kind(out)
+    if kind is not None:  # a quickstart's own report.md, a model folder, a dataset, a run …
+        raise LvsearchError(f"--out {out} holds {kind}; the side-by-side report writes report.md and PNGs there "
+                            "(refused with or without --overwrite)", fix="pass another --out (default: ./report)")
     check_writable_folder(out)
     resolved = [r for s in sources for r in resolve_sources(s)]
     labels = _unique_labels([s.label for s in resolved])

@@ -179,12 +179,17 @@ def select_config(
     if info.is_main:
         check_step_memory(config, data)
     if info.is_main:
-        guard_output(out, overwrite=overwrite,
+        guard_output(out, overwrite=overwrite, writes=RUN_WRITES,
                      inputs=[("--data", getattr(data, "folder", None)), ("init_from", getattr(config, "init_from", None))])
         check_new_run(out, overwrite=overwrite, run_format=run_format)
     barrier(info)
     return config, None
 
+
+#: What a training run (train-supernet, retrain) writes at the top of its folder: what its
+#: ``--overwrite`` may replace (anything else there is refused, :func:`lvsearch.io.guard_output`).
+RUN_WRITES = ("config.json", "tokenizer.json", "metrics.jsonl", "curve.jsonl", "checkpoints", "summary.json",
+              "environment.json", "model", "tracking")
 
 #: Attention activations per step above which a new run warns (bytes).
 COSTLY_STEP_BYTES = 4 << 30
