@@ -11,6 +11,7 @@ valid key. The resolved configuration is written into the run folder as ``config
 from __future__ import annotations
 
 import copy
+import math
 import dataclasses
 import difflib
 import typing
@@ -89,8 +90,19 @@ class TrainConfig:
         for name in ("warmup_steps", "eval_every", "checkpoint_every"):
             if getattr(self, name) < 0:
                 raise LvsearchError(f"{source}: train.{name} must be ≥ 0")
-        if self.lr <= 0:
-            raise LvsearchError(f"{source}: train.lr must be > 0")
+        if not (math.isfinite(self.lr) and self.lr > 0):
+            raise LvsearchError(f"{source}: train.lr must be a finite number > 0, got {self.lr}", fix="e.g. train.lr=3e-4")
+        for name in ("weight_decay", "grad_clip", "adam_eps"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value >= 0):
+                raise LvsearchError(f"{source}: train.{name} must be a finite number ≥ 0, got {value}",
+                                    fix="e.g. train.grad_clip=1.0 (0 turns clipping off)" if name == "grad_clip"
+                                    else f"e.g. train.{name}=0.01")
+        if not all(math.isfinite(b) and 0 <= b < 1 for b in self.adam_betas) or len(self.adam_betas) != 2:
+            raise LvsearchError(f"{source}: train.adam_betas must be two numbers in [0, 1), got {list(self.adam_betas)}",
+                                fix="e.g. train.adam_betas=[0.9, 0.999]")
+        if self.seed < 0:
+            raise LvsearchError(f"{source}: train.seed must be ≥ 0, got {self.seed}", fix="e.g. train.seed=0")
         if self.schedule not in ("linear", "wsd", "cosine"):
             raise LvsearchError(f"{source}: train.schedule {self.schedule!r} unknown", fix="use linear, wsd or cosine")
         if not 0 < self.decay_fraction <= 1:
@@ -185,6 +197,14 @@ class EvalConfig:
     dev_sequences: int = 256
     batch_size: int = 64
     seed: int = 1234
+
+    def check(self, source: str) -> None:
+        for name in ("dev_sequences", "batch_size"):
+            if getattr(self, name) < 1:
+                raise LvsearchError(f"{source}: eval.{name} must be ≥ 1, got {getattr(self, name)}",
+                                    fix=f"e.g. eval.{name}=64")
+        if self.seed < 0:
+            raise LvsearchError(f"{source}: eval.seed must be ≥ 0, got {self.seed}", fix="e.g. eval.seed=1234")
     panel: list[str] = field(default_factory=lambda: ["bert", "lvbert-paper", "random:1", "random:2", "random:3"])
 
 
@@ -225,6 +245,7 @@ class SupernetConfig:
     def check(self, source: str) -> None:
         self.model_settings(source)
         self.train.check(source)
+        self.eval.check(source)
         self.masking.check()
         self.sampling.check(source)
 
@@ -269,6 +290,14 @@ class RetrainEvalConfig:
     batch_size: int = 64
     seed: int = 1234
 
+    def check(self, source: str) -> None:
+        for name in ("dev_sequences", "batch_size"):
+            if getattr(self, name) < 1:
+                raise LvsearchError(f"{source}: eval.{name} must be ≥ 1, got {getattr(self, name)}",
+                                    fix=f"e.g. eval.{name}=64")
+        if self.seed < 0:
+            raise LvsearchError(f"{source}: eval.seed must be ≥ 0, got {self.seed}", fix="e.g. eval.seed=1234")
+
 
 @dataclass
 class RetrainConfig:
@@ -306,6 +335,7 @@ class RetrainConfig:
             raise LvsearchError(f"{source}: generator_size must be in (0, 1]", fix="e.g. 0.25")
         self.model_settings(source)
         self.train.check(source)
+        self.eval.check(source)
         self.masking.check()
 
     def model_settings(self, source: str = "retrain recipe") -> ModelSettings:

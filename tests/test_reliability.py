@@ -580,6 +580,17 @@ CASES = [
       "train.seq_len=100000"),
     C("supernet-unknown-key", "train-supernet --config quickstart --data {CORPUS} --out {W}/s4 --set nosuch.key=1", "nosuch"),
     C("supernet-out-holds-run", "train-supernet --config quickstart --data {CORPUS} --out {SN}", "{SN}"),
+    C("supernet-lr-nan", "train-supernet --config quickstart --data {CORPUS} --out {W}/s9 --set train.lr=nan",
+      "train.lr must be a finite number"),
+    C("supernet-seed-negative", "train-supernet --config quickstart --data {CORPUS} --out {W}/s10 --set train.seed=-1",
+      "train.seed must be ≥ 0"),
+    C("supernet-eval-batch-zero", "train-supernet --config quickstart --data {CORPUS} --out {W}/s11 "
+      "--set eval.batch_size=0", "eval.batch_size must be ≥ 1"),
+    C("supernet-grad-clip-nan", "train-supernet --config quickstart --data {CORPUS} --out {W}/s12 "
+      "--set train.grad_clip=nan", "train.grad_clip must be a finite number"),
+    C("retrain-weight-decay-negative", "retrain --arch bert " + T + " --out {W}/r9 --set train.weight_decay=-5",
+      "train.weight_decay must be a finite number"),
+    C("evaluate-out-a-folder", "evaluate --model {MODEL} --no-blimp --mlm-data {CORPUS} --out {W}/", "is a folder"),
     C("supernet-overwrite-user-files", "train-supernet --config quickstart --data {CORPUS} --out {SN_NOTES} --overwrite",
       "also holds NOTES.md, evo/"),
     C("prepare-overwrite-user-files", "data prepare --input {BIN_SRC} --out {CORPUS_NOTES} --overwrite",

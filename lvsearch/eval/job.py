@@ -288,6 +288,9 @@ def _check_model_arg(opts: EvaluateOptions) -> tuple[str, bool, Path]:
 def _check_report_paths(opts: EvaluateOptions, hf: bool, model_dir: Path) -> tuple[Path, Path]:
     """``(JSON report, Markdown table)`` paths, checked writable and not replacing anything unasked."""
     out = report_path(opts)
+    if opts.out and (out.name in ("", ".", "..") or out.is_dir() or str(opts.out).endswith(("/", "\\"))):
+        raise LvsearchError(f"--out {opts.out} is a folder; --out names the JSON report file (its Markdown table goes "
+                            "beside it)", fix=f"e.g. --out {Path(opts.out) / 'report.json'}")
     md_out = out.with_suffix(".md")
     if md_out == out:
         raise LvsearchError(f"--out {out} ends in .md; the Markdown table goes beside the JSON report",
