@@ -279,6 +279,11 @@ def ws(prepared_corpus: Path, small_corpus: Path, shared_data: Path, tmp_path_fa
     shutil.copytree(prepared_corpus, corpus_notes)
     (corpus_notes / "NOTES.md").write_text("my notes\n")
     paths.update(SN_NOTES=sn_notes, CORPUS_NOTES=corpus_notes)
+    arch_list, arch_meta_nan = w / "arch-list.json", w / "arch-meta-nan.json"  # retrain raised AttributeError
+    arch_list.write_text("[1, 2, 3]\n")
+    best = json.loads((paths["SEARCH"] / "best.json").read_text())
+    arch_meta_nan.write_text(json.dumps({**best, "meta": float("nan")}))
+    paths.update(ARCH_LIST=arch_list, ARCH_META_NAN=arch_meta_nan)
 
     corpus_mod = w / "corpus-modified"  # a shard with one byte changed (same size)
     shutil.copytree(prepared_corpus, corpus_mod)
@@ -591,6 +596,8 @@ CASES = [
     C("retrain-weight-decay-negative", "retrain --arch bert " + T + " --out {W}/r9 --set train.weight_decay=-5",
       "train.weight_decay must be a finite number"),
     C("evaluate-out-a-folder", "evaluate --model {MODEL} --no-blimp --mlm-data {CORPUS} --out {W}/", "is a folder"),
+    C("retrain-arch-file-a-list", "retrain --arch {ARCH_LIST} " + T + " --out {W}/r10", "{ARCH_LIST}"),
+    C("retrain-arch-meta-nan", "retrain --arch {ARCH_META_NAN} " + T + " --out {W}/r11", "field meta"),
     C("supernet-overwrite-user-files", "train-supernet --config quickstart --data {CORPUS} --out {SN_NOTES} --overwrite",
       "also holds NOTES.md, evo/"),
     C("prepare-overwrite-user-files", "data prepare --input {BIN_SRC} --out {CORPUS_NOTES} --overwrite",

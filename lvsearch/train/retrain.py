@@ -279,8 +279,12 @@ def check_arch_file_provenance(arch_spec: str, data: PreparedData) -> None:
     path = Path(arch_spec)
     if not (path.is_file() and path.suffix == ".json"):
         return
-    meta = (read_json(path, what="architecture file") or {}).get("meta") or {}
-    check_provenance(meta, path, data)
+    Arch.from_json(path)  # a file that is no architecture (a list, a wrong field) is one message first
+    meta = read_json(path, what="architecture file").get("meta")
+    if meta is not None and not isinstance(meta, dict):
+        raise LvsearchError(f"architecture file {path} is malformed: field meta must be an object (found "
+                            f"{type(meta).__name__})", fix="restore the file, or drop its meta field")
+    check_provenance(meta or {}, path, data)
 
 
 def check_provenance(meta: dict, source: str | Path, data: PreparedData) -> None:
