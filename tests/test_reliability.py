@@ -284,6 +284,14 @@ def ws(prepared_corpus: Path, small_corpus: Path, shared_data: Path, tmp_path_fa
     best = json.loads((paths["SEARCH"] / "best.json").read_text())
     arch_meta_nan.write_text(json.dumps({**best, "meta": float("nan")}))
     paths.update(ARCH_LIST=arch_list, ARCH_META_NAN=arch_meta_nan)
+    for name, edit in (("SN_NO_SPACE", lambda d: d.pop("space")), ("SN_DATA_STRING", lambda d: d.update(data="/x")),
+                       ("SN_CONFIG_NULL", lambda d: d.update(config=None))):  # KeyError / TypeError / silently defaults
+        bad = w / name.lower()
+        shutil.copytree(paths["SN"], bad)
+        rec = json.loads((bad / "config.json").read_text())
+        edit(rec)
+        (bad / "config.json").write_text(json.dumps(rec))
+        paths[name] = bad
 
     corpus_mod = w / "corpus-modified"  # a shard with one byte changed (same size)
     shutil.copytree(prepared_corpus, corpus_mod)
@@ -598,6 +606,9 @@ CASES = [
     C("evaluate-out-a-folder", "evaluate --model {MODEL} --no-blimp --mlm-data {CORPUS} --out {W}/", "is a folder"),
     C("retrain-arch-file-a-list", "retrain --arch {ARCH_LIST} " + T + " --out {W}/r10", "{ARCH_LIST}"),
     C("retrain-arch-meta-nan", "retrain --arch {ARCH_META_NAN} " + T + " --out {W}/r11", "field meta"),
+    C("evolve-supernet-config-no-space", "evolve --supernet {SN_NO_SPACE} --out {W}/e20", "field space"),
+    C("evolve-supernet-config-data-string", "evolve --supernet {SN_DATA_STRING} --out {W}/e21", "field data"),
+    C("evolve-supernet-config-null", "evolve --supernet {SN_CONFIG_NULL} --out {W}/e22", "field config"),
     C("supernet-overwrite-user-files", "train-supernet --config quickstart --data {CORPUS} --out {SN_NOTES} --overwrite",
       "also holds NOTES.md, evo/"),
     C("prepare-overwrite-user-files", "data prepare --input {BIN_SRC} --out {CORPUS_NOTES} --overwrite",

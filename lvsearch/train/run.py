@@ -20,12 +20,13 @@ import json
 import os
 import shutil
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 from lvsearch.config import Overrides, build_dataclass, load_config, to_jsonable
 from lvsearch.errors import LvsearchError
 from lvsearch.io import check_writable_folder, copy_file, differing_keys, guard_output, read_json
 from lvsearch.train.checkpoint import CHECKPOINTS, latest_checkpoint, latest_step, verify_checkpoint
+from lvsearch.schema import FileModel
 
 CONFIG = "config.json"
 SUMMARY = "summary.json"
@@ -74,6 +75,21 @@ def restart_command(run_format: str, out: str | os.PathLike) -> str:
     return f"lvsearch {verb} --data DATA --out {out} --overwrite (trains the run again from step 0)"
 
 
+class RunData(FileModel):
+    folder: str
+    tokenizer_sha256: str
+
+
+class RunConfigFile(FileModel):
+    """The fields of a run's ``config.json`` its readers use (a supernet run's also holds the
+    ``space`` it trained, an object)."""
+
+    format: str
+    config: dict
+    data: RunData
+    space: Optional[dict] = None
+
+
 def read_run_config(run_dir: Path, run_format: str, cls: type, *, missing_fix: str) -> tuple[Any, dict]:
     """``(config dataclass, recorded config.json)`` of a run folder of job ``run_format``.
 
@@ -86,6 +102,10 @@ def read_run_config(run_dir: Path, run_format: str, cls: type, *, missing_fix: s
     recorded = read_json(run_dir / CONFIG, what="run config", regenerate=restart_command(run_format, run_dir))
     if not isinstance(recorded, dict) or recorded.get("format") != run_format:
         raise LvsearchError(f"{run_dir / CONFIG} is not a {run_format} run config", fix="check the path")
+    from lvsearch.io import check_fields
+
+    check_fields(recorded, RunConfigFile, run_dir / CONFIG, what="run config",
+                 fix=f"restore it from a copy, or train the run again: {restart_command(run_format, run_dir)}")
     return build_dataclass(cls, recorded["config"], str(run_dir / CONFIG)), recorded
 
 

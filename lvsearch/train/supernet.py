@@ -359,6 +359,11 @@ def load_supernet(run_dir: str | Path, *, device: str | torch.device = "cpu", st
     """
     run_dir = Path(run_dir)
     config, rc = read_run_config(run_dir, RUN_FORMAT, SupernetConfig, missing_fix="pass the --out folder of 'lvsearch train-supernet'")
+    for key in ("space", "dims"):
+        if not isinstance(rc.get(key), dict):
+            raise LvsearchError(f"supernet run config {run_dir / CONFIG} is malformed: field {key} must be an object "
+                                f"(found {type(rc.get(key)).__name__})",
+                                fix="restore it from a copy, or train the supernet again with --overwrite")
     space = SearchSpace.from_dict(rc["space"], source=run_dir / CONFIG)
     dims = ModelDims.from_dict(rc["dims"], source=str(run_dir / CONFIG))
     path = latest_checkpoint(run_dir)
