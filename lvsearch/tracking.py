@@ -65,15 +65,23 @@ def check_available(backends: tuple[str, ...]) -> None:
     """Fail before any work when a named tracker's library is not installed.
 
     Raises:
-        LvsearchError: naming the tracker and the ``pip install`` that adds it.
+        LvsearchError: naming the tracker and the ``pip install`` that adds (or repairs) it.
     """
     import importlib.util
+
+    import importlib
 
     modules = {"tensorboard": "tensorboard", "wandb": "wandb", "mlflow": "mlflow"}
     for b in backends:
         if importlib.util.find_spec(modules[b]) is None:
             raise LvsearchError(f"--log-to {b}: the {INSTALL[b]} package is not installed",
                                 fix=f"pip install {INSTALL[b]} (or pip install 'lvsearch[track]'), or drop {b} from --log-to")
+        try:  # installed but broken (a stray wandb.py on the path, a missing dependency): say so now
+            importlib.import_module(modules[b])
+        except Exception as e:  # noqa: BLE001 - any import failure is the same message
+            raise LvsearchError(f"--log-to {b}: the {INSTALL[b]} package is installed but does not import "
+                                f"({type(e).__name__}: {e})",
+                                fix=f"pip install --force-reinstall {INSTALL[b]}, or drop {b} from --log-to") from None
 
 
 def flatten(record: Mapping[str, Any], prefix: str = "") -> dict[str, float]:

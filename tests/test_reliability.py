@@ -1807,3 +1807,16 @@ def test_report_takes_a_quickstarts_folders(ws: dict[str, Path], tmp_path: Path,
     msg = printed(capsys)
     assert f"quickstart folder {qs / 'retrain' / 'bert'}: no evaluation report yet at {qs / 'eval' / 'bert.json'}" in msg
     assert "re-run the same 'lvsearch quickstart' command" in msg and not (tmp_path / "rep3").exists()
+
+
+def test_a_search_on_an_unfinished_supernet_warns(ws: dict[str, Path], tmp_path: Path, capsys):
+    """A fresh user's pass: ``evolve`` on a supernet killed (or still training) part-way exited
+    0 without a word; it now warns with the step reached and how to finish the supernet."""
+    sn = tmp_path / "sn"
+    shutil.copytree(ws["SN"], sn)
+    rec = json.loads((sn / "config.json").read_text())
+    rec["config"]["train"]["steps"] *= 10  # the recipe's target is beyond the latest checkpoint
+    (sn / "config.json").write_text(json.dumps(rec))
+    assert main(["evolve", "--supernet", str(sn), "--out", str(tmp_path / "s"), *SEARCH_ARGS]) == 0
+    text = printed(capsys)
+    assert "train-supernet --resume" in text and "is at step 12 of 120" in text

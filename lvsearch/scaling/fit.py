@@ -94,10 +94,11 @@ def read_curve(path: str | Path, xkey: str, ykey: str) -> tuple[list[float], lis
             raise LvsearchError(
                 f"{path}: {xkey!r} is not strictly increasing ({xs[i - 1]:g} then {xs[i]:g}, point {i + 1})",
                 fix="sort the file by x and merge duplicate x values")
-    bad = [v for v in xs if v <= 0] or [v for v in ys if v <= 0]
-    if bad:
-        raise LvsearchError(f"{path}: {xkey!r} and {ykey!r} must be > 0 (found {bad[0]:g})",
-                            fix="drop the x = 0 point; fit a positive loss")
+    for key, vals, fix in ((xkey, xs, f"drop the {xkey} = 0 point (log-log fits need x > 0)"),
+                           (ykey, ys, f"fit a positive quantity such as a loss (found {ykey} ≤ 0)")):
+        bad = [v for v in vals if v <= 0]
+        if bad:
+            raise LvsearchError(f"{path}: {key!r} must be > 0 (found {bad[0]:g})", fix=fix)
     return xs, ys, skipped
 
 

@@ -588,6 +588,10 @@ def evolve(opts: EvolveOptions, config: SearchConfig, *, show_progress: bool = T
         _check_out(out, opts.resume, opts.overwrite)
         _check_bounds(opts)
         loaded = load_supernet(opts.supernet, device=info.device)
+        if loaded.step < loaded.config.train.steps and info.is_main:
+            ui.warn(f"supernet {opts.supernet} is at step {loaded.step} of {loaded.config.train.steps} (killed, or still "
+                    "training): the search scores candidates with its weights of that step; resume it with "
+                    "train-supernet --resume first for the finished supernet")
         _check_against_supernet(opts, config, loaded)
         split = _load_few_shot(opts, loaded, out, info)
         few_shot = split.record() if split is not None else None
