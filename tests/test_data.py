@@ -336,7 +336,7 @@ def test_out_with_other_files_is_refused(tmp_path: Path, real_lines: list[str], 
     out_dir.mkdir()
     (out_dir / "notes.md").write_text("mine")
     code, out = run_cli(capsys, "data", "prepare", "--input", str(corpus), "--out", str(out_dir), "--overwrite")
-    assert code == 2 and "not empty" in out
+    assert code == 2 and "also holds notes.md" in out  # named, with the reason (was: "not empty")
     assert (out_dir / "notes.md").read_text() == "mine" and len(list(out_dir.iterdir())) == 1
 
 
