@@ -803,3 +803,16 @@ def test_report_errors(two_evaluated, model_dir, tmp_path, capsys):
         rc, text = _run_cli(argv + ([] if "--out" in argv else ["--out", str(tmp_path / "o")]), capsys)
         assert rc == 2 and expect in text and "Traceback" not in text, (argv, text)
     assert not (tmp_path / "o").exists()
+
+
+def test_a_split_with_another_text_column_names_only_real_columns(tmp_path):
+    """A fresh user's pass: a single-sentence task whose dev header renamed the text column
+    printed "text columns 'sentence'/'None'"; only real columns are named now."""
+    from lvsearch.errors import LvsearchError
+    from lvsearch.eval.tasks import load_task_folder
+
+    (tmp_path / "train.tsv").write_text("sentence\tlabel\na b\t0\nc d\t1\n")
+    (tmp_path / "dev.tsv").write_text("text\tlabel\na b\t0\nc d\t1\n")
+    with pytest.raises(LvsearchError) as err:
+        load_task_folder(tmp_path)
+    assert "None" not in str(err.value) and "'text'" in str(err.value) and "'sentence'" in str(err.value)

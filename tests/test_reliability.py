@@ -1820,3 +1820,23 @@ def test_a_search_on_an_unfinished_supernet_warns(ws: dict[str, Path], tmp_path:
     assert main(["evolve", "--supernet", str(sn), "--out", str(tmp_path / "s"), *SEARCH_ARGS]) == 0
     text = printed(capsys)
     assert "train-supernet --resume" in text and "is at step 12 of 120" in text
+
+
+def test_report_refuses_a_report_written_into_another_models_folder(ws: dict[str, Path], tmp_path: Path, capsys):
+    """A fresh user's pass: ``evaluate --model A --out B/model/results.json --overwrite`` then
+    ``report B`` showed A's numbers under B's name; the report in a folder must be its model's."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    shutil.copytree(ws["MODEL"], a)
+    shutil.copytree(ws["MODEL"], b)
+    rec = json.loads((b / "config.json").read_text())
+    rec["lvsearch_note"] = "another model"  # any difference in the recorded model config
+    (b / "config.json").write_text(json.dumps(rec))
+    assert main(["evaluate", "--model", str(a), "--no-blimp", "--mlm-data", str(ws["CORPUS"]),
+                 "--dev-sequences", "8"]) == 0
+    shutil.copy(a / "results.json", b / "results.json")
+    capsys.readouterr()
+    assert main(["report", str(b), "--out", str(tmp_path / "rep")]) == 2
+    text = printed(capsys)
+    assert "is the evaluation of another model" in text and "Traceback" not in text
+    assert not (tmp_path / "rep").exists()
+    assert main(["report", str(a), "--out", str(tmp_path / "rep2")]) == 0  # its own report still renders

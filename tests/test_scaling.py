@@ -441,3 +441,17 @@ def test_degenerate_fit_never_cuts():
     log = halving_step(curves, full_budget=100, eta=2, rule="m4", model_factory=Pinned, n_boot=10)
     assert log["fallback"] and "degenerate" in log["fallback"] and "zero-width" in log["fallback"]
     assert log["kept"] == ["low-now"] and log["cut"] == ["high-now"]  # ranked by current loss
+
+
+def test_scaling_fit_warns_on_a_rising_curve(tmp_path, capsys):
+    """A fresh user's pass: a rising loss curve was fitted and extrapolated without a word."""
+    from lvsearch.cli import main
+
+    curve = tmp_path / "rise.csv"
+    curve.write_text("x,y\n" + "".join(f"{i},{1 + 0.1 * i * i}\n" for i in range(1, 9)))
+    assert main(["scaling", "fit", str(curve), "--x", "x", "--y", "y", "--models", "M1"]) == 0
+    assert "rises over the fitted points" in " ".join(capsys.readouterr().err.split())
+    falling = tmp_path / "fall.csv"
+    falling.write_text("x,y\n" + "".join(f"{i},{5 / i + 1}\n" for i in range(1, 9)))
+    assert main(["scaling", "fit", str(falling), "--x", "x", "--y", "y", "--models", "M1"]) == 0
+    assert "rises" not in capsys.readouterr().err

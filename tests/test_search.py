@@ -348,7 +348,7 @@ def test_bad_inputs(supernet_run: Path, tmp_path: Path, capsys):
     bad("--supernet", sn, "--out", str(tmp_path / "o4"), "--population", "4", "--topk", "5", match="--topk 5 must be")
     bad("--supernet", sn, "--out", str(tmp_path / "o5"), "--population", "4", "--topk", "2", "--crossover", "3",
         "--mutation", "3",
-        match="must equal --population")
+        match="--crossover 3 and --mutation 3 do not fit --population 4")
     bad("--supernet", sn, "--out", str(tmp_path / "o6"), "--resume", match="holds no search")
     other = tmp_path / "other_tok"
     shutil.copytree(supernet_run, other)

@@ -334,3 +334,21 @@ def test_the_search_loop_has_no_strategy_branch():
     # every registered strategy is a Strategy in its own module
     modules = {cls.__module__ for cls in STRATEGIES.values()}
     assert len(modules) == len(STRATEGIES) and all(issubclass(c, Strategy) for c in STRATEGIES.values())
+
+
+def test_a_crossover_above_the_population_names_only_what_was_given():
+    """A fresh user's pass: ``--crossover 10 --population 6`` said "--crossover 10 + --mutation
+    -4 must equal --population 6", naming a --mutation the user never gave (it was derived)."""
+    with pytest.raises(LvsearchError) as err:
+        SearchConfig(population=6, topk=2, crossover=10).resolved()
+    assert "--crossover 10 does not fit --population 6" in str(err.value) and "--mutation -4" not in str(err.value)
+
+
+def test_an_exhausted_space_says_so_without_a_constraint_clause():
+    """A fresh user's pass: on a tiny space without size limits the error read "within no
+    constraint"; it now says the space holds too few architectures."""
+    space = SearchSpace.load("lvbert").with_num_slots(2)  # 9 architectures
+    target = space.sample(random.Random(0))
+    with pytest.raises(LvsearchError) as err:
+        Search(space, _toy(space, target), SearchConfig(population=4, iterations=5, topk=2, seed=0)).run()
+    assert "holds too few architectures" in str(err.value) and "no constraint" not in str(err.value)

@@ -356,9 +356,33 @@ def resolve_source(arg: str) -> ReportSource:
         report = read_report(report_path)
         if is_hf_report(report):
             model_dir = None
+        else:
+            _check_report_is_of(report, report_path, model_dir)
     else:
         return _file_source(p)
     return ReportSource(label=label, report_path=report_path, report=report, model_dir=model_dir)
+
+
+def _check_report_is_of(report: dict, report_path: Path, model_dir: Path) -> None:
+    """The report found in a model folder must be that model's: its recorded model config (the
+    architecture and widths) equals the folder's ``config.json``. A report written there for
+    another model (``evaluate --model A --out B/model/results.json``) would be shown under B's
+    name with A's numbers.
+
+    Raises:
+        LvsearchError: naming both models and the command that evaluates the folder's own.
+    """
+    from lvsearch.io import read_json
+
+    recorded = (report.get("model") or {}).get("config")
+    config_path = model_dir / "config.json"
+    if not isinstance(recorded, dict) or not config_path.is_file():
+        return
+    if read_json(config_path, what="model config") != recorded:
+        raise LvsearchError(f"{report_path} is the evaluation of another model ({report['model'].get('folder')}), "
+                            f"not of {model_dir}: its recorded model config differs from {config_path}",
+                            fix=f"evaluate this model into its own folder: lvsearch evaluate --model {model_dir} "
+                                "--overwrite")
 
 
 def _file_source(p: Path, label: str | None = None) -> ReportSource:

@@ -172,9 +172,11 @@ def _build_task(name: str, source: str, raw: dict[str, tuple[list[str], list[tup
         if split in raw:
             other = detect_columns(raw[split][0], where[split])
             if (other["text_a"], other["text_b"]) != (cols["text_a"], cols["text_b"]):
-                raise LvsearchError(f"{where[split]}: text columns {shown(other['text_a'])}/{shown(other['text_b'])} differ "
-                                    f"from the train split's {shown(cols['text_a'])}/{shown(cols['text_b'])}",
-                                    fix="use the same header in every split")
+                def names(c: dict) -> str:  # one text column (a single-sentence task) or a pair
+                    return " and ".join(shown(x) for x in (c["text_a"], c["text_b"]) if x is not None)
+
+                raise LvsearchError(f"{where[split]}: text column(s) {names(other)} differ from the train split's "
+                                    f"{names(cols)}", fix="use the same header in every split")
     if cols["label"] is None:
         raise LvsearchError(f"{where['train']}: no label column among {', '.join(shown(c) for c in raw['train'][0])}",
                             fix=f"name the label column one of: {', '.join(LABEL_COLUMNS)}")

@@ -98,6 +98,11 @@ def run_fit(args: argparse.Namespace) -> int:
                     predict_at=args.predict_at)
     x, n_fit = fit.x, fit.n_fit
     console = Console()
+    if fit.rising:
+        from lvsearch import ui
+
+        ui.warn(f"{args.curve}: {args.y} rises over the fitted points ({fit.y[0]:g} → {fit.y[n_fit - 1]:g}); the scaling "
+                "laws model a loss that falls with training, so these fits and extrapolations mean nothing")
     note = f", {fit.skipped} line(s) without {args.y!r} skipped" if fit.skipped else ""
     console.print(f"[bold]{args.curve}[/]: {x.size} points{note}; fit on the first {n_fit} "
                   f"({args.x} {x[0]:g} .. {x[n_fit - 1]:g}), {x.size - n_fit} held out")

@@ -142,6 +142,12 @@ class CurveFit:
     predictions: dict = field(default_factory=dict)
 
     @property
+    def rising(self) -> bool:
+        """Whether the fitted part of the curve ends above where it starts: M1–M4 model a loss
+        that falls with training, so their fits of a rising curve mean nothing."""
+        return bool(self.y[self.n_fit - 1] > self.y[0])
+
+    @property
     def best(self) -> FittedLaw | None:
         """The law with the lowest extrapolation RMSE (None without a held-out tail)."""
         scored = [law for law in self.laws if law.rmse is not None]

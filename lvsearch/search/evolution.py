@@ -139,6 +139,7 @@ class SearchConfig:
         if c.budget is not None and (isinstance(c.budget, bool) or not isinstance(c.budget, int) or c.budget < 1):
             raise LvsearchError(f"--budget must be a positive number of dev-sequence passes, got {c.budget!r}",
                                 fix="e.g. --budget 200000, or omit it (the search runs --iterations)")
+        given = [f"--{name} {getattr(c, name)}" for name in ("crossover", "mutation") if getattr(c, name) is not None]
         if c.crossover is None and c.mutation is None:
             c.crossover = c.population // 2
         if c.crossover is None:
@@ -147,8 +148,9 @@ class SearchConfig:
             c.mutation = c.population - c.crossover
         if c.crossover < 0 or c.mutation < 0 or c.crossover + c.mutation != c.population:
             raise LvsearchError(
-                f"--crossover {c.crossover} + --mutation {c.mutation} must equal --population {c.population} "
-                "(every iteration evaluates a full population)",
+                f"{' and '.join(given)} {'does' if len(given) == 1 else 'do'} not fit --population {c.population}: "
+                "the crossover and mutation children "
+                f"of an iteration add up to the population, so each is between 0 and {c.population}",
                 fix=f"e.g. --crossover {c.population // 2} --mutation {c.population - c.population // 2}",
             )
         strategy = STRATEGIES[c.strategy]

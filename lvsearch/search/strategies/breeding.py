@@ -110,9 +110,10 @@ class Breeding:
             if self.acceptable(a, taken):
                 return a
         limits = getattr(s.evaluator, "constraints", None)
-        if limits is None:
-            raise LvsearchError(f"could not draw a new architecture in {tried} tries ({len(s.seen)} evaluated so far)",
-                                fix="use a smaller --population/--iterations for this space")
+        if limits is None or limits.switches() == "no constraint":
+            raise LvsearchError(f"could not draw a new architecture in {tried} tries ({len(s.seen)} evaluated so far): "
+                                f"the space {s.space.name} holds too few architectures for this search",
+                                fix="use a smaller --population/--iterations for this space, or a space with more slots")
         raise LvsearchError(
             f"could not draw a new architecture within {limits.switches()} in {tried} tries "
             f"({len(s.seen)} evaluated so far, {len(taken)} more drawn for this batch): the architectures of "
