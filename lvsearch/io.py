@@ -209,6 +209,7 @@ def check_writable_folder(path: str | os.PathLike, flag: str = "--out", *, shown
 
 #: Marker files that say what a folder holds, checked in this order (:func:`folder_kind`).
 _KINDS: tuple[tuple[str, str], ...] = (
+    ("optimizer.safetensors", "a training checkpoint"),  # before state.json, which a checkpoint holds too
     ("state.json", "a search"),
     ("checkpoints", "a training run"),
     ("manifest.json", "a prepared dataset"),

@@ -614,6 +614,8 @@ CASES = [
     C("prepare-overwrite-user-files", "data prepare --input {BIN_SRC} --out {CORPUS_NOTES} --overwrite",
       "also holds NOTES.md"),
     C("report-out-training-run", "report {MODEL} --out {RT} --overwrite", "holds a training run"),
+    C("report-out-inside-a-run", "report {MODEL} --out {SN}/checkpoints --overwrite", "(inside {SN})"),
+    C("report-out-new-folder-in-a-model", "report {MODEL} --out {MODEL}/rep", "(inside {MODEL})"),
     C("supernet-out-in-proc", "train-supernet --config quickstart --data {CORPUS} --out /proc/lvsearch-x", "/proc/lvsearch-x"),
     C("supernet-out-under-file", "train-supernet --config quickstart --data {CORPUS} --out {FILE}/run", "{FILE}"),
     C("supernet-resume-nothing", "train-supernet --data {CORPUS} --out {EMPTY} --resume", "{EMPTY}"),

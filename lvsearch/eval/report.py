@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+import os
 from pathlib import Path
 from typing import Sequence
 
@@ -495,10 +496,14 @@ def write_report(sources: Sequence[str], out: str | Path, *, overwrite: bool = F
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise LvsearchError(f"--out {out} is a file", fix="pass a folder (default: ./report)")
-    kind = folder_kind(out)
-    if kind is not None:  # a quickstart's own report.md, a model folder, a dataset, a run …
-        raise LvsearchError(f"--out {out} holds {kind}; the side-by-side report writes report.md and PNGs there "
-                            "(refused with or without --overwrite)", fix="pass another --out (default: ./report)")
+    # a quickstart's own report.md, a model folder, a dataset, a run, or a folder inside one
+    for folder in (Path(os.path.abspath(out)), *Path(os.path.abspath(out)).parents):
+        kind = folder_kind(folder)
+        if kind is not None:
+            where = "" if folder == Path(os.path.abspath(out)) else f" (inside {folder})"
+            raise LvsearchError(f"--out {out} is in a folder that holds {kind}{where}; the side-by-side report "
+                                "writes report.md and PNGs there (refused with or without --overwrite)",
+                                fix="pass an --out outside lvsearch's run, model and data folders (default: ./report)")
     check_writable_folder(out)
     resolved = [r for s in sources for r in resolve_sources(s)]
     labels = _unique_labels([s.label for s in resolved])
