@@ -60,3 +60,11 @@ def count(text: str) -> int:
     if not 0 <= v < 2**63:
         raise argparse.ArgumentTypeError(f"{text!r} is outside [0, 2^63)")
     return v
+
+
+def positive_count(text: str) -> int:
+    """:func:`count` that is at least 1."""
+    v = count(text)
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be ≥ 1")
+    return v

@@ -33,6 +33,20 @@ REPO = Path(__file__).resolve().parents[1]
 RECIPES = REPO / "recipes"
 
 
+def check_dev_settings(cfg: Any, source: str) -> None:
+    """The dev-set settings every recipe's ``eval`` section shares (``dev_sequences``,
+    ``batch_size`` ≥ 1, ``seed`` ≥ 0).
+
+    Raises:
+        LvsearchError: naming ``source`` and the key.
+    """
+    for name in ("dev_sequences", "batch_size"):
+        if getattr(cfg, name) < 1:
+            raise LvsearchError(f"{source}: eval.{name} must be ≥ 1, got {getattr(cfg, name)}", fix=f"e.g. eval.{name}=64")
+    if cfg.seed < 0:
+        raise LvsearchError(f"{source}: eval.seed must be ≥ 0, got {cfg.seed}", fix="e.g. eval.seed=1234")
+
+
 @dataclass
 class TrainConfig:
     """The training loop's settings (shared by supernet training and retraining).
@@ -199,12 +213,7 @@ class EvalConfig:
     seed: int = 1234
 
     def check(self, source: str) -> None:
-        for name in ("dev_sequences", "batch_size"):
-            if getattr(self, name) < 1:
-                raise LvsearchError(f"{source}: eval.{name} must be ≥ 1, got {getattr(self, name)}",
-                                    fix=f"e.g. eval.{name}=64")
-        if self.seed < 0:
-            raise LvsearchError(f"{source}: eval.seed must be ≥ 0, got {self.seed}", fix="e.g. eval.seed=1234")
+        check_dev_settings(self, source)
     panel: list[str] = field(default_factory=lambda: ["bert", "lvbert-paper", "random:1", "random:2", "random:3"])
 
 
@@ -291,12 +300,7 @@ class RetrainEvalConfig:
     seed: int = 1234
 
     def check(self, source: str) -> None:
-        for name in ("dev_sequences", "batch_size"):
-            if getattr(self, name) < 1:
-                raise LvsearchError(f"{source}: eval.{name} must be ≥ 1, got {getattr(self, name)}",
-                                    fix=f"e.g. eval.{name}=64")
-        if self.seed < 0:
-            raise LvsearchError(f"{source}: eval.seed must be ≥ 0, got {self.seed}", fix="e.g. eval.seed=1234")
+        check_dev_settings(self, source)
 
 
 @dataclass

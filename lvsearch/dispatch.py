@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from lvsearch.argtypes import count, positive_count
 from lvsearch.errors import LvsearchError
 
 #: ``--executor`` values; ``inline`` is the default (in this process, one after another).
@@ -119,26 +120,6 @@ class DispatchError(LvsearchError):
 # ---------------------------------------------------------------------------------------
 
 
-def _positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be >= 1")
-    return v
-
-
-def _non_negative_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be >= 0")
-    return v
-
-
 def _key_value(text: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")
     if not sep or not key.strip():
@@ -154,13 +135,13 @@ def add_dispatch_arguments(p: argparse.ArgumentParser, what: str = "the independ
                    help=f"where {what} run: inline (default: one after another in this process), local (subprocesses "
                         "through submitit, --max-parallel at a time) or slurm (a Slurm job array through submitit); "
                         "logs under OUT/dispatch")
-    g.add_argument("--max-parallel", type=_positive_int, default=None, metavar="N",
+    g.add_argument("--max-parallel", type=positive_count, default=None, metavar="N",
                    help="most jobs running at once (default: local one per CPU core, slurm no cap)")
     g.add_argument("--slurm-partition", default=None, metavar="NAME", help="Slurm partition (default: the cluster's)")
-    g.add_argument("--slurm-time", type=_positive_int, default=24 * 60, metavar="MINUTES",
+    g.add_argument("--slurm-time", type=positive_count, default=24 * 60, metavar="MINUTES",
                    help="time limit per Slurm job (default 1440); a job that reaches it is requeued and resumes")
-    g.add_argument("--slurm-gpus-per-job", type=_non_negative_int, default=0, metavar="N", help="GPUs per Slurm job (default 0)")
-    g.add_argument("--slurm-cpus-per-job", type=_positive_int, default=None, metavar="N",
+    g.add_argument("--slurm-gpus-per-job", type=count, default=0, metavar="N", help="GPUs per Slurm job (default 0)")
+    g.add_argument("--slurm-cpus-per-job", type=positive_count, default=None, metavar="N",
                    help="CPUs per Slurm job (default: the cluster's)")
     g.add_argument("--slurm-extra", type=_key_value, action="append", default=[], metavar="KEY=VALUE",
                    help="another sbatch option, e.g. account=abc or qos=low (repeatable)")
