@@ -30,6 +30,7 @@ COMMAND_MODULES = [
     "lvsearch.eval.cli",
     "lvsearch.export.cli",
     "lvsearch.scaling.cli",
+    "lvsearch.latency.cli",
     "lvsearch.quickstart.cli",
 ]
 

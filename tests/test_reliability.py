@@ -783,6 +783,14 @@ CASES = [
     C("quickstart-out-holds-other", "quickstart --out {SN}", "{SN}"),
     C("scaling-fit-missing-curve", "scaling fit {W}/nocurve.jsonl", "{W}/nocurve.jsonl"),
     # export / evaluate hf:
+    # latency
+    C("latency-not-a-run", "latency measure --supernet {CORPUS} --out {W}/lt1.json", "{CORPUS}"),
+    C("latency-no-cuda", "latency measure --supernet {SN} --out {W}/lt2.json --device cuda", "cuda"),
+    C("latency-seq-too-long", "latency measure --supernet {SN} --out {W}/lt3.json --seq-len 100000", "--seq-len"),
+    C("latency-table-not-json", "latency predict --table {FILE} --arch bert", "{FILE}"),
+    C("latency-missing-table", "latency validate --supernet {SN} --table {W}/nope.json --out {W}/lv1.json",
+      "{W}/nope.json"),
+    C("latency-out-is-input", "latency validate --supernet {SN} --table {W}/nope.json --out {SN}", "{SN}"),
     C("export-not-a-model", "export --model {CORPUS} --out {W}/x1", "{CORPUS}"),
     C("export-out-not-empty", "export --model {MODEL} --out {SN}", "{SN}"),
     C("export-out-in-proc", "export --model {MODEL} --out /proc/lvsearch-x", "/proc/lvsearch-x"),

@@ -1,0 +1,114 @@
+"""``lvsearch latency measure|validate|predict``: a device's latency table, its validation, one
+architecture's predicted latency."""
+
+from __future__ import annotations
+
+import argparse
+
+EPILOG = """\
+examples:
+  lvsearch latency measure --supernet runs/sn --out runs/latency-cpu.json
+  lvsearch latency measure --supernet runs/sn --device cuda --batch 32 --out runs/latency-h200.json
+  lvsearch latency validate --supernet runs/sn --table runs/latency-cpu.json --archs 50 --out runs/latency-check.json
+  lvsearch latency predict --table runs/latency-cpu.json --arch runs/search/best.json
+
+The table holds the forward time of each op of the supernet's space (with its residual and
+LayerNorm), of mixing k inputs and of the embeddings and output stage, in ms per batch, each
+the median over --repeats timed blocks after --warmup calls. A search uses it with
+'lvsearch evolve --latency-table T --max-latency MS'.
+"""
+
+
+def _timing_arguments(p: argparse.ArgumentParser, *, sizes: bool) -> None:
+    from lvsearch.argtypes import positive_count as positive_int
+
+    p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto (default cpu)")
+    if sizes:
+        p.add_argument("--batch", type=positive_int, default=8, help="sequences per forward (default 8)")
+        p.add_argument("--seq-len", type=positive_int, default=None,
+                       help="tokens per sequence (default: the supernet's training length)")
+        p.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32", help="default float32")
+    p.add_argument("--threads", type=positive_int, default=None, help="CPU threads (default: torch's default here)")
+    p.add_argument("--warmup", type=positive_int, default=10, help="untimed calls before timing (default 10)")
+    p.add_argument("--repeats", type=positive_int, default=15, help="timed blocks per entry; the median is kept (default 15)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --out written by this command")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("latency", help="measure and predict latency on this device",
+                       description="Per-op latency tables, the latency predictor and its validation "
+                       "(docs/architecture.md, 'Latency').", epilog=EPILOG,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.set_defaults(group_parser=p)
+    ss = p.add_subparsers(dest="latency_command", metavar="SUBCOMMAND")
+    m = ss.add_parser("measure", help="measure a latency table of a supernet's ops on this device",
+                      epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    m.add_argument("--supernet", required=True, metavar="RUN", help="a train-supernet run folder")
+    m.add_argument("--out", required=True, metavar="TABLE.json", help="the table to write")
+    _timing_arguments(m, sizes=True)
+    m.set_defaults(func=run_measure)
+
+    v = ss.add_parser("validate", help="compare predicted with measured end-to-end latency on sampled architectures",
+                      epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    v.add_argument("--supernet", required=True, metavar="RUN", help="the run the table was measured from")
+    v.add_argument("--table", required=True, metavar="TABLE.json", help="a table from 'lvsearch latency measure'")
+    v.add_argument("--out", required=True, metavar="REPORT.json", help="the validation record to write")
+    from lvsearch.argtypes import positive_count as positive_int
+
+    v.add_argument("--archs", type=positive_int, default=50, help="architectures to sample (default 50)")
+    v.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
+    v.add_argument("--latency-any-device", action="store_true", help="accept a table measured on another device")
+    _timing_arguments(v, sizes=False)
+    v.set_defaults(func=run_validate)
+
+    r = ss.add_parser("predict", help="predicted latency of architectures from a table",
+                      epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    r.add_argument("--table", required=True, metavar="TABLE.json", help="a table from 'lvsearch latency measure'")
+    r.add_argument("--arch", required=True, nargs="+", metavar="ARCH",
+                   help="architecture JSON files or names (bert, sandwich, random:SEED)")
+    r.set_defaults(func=run_predict)
+
+
+def _opts(args: argparse.Namespace):
+    from lvsearch.latency.table import MeasureOptions
+
+    return MeasureOptions(device=args.device, batch=getattr(args, "batch", 8), seq_len=getattr(args, "seq_len", None),
+                          threads=args.threads, warmup=args.warmup, repeats=args.repeats,
+                          dtype=getattr(args, "dtype", "float32"))
+
+
+def run_measure(args: argparse.Namespace) -> int:
+    from lvsearch.latency.job import measure
+    from lvsearch.ui import console
+
+    table = measure(args.supernet, args.out, _opts(args), overwrite=args.overwrite)
+    console.print(f"latency table of {len(table.ops_ms)} ops and {len(table.mixing_ms)} mixing widths on "
+                  f"{table.where}, batch {table.batch} × {table.seq_len} tokens: "
+                  + ", ".join(f"{op} {ms:.3f} ms" for op, ms in table.ops_ms.items())
+                  + f"; overhead {table.overhead_ms:.3f} ms -> {args.out}")
+    return 0
+
+
+def run_validate(args: argparse.Namespace) -> int:
+    from lvsearch.latency.job import validate
+    from lvsearch.ui import console
+
+    rec = validate(args.supernet, args.table, args.out, archs=args.archs, seed=args.seed, opts=_opts(args),
+                   any_device=args.latency_any_device, overwrite=args.overwrite)
+    s = rec["summary"]
+    console.print(f"{s['archs']} architectures: median absolute error {100 * s['median_ape']:.1f}%, worst "
+                  f"{100 * s['worst_ape']:.1f}%, mean signed {100 * s['mean_signed_error']:+.1f}%, Spearman ρ "
+                  f"{s['spearman_rho']:.3f}; measured {s['measured_ms'][0]:.2f}–{s['measured_ms'][2]:.2f} ms -> {args.out}")
+    return 0
+
+
+def run_predict(args: argparse.Namespace) -> int:
+    from lvsearch.arch import resolve_arch
+    from lvsearch.latency.predict import predict_ms
+    from lvsearch.latency.table import load_table
+    table = load_table(args.table)
+    space = table.search_space()
+    for spec in args.arch:
+        print(f"{spec}: {predict_ms(resolve_arch(spec, space), table):.3f} ms "
+                      f"(batch {table.batch} × {table.seq_len} tokens on {table.where})")
+    return 0

@@ -1,0 +1,58 @@
+"""Job functions of ``lvsearch latency measure`` and ``lvsearch latency validate``."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from lvsearch.io import atomic_write_json, guard_output
+from lvsearch.latency.predict import VALIDATION_FORMAT, validate_predictor
+from lvsearch.latency.table import TABLE_FORMAT, LatencyTable, MeasureOptions, load_table, measure_table, save_table
+from lvsearch.lock import holds_output
+
+
+def _has_format(fmt: str):
+    """``own`` for :func:`guard_output`: the file is JSON with ``"format": fmt``."""
+    def own(path: Path) -> bool:
+        try:
+            return json.loads(path.read_text(encoding="utf-8")).get("format") == fmt
+        except (OSError, ValueError, AttributeError):
+            return False
+    return own
+
+
+@holds_output(flag="--out")
+def measure(run: str | os.PathLike, out: str | os.PathLike, opts: MeasureOptions, *, overwrite: bool = False,
+            show_progress: bool = True) -> LatencyTable:
+    """Measure the latency table of supernet run ``run`` (:func:`~lvsearch.latency.table.measure_table`)
+    and write it to ``out`` (JSON, atomically).
+
+    Raises:
+        LvsearchError: ``out`` exists (without ``overwrite``) or is not a previous table, or
+            the errors of :func:`~lvsearch.latency.table.measure_table`.
+    """
+    guard_output(out, inputs=[("--supernet", run)], overwrite=overwrite, is_file=True, own=_has_format(TABLE_FORMAT))
+    table = measure_table(run, opts, show_progress=show_progress)
+    save_table(table, out)
+    return table
+
+
+@holds_output(flag="--out")
+def validate(run: str | os.PathLike, table_path: str | os.PathLike, out: str | os.PathLike, *, archs: int = 50,
+             seed: int = 0, opts: MeasureOptions | None = None, any_device: bool = False, overwrite: bool = False,
+             show_progress: bool = True) -> dict:
+    """Validate the predictor of ``table_path`` on ``archs`` sampled architectures of ``run``
+    (:func:`~lvsearch.latency.predict.validate_predictor`); write the record to ``out``.
+
+    Raises:
+        LvsearchError: ``out`` exists (without ``overwrite``), is an input, or is not a previous
+            validation; the table is unreadable or does not fit the run.
+    """
+    guard_output(out, inputs=[("--supernet", run), ("--table", table_path)], overwrite=overwrite, is_file=True,
+                 own=_has_format(VALIDATION_FORMAT))
+    table = load_table(table_path)
+    record = validate_predictor(run, table, table_path, archs=archs, seed=seed, opts=opts, any_device=any_device,
+                                show_progress=show_progress)
+    atomic_write_json(out, record)
+    return record

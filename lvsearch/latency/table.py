@@ -1,0 +1,323 @@
+"""The latency table: per slot choice, per mixing width and fixed overhead, measured on one device.
+
+A table is measured from a trained supernet run (``lvsearch latency measure --supernet RUN``):
+its model sizes and search space say which layers exist; the weights do not change the time.
+Every entry is the forward time of one module in eval mode under ``torch.inference_mode``
+on a ``(batch, seq_len)`` input with a padding mask of real tokens, in milliseconds per batch:
+
+* ``ops_ms[choice]``: slot layer of one choice (op, residual, LayerNorm, dropout off), keyed by
+  :func:`choice_key`;
+* ``mixing_ms[k]``: ELC-BERT mixing of ``k ≥ 2`` inputs (softmax of the α̂ row and the weighted
+  sum, Charpentier & Samuel 2023 eq. 1);
+* ``overhead_ms``: embeddings plus the output stage (weighted output, final LayerNorm).
+
+Each time is the median over ``repeats`` timed blocks after ``warmup`` untimed calls, timed
+with :class:`torch.utils.benchmark.Timer` (which synchronises CUDA); a block repeats the call
+until it lasts at least 10 ms, so timer resolution does not matter. The per-entry spread
+(interquartile range over blocks, ms) is kept beside it.
+
+The file (``lvsearch.latency-table/v1``) records the device kind, its name, the threads, the
+torch version, batch, sequence length, dtype and model sizes it was measured with;
+:func:`check_table` refuses a table that does not fit the search it is given to.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Literal
+
+from lvsearch.errors import LvsearchError
+from lvsearch.schema import FileModel, Finite
+
+if TYPE_CHECKING:  # pragma: no cover
+    from lvsearch.arch import Arch
+    from lvsearch.space import SearchSpace
+
+TABLE_FORMAT = "lvsearch.latency-table/v1"
+MEASURE_COMMAND = "lvsearch latency measure --supernet RUN --out TABLE.json"
+#: Shortest timed block, seconds.
+MIN_BLOCK_S = 0.01
+
+
+class LatencyTable(FileModel):
+    """A latency table file (module docstring). Times in milliseconds per batch."""
+
+    format: Literal["lvsearch.latency-table/v1"]
+    device: str
+    device_name: str
+    threads: int
+    torch: str
+    batch: int
+    seq_len: int
+    dtype: str
+    supernet: str
+    space: dict
+    dims: dict
+    warmup: int
+    repeats: int
+    ops_ms: dict[str, Finite]
+    mixing_ms: dict[str, Finite]
+    overhead_ms: Finite
+    spread_ms: dict[str, Finite] = {}
+    measured_at: str = ""
+
+    @property
+    def where(self) -> str:
+        """``cpu (Intel Xeon …, 2 threads, torch 2.13.0)``: where it was measured, for messages."""
+        return f"{self.device} ({self.device_name}, {self.threads} threads, torch {self.torch})"
+
+    def search_space(self) -> "SearchSpace":
+        """The search space the table was measured for.
+
+        Raises:
+            LvsearchError: the recorded space is malformed.
+        """
+        from lvsearch.space import SearchSpace
+
+        return SearchSpace.from_dict(self.space, source="latency table")
+
+
+def choice_key(arch: "Arch", n: int) -> str:
+    """The table key of slot ``n``'s choice (1-based): the op code (``"SA"``)."""
+    return arch.ops[n - 1]
+
+
+def device_name(device) -> str:
+    """Human name of a ``torch.device``: the GPU's name, or the CPU model (``/proc/cpuinfo``
+    on Linux, :func:`platform.processor` elsewhere)."""
+    import torch
+
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown CPU"
+
+
+@dataclass(frozen=True)
+class Timing:
+    """One measured entry: median and interquartile range over blocks, ms per call."""
+
+    median_ms: float
+    iqr_ms: float
+
+
+def time_call(fn: Callable[[], object], *, threads: int, warmup: int, repeats: int) -> Timing:
+    """Time ``fn()``: ``warmup`` untimed calls, then ``repeats`` blocks of ``number`` calls each
+    (``number`` doubled until a block lasts :data:`MIN_BLOCK_S`), per-call median and IQR over
+    the blocks in milliseconds. :class:`torch.utils.benchmark.Timer` sets ``threads`` and
+    synchronises CUDA around each block."""
+    import numpy as np
+    from torch.utils.benchmark import Timer
+
+    for _ in range(warmup):
+        fn()
+    timer = Timer(stmt="fn()", globals={"fn": fn}, num_threads=threads)
+    number = 1
+    while number < (1 << 16):
+        per_call = timer.timeit(number).median
+        if per_call * number >= MIN_BLOCK_S:
+            break
+        number *= 2
+    times = np.array([timer.timeit(number).median for _ in range(repeats)]) * 1e3
+    q1, med, q3 = np.percentile(times, [25, 50, 75])
+    return Timing(float(med), float(q3 - q1))
+
+
+@dataclass(frozen=True)
+class MeasureOptions:
+    """How to measure: ``device`` (``cpu``/``cuda``/``cuda:N``/``auto``), ``batch`` sequences of
+    ``seq_len`` tokens (None: the supernet's training length), ``threads`` (None: torch's
+    default), ``warmup`` untimed calls and ``repeats`` timed blocks per entry, ``dtype``
+    (``float32`` or ``bfloat16``)."""
+
+    device: str = "cpu"
+    batch: int = 8
+    seq_len: int | None = None
+    threads: int | None = None
+    warmup: int = 10
+    repeats: int = 15
+    dtype: str = "float32"
+
+
+DTYPES = ("float32", "bfloat16")
+
+
+def resolve_device(device: str):
+    """``torch.device`` for a ``--device`` value (``auto``: CUDA when present)."""
+    import torch
+
+    from lvsearch.device import check_device
+
+    device = check_device(device)
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    return torch.device(device)
+
+
+class Bench:
+    """A loaded supernet set up for timing: eval mode, the dtype, fixed random inputs.
+
+    Attributes:
+        loaded: the :class:`~lvsearch.train.supernet.LoadedSupernet`.
+        ids: ``(batch, seq_len)`` token ids (uniform over the vocabulary, special ids aside).
+        mask: ``(batch, seq_len)`` bool, all True (real tokens).
+        x: ``(batch, seq_len, H)`` a slot input (the embeddings of ``ids``).
+    """
+
+    def __init__(self, run: str | os.PathLike, opts: MeasureOptions):
+        import torch
+
+        from lvsearch.train.supernet import load_supernet
+
+        if opts.dtype not in DTYPES:
+            raise LvsearchError(f"--dtype {opts.dtype!r} is not supported", fix=f"use one of {', '.join(DTYPES)}")
+        self.opts = opts
+        self.device = resolve_device(opts.device)
+        self.loaded = load_supernet(run, device=self.device)
+        self.dtype = getattr(torch, opts.dtype)
+        self.loaded.supernet.to(dtype=self.dtype).eval()
+        self.threads = opts.threads or torch.get_num_threads()
+        self.seq_len = opts.seq_len or int(self.loaded.config.train.seq_len)
+        dims = self.loaded.dims
+        if self.seq_len > dims.max_len:
+            raise LvsearchError(f"--seq-len {self.seq_len} is longer than the model's {dims.max_len} positions",
+                                fix=f"use --seq-len {dims.max_len} or less")
+        gen = torch.Generator().manual_seed(0)
+        self.ids = torch.randint(5, dims.vocab_size, (opts.batch, self.seq_len), generator=gen).to(self.device)
+        self.mask = torch.ones(opts.batch, self.seq_len, dtype=torch.bool, device=self.device)
+        with torch.inference_mode():
+            self.x = self.loaded.supernet.embed(self.ids)
+
+    def time(self, fn: Callable[[], object]) -> Timing:
+        """:func:`time_call` of ``fn`` under ``torch.inference_mode`` with this bench's settings."""
+        import torch
+
+        def run():
+            with torch.inference_mode():
+                return fn()
+
+        return time_call(run, threads=self.threads, warmup=self.opts.warmup, repeats=self.opts.repeats)
+
+
+def _entries(bench: Bench) -> dict[str, Callable[[], object]]:
+    """Every entry of the table as a thunk: ``op:CHOICE``, ``mix:K`` and ``overhead``."""
+    from lvsearch.model.mixing import mix_inputs
+
+    net, space = bench.loaded.supernet, bench.loaded.space
+    n_slots, x, mask = space.num_slots, bench.x, bench.mask
+    out: dict[str, Callable[[], object]] = {}
+    for op in space.ops:
+        layer = net.slots["1"][op]
+        out[f"op:{op}"] = lambda layer=layer: layer(x, mask)
+    if net.mixing is not None:
+        states = [x] * n_slots
+        for k in range(2, n_slots + 1):
+            inputs = tuple(range(n_slots - k, n_slots))  # slot N reads N-1 and k-1 earlier outputs
+            out[f"mix:{k}"] = lambda inputs=inputs: mix_inputs(net.mixing, n_slots, inputs, states, space.ops[0])
+    all_states = [x] * (n_slots + 1)
+    out["overhead"] = lambda: (net.embed(bench.ids), net.finish(all_states))
+    return out
+
+
+def measure_table(run: str | os.PathLike, opts: MeasureOptions, *, show_progress: bool = True) -> LatencyTable:
+    """Measure the latency table of the supernet run ``run`` on ``opts.device``.
+
+    Returns:
+        The table (not yet written; :func:`save_table`).
+
+    Raises:
+        LvsearchError: not a supernet run, a device torch cannot use, an unknown dtype, or a
+            ``seq_len`` beyond the model's positions.
+    """
+    import torch
+
+    from lvsearch.ui import progress
+
+    bench = Bench(run, opts)
+    entries = _entries(bench)
+    times: dict[str, Timing] = {}
+    with progress(enabled=show_progress) as bar:
+        task = bar.add_task("latency table", total=len(entries), info="")
+        for name, fn in entries.items():
+            bar.update(task, info=name)
+            times[name] = bench.time(fn)
+            bar.advance(task)
+    loaded = bench.loaded
+    return LatencyTable(
+        format=TABLE_FORMAT, device=bench.device.type, device_name=device_name(bench.device),
+        threads=bench.threads, torch=torch.__version__, batch=opts.batch, seq_len=bench.seq_len, dtype=opts.dtype,
+        supernet=str(Path(run).resolve()), space=loaded.space.to_dict(),
+        dims=loaded.dims.to_dict(), warmup=opts.warmup, repeats=opts.repeats,
+        ops_ms={k.removeprefix("op:"): t.median_ms for k, t in times.items() if k.startswith("op:")},
+        mixing_ms={k.removeprefix("mix:"): t.median_ms for k, t in times.items() if k.startswith("mix:")},
+        overhead_ms=times["overhead"].median_ms,
+        spread_ms={k: t.iqr_ms for k, t in times.items()},
+        measured_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    )
+
+
+def save_table(table: LatencyTable, path: str | os.PathLike) -> None:
+    """Write ``table`` atomically as JSON."""
+    from lvsearch.io import atomic_write_json
+
+    atomic_write_json(path, table.model_dump(mode="json"))
+
+
+def load_table(path: str | os.PathLike) -> LatencyTable:
+    """Read and check a latency table file.
+
+    Raises:
+        LvsearchError: missing, not JSON, or a field of the wrong type (naming the file, the
+            field and the command that measures a new table).
+    """
+    from lvsearch.io import read_checked
+
+    data = read_checked(path, LatencyTable, what="latency table", fix=f"measure it again: {MEASURE_COMMAND}",
+                        regenerate=MEASURE_COMMAND)
+    return LatencyTable.model_validate(data)
+
+
+def check_table(table: LatencyTable, path: str | os.PathLike, *, space: "SearchSpace", dims, device=None,
+                any_device: bool = False) -> None:
+    """Refuse a table that cannot predict latency for this search.
+
+    Args:
+        table: the loaded table; ``path`` its file (for messages).
+        space: the search space; every op needs an entry, and every mixing width when the
+            connectivity is searchable.
+        dims: the supernet's :class:`~lvsearch.model.dims.ModelDims`; the table must be measured
+            with the same sizes.
+        device: the ``torch.device`` the search runs on, or None to skip the device check.
+        any_device: accept a table measured on another device (``--latency-any-device``).
+
+    Raises:
+        LvsearchError: sizes differ, an op or mixing width is missing, or (without
+            ``any_device``) the table was measured on another device kind or another GPU/CPU model.
+    """
+    fix = f"measure a table for this supernet: {MEASURE_COMMAND}"
+    if table.dims != dims.to_dict():
+        diff = sorted(k for k in set(table.dims) | set(dims.to_dict()) if table.dims.get(k) != dims.to_dict().get(k))
+        raise LvsearchError(f"latency table {path} was measured for other model sizes ({', '.join(diff)} differ "
+                            f"from the supernet's)", fix=fix)
+    missing = [op for op in space.ops if op not in table.ops_ms]
+    if space.searchable_inputs:
+        missing += [f"mixing of {k} inputs" for k in range(2, space.num_slots + 1) if str(k) not in table.mixing_ms]
+    if missing:
+        raise LvsearchError(f"latency table {path} has no entry for {', '.join(missing[:4])}"
+                            f"{' …' if len(missing) > 4 else ''} (space {space.name!r})", fix=fix)
+    if device is not None and not any_device:
+        here = device_name(device)
+        if table.device != device.type or table.device_name != here:
+            raise LvsearchError(
+                f"latency table {path} was measured on {table.where}; this search runs on {device.type} ({here})",
+                fix=f"measure a table on this device ({MEASURE_COMMAND} --device {device.type}), or pass "
+                    "--latency-any-device to use it anyway")

@@ -1,0 +1,121 @@
+"""Latency tables, the predictor and its validation (lvsearch.latency)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from lvsearch.arch import Arch, reference_arch
+from lvsearch.cli import main
+from lvsearch.errors import LvsearchError
+from lvsearch.latency.job import measure, validate
+from lvsearch.latency.predict import predict_ms, sample_archs
+from lvsearch.latency.table import MeasureOptions, check_table, load_table, save_table
+from lvsearch.train.supernet import load_supernet, train_supernet
+
+TINY = [
+    "space=lvbert-elc", "num_slots=4", "model.hidden=32", "model.embedding=16", "model.ff_inner=64", "model.heads=2",
+    "train.seq_len=32", "train.batch_size=8", "train.steps=4", "train.warmup_steps=1", "train.log_every=10",
+    "train.eval_every=0", "train.checkpoint_every=4", "eval.dev_sequences=16", "eval.panel=[bert]",
+]
+FAST = MeasureOptions(device="cpu", batch=2, threads=1, warmup=1, repeats=3)
+
+
+@pytest.fixture(scope="module")
+def run(prepared_corpus: Path, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("latency") / "sn"
+    train_supernet("quickstart", prepared_corpus, out, overrides=TINY, show_progress=False)
+    return out
+
+
+@pytest.fixture(scope="module")
+def table_path(run: Path, tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("latency-table") / "table.json"
+    measure(run, path, FAST, show_progress=False)
+    return path
+
+
+def test_table_has_every_choice_and_mixing_width_with_where_it_was_measured(run, table_path):
+    table = load_table(table_path)
+    loaded = load_supernet(run)
+    assert set(table.ops_ms) == set(loaded.space.ops) == {"SA", "FF", "DC"}
+    assert set(table.mixing_ms) == {str(k) for k in range(2, loaded.space.num_slots + 1)}
+    times = [*table.ops_ms.values(), *table.mixing_ms.values(), table.overhead_ms]
+    assert all(np.isfinite(t) and t > 0 for t in times)
+    assert (table.device, table.threads, table.batch, table.seq_len) == ("cpu", 1, 2, 32)
+    assert table.device_name and table.torch == torch.__version__
+    assert table.dims == loaded.dims.to_dict() and table.space == loaded.space.to_dict()
+    assert set(table.spread_ms) == {*(f"op:{o}" for o in table.ops_ms), *(f"mix:{k}" for k in table.mixing_ms), "overhead"}
+    check_table(table, table_path, space=loaded.space, dims=loaded.dims, device=torch.device("cpu"))
+
+
+def test_prediction_is_the_table_sum(table_path):
+    table = load_table(table_path)
+    space = table.search_space()
+    arch = Arch(("SA", "DC", "FF", "SA"), ((0,), (0, 1), (1, 2), (0, 1, 2, 3)))
+    space.validate(arch)
+    want = (table.overhead_ms + table.ops_ms["SA"] * 2 + table.ops_ms["DC"] + table.ops_ms["FF"]
+            + table.mixing_ms["2"] + table.mixing_ms["2"] + table.mixing_ms["4"])
+    assert predict_ms(arch, table) == pytest.approx(want, rel=1e-12)
+    seq = reference_arch("bert", space)  # sequential: no mixing term
+    assert predict_ms(seq, table) == pytest.approx(
+        table.overhead_ms + sum(table.ops_ms[op] for op in seq.ops), rel=1e-12)
+
+
+def test_validation_record_rows_match_its_summary(run, table_path, tmp_path):
+    out = tmp_path / "check.json"
+    rec = validate(run, table_path, out, archs=6, seed=3, opts=FAST, show_progress=False)
+    assert json.loads(out.read_text()) == json.loads(json.dumps(rec))
+    rows = rec["rows"]
+    assert len(rows) == 6 and len({r["arch"] for r in rows}) == 6
+    table = load_table(table_path)
+    for r in rows:
+        assert r["predicted_ms"] == pytest.approx(predict_ms(Arch.from_key(r["arch"]), table))
+        assert r["measured_ms"] > 0
+    ape = [abs(r["predicted_ms"] - r["measured_ms"]) / r["measured_ms"] for r in rows]
+    assert rec["summary"]["median_ape"] == pytest.approx(float(np.median(ape)))
+    assert rec["summary"]["worst_ape"] == pytest.approx(max(ape))
+    assert [a.key for a in sample_archs(load_supernet(run).space, 6, 3)] == [r["arch"] for r in rows]
+
+
+def test_a_table_that_does_not_fit_is_refused(run, table_path, tmp_path):
+    loaded = load_supernet(run)
+    table = load_table(table_path)
+    cpu = torch.device("cpu")
+    other = table.model_copy(update={"device_name": "another CPU"})
+    with pytest.raises(LvsearchError, match="measured on cpu \\(another CPU"):
+        check_table(other, "t.json", space=loaded.space, dims=loaded.dims, device=cpu)
+    check_table(other, "t.json", space=loaded.space, dims=loaded.dims, device=cpu, any_device=True)
+    gpu = table.model_copy(update={"device": "cuda"})
+    with pytest.raises(LvsearchError, match="this search runs on cpu"):
+        check_table(gpu, "t.json", space=loaded.space, dims=loaded.dims, device=cpu)
+    sizes = table.model_copy(update={"dims": {**table.dims, "hidden": 64}})
+    with pytest.raises(LvsearchError, match="other model sizes \\(hidden"):
+        check_table(sizes, "t.json", space=loaded.space, dims=loaded.dims)
+    no_dc = table.model_copy(update={"ops_ms": {k: v for k, v in table.ops_ms.items() if k != "DC"}})
+    with pytest.raises(LvsearchError, match="no entry for DC"):
+        check_table(no_dc, "t.json", space=loaded.space, dims=loaded.dims)
+    # a table from another device is also refused by validate, before anything is measured
+    path = tmp_path / "other.json"
+    save_table(other, path)
+    with pytest.raises(LvsearchError, match="--latency-any-device"):
+        validate(run, path, tmp_path / "v.json", archs=2, opts=FAST, show_progress=False)
+    assert not (tmp_path / "v.json").exists()
+
+
+def test_cli_predict_and_refusals(run, table_path, tmp_path, capsys):
+    assert main(["latency", "predict", "--table", str(table_path), "--arch", "bert", "random:3"]) == 0
+    out = capsys.readouterr().out
+    assert "bert: " in out and "random:3: " in out and " ms" in out
+    before = table_path.read_bytes()
+    assert main(["latency", "measure", "--supernet", str(run), "--out", str(table_path), "--threads", "1"]) == 2
+    assert "already exists" in capsys.readouterr().err and table_path.read_bytes() == before
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({**json.loads(before), "ops_ms": {"SA": "fast"}}))
+    assert main(["latency", "predict", "--table", str(bad), "--arch", "bert"]) == 2
+    err = capsys.readouterr().err
+    assert str(bad) in err and "ops_ms" in err and "Traceback" not in err
