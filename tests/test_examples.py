@@ -103,7 +103,7 @@ def _sets(values: list[str]) -> list[str]:
 
 
 def _verb(argv: list[str]) -> tuple[str, ...]:
-    return tuple(argv[:2]) if argv[0] in ("data", "arch", "scaling") else (argv[0],)
+    return tuple(argv[:2]) if argv[0] in ("data", "arch", "scaling", "latency") else (argv[0],)
 
 
 def tiny(argv: list[str], ws: Path) -> list[str]:
@@ -125,6 +125,8 @@ def tiny(argv: list[str], ws: Path) -> list[str]:
         return extra + (["--budget", "24"] if "--finalists" in has else [])
     if verb == ("evolve",):
         return [] if "--resume" in has else SEARCH_TINY
+    if verb in (("latency", "measure"), ("latency", "validate")):
+        return ["--repeats", "2", "--warmup", "1"] + (["--archs", "4"] if verb[1] == "validate" else [])
     if verb == ("evaluate",):
         if "--compare" in has:
             return []
@@ -210,6 +212,8 @@ def examples_ws(shared_data: Path, corpora: Path, small_corpus: Path, tmp_path_f
             shutil.move(ws / "runs" / name, root / "store" / name)
             (ws / "runs" / name).symlink_to(root / "store" / name, target_is_directory=True)
         run("evolve", "--supernet", "runs/sn", "--out", "runs/search", *SEARCH_TINY)
+        run("latency", "measure", "--supernet", "runs/sn", "--out", "runs/latency-cpu.json", "--repeats", "2",
+            "--warmup", "1")
         rt = ["--config", "retrain-quickstart", "--data", "data/corpus", *_sets(RT_TINY)]
         for arch, out in (("runs/search/best.json", "runs/best"), ("bert", "runs/bert"),
                           ("random:1", "runs/random-best"), ("runs/search/best.json", "runs/small")):
