@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from lvsearch.errors import LvsearchError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from lvsearch.ops.base import OpSpec, SlotLayer
+    from .base import OpSpec, SlotLayer
 
 _HERE = Path(__file__).resolve().parent
 _NOT_OPS = ("base",)
@@ -45,7 +45,7 @@ def check_spec(spec: Any, module: str) -> None:
     Raises:
         LvsearchError: naming ``module`` and the missing or malformed part.
     """
-    from lvsearch.ops.base import OpSpec, SlotLayer
+    from .base import OpSpec, SlotLayer
 
     def bad(what: str) -> LvsearchError:
         return LvsearchError(f"op module {module}: {what}",
