@@ -25,7 +25,7 @@ from _shared import REPO  # noqa: E402
 
 from lvsearch.arch import Arch  # noqa: E402
 from lvsearch.cli import main  # noqa: E402
-from lvsearch.export import TEMPLATE_DIR, export_model, hf_name, hf_state_dict  # noqa: E402
+from lvsearch.export import export_model, hf_name, hf_state_dict  # noqa: E402
 from lvsearch.model import Encoder, ModelDims  # noqa: E402
 from lvsearch.modeldir import save_model_dir  # noqa: E402
 
