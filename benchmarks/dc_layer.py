@@ -41,10 +41,10 @@ import torch.nn.functional as F
 # Import this checkout's lvsearch (not another installed copy) when run as a script.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import lvsearch.model.layers as layers_mod  # noqa: E402
+import lvsearch.ops.dc as layers_mod  # noqa: E402
 from lvsearch.io import atomic_write_json
 from lvsearch.kernels.dynamic_conv import dynamic_conv
-from lvsearch.model.layers import DynamicConv
+from lvsearch.ops.dc import DynamicConv
 
 RESULTS = Path(__file__).resolve().parent / "results" / "dc_layer.json"
 

@@ -3,9 +3,10 @@
 An architecture is a list of *slots*. Slot ``n`` (1-based) holds one operation and a set of
 inputs (LV-BERT, Yu et al. 2021, section 3; ELC-BERT, Charpentier & Samuel 2023, section 3):
 
-- ``ops[n-1]`` is one of ``"SA"`` (multi-head self-attention), ``"FF"`` (feed-forward) or
-  ``"DC"`` (dynamic convolution). The compact form writes one letter per slot, as in the
-  LV-BERT paper: ``s`` = SA, ``f`` = FF, ``c`` = DC (e.g. ``"ccsffs..."``).
+- ``ops[n-1]`` is the code of a registered op (:mod:`lvsearch.ops`): ``"SA"`` (multi-head
+  self-attention), ``"FF"`` (feed-forward), ``"DC"`` (dynamic convolution), ``"LA"`` (local
+  self-attention), ... The compact form writes one letter per slot, as in the LV-BERT paper:
+  ``s`` = SA, ``f`` = FF, ``c`` = DC, ``l`` = LA (e.g. ``"ccsffs..."``).
 - ``inputs[n-1]`` is a non-empty subset of ``{0, ..., n-1}``: the earlier outputs that slot
   ``n`` mixes (0 = embedding output). ``inputs[n-1] == (n-1,)`` for every slot is the plain
   sequential stack.
@@ -32,17 +33,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
+from lvsearch import ops as op_registry
 from lvsearch.errors import LvsearchError
 from lvsearch.io import atomic_write_json, read_json
 
 if TYPE_CHECKING:  # pragma: no cover
     from lvsearch.space import SearchSpace
 
-#: Every operation lvsearch knows, in canonical order.
-OPS: tuple[str, ...] = ("SA", "FF", "DC")
-#: Compact one-letter form of each op (LV-BERT paper notation).
-OP_TO_CHAR: dict[str, str] = {"SA": "s", "FF": "f", "DC": "c"}
-CHAR_TO_OP: dict[str, str] = {c: op for op, c in OP_TO_CHAR.items()}
 #: Format tag written into (and required in) every architecture JSON file.
 ARCH_FORMAT = "lvsearch.arch/v1"
 _ARCH_KEYS = ("format", "ops", "inputs", "num_slots", "space", "meta")
@@ -56,22 +53,24 @@ def _parse_ops(ops: str | Iterable[str], source: str | os.PathLike | None = None
     """Normalise a compact string (``"csf"``) or a sequence of op codes to a tuple of codes."""
     where = _where(source)
     if isinstance(ops, str):
+        letters = op_registry.letters()
         out = []
         for n, ch in enumerate(ops, start=1):
-            if ch not in CHAR_TO_OP:
+            if ch not in letters:
                 raise LvsearchError(
                     f"{where}: slot {n} has unknown op letter {ch!r} in {ops!r}",
-                    fix="use c = DC (dynamic convolution), s = SA (self-attention), "
-                    "f = FF (feed-forward)",
+                    fix="use the letters of the registered ops: "
+                    + ", ".join(f"{c} = {op}" for c, op in letters.items()),
                 )
-            out.append(CHAR_TO_OP[ch])
+            out.append(letters[ch])
         return tuple(out)
+    codes = op_registry.codes()
     out = []
     for n, op in enumerate(ops, start=1):
-        if not isinstance(op, str) or op.upper() not in OPS:
+        if not isinstance(op, str) or op.upper() not in codes:
             raise LvsearchError(
                 f"{where}: slot {n} has unknown op {op!r}",
-                fix=f"use one of {', '.join(OPS)} (or the letters c, s, f)",
+                fix=f"use a registered op: {op_registry.describe()}",
             )
         out.append(op.upper())
     return tuple(out)
@@ -233,8 +232,9 @@ class Arch:
 
     @property
     def compact(self) -> str:
-        """The ops as one letter per slot (``c`` = DC, ``s`` = SA, ``f`` = FF)."""
-        return "".join(OP_TO_CHAR[op] for op in self.ops)
+        """The ops as one letter per slot (``c`` = DC, ``s`` = SA, ``f`` = FF, ... :mod:`lvsearch.ops`)."""
+        table = op_registry.specs()
+        return "".join(table[op].letter for op in self.ops)
 
     @property
     def is_sequential(self) -> bool:

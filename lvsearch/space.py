@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import Any
 
 import lvsearch
-from lvsearch.arch import OPS, Arch
+from lvsearch import ops as op_registry
+from lvsearch.arch import Arch
 from lvsearch.errors import LvsearchError
 from lvsearch.io import read_text
 
@@ -57,7 +58,8 @@ class SearchSpace:
     Attributes:
         name: short name (the YAML file's stem unless ``name:`` is given).
         num_slots: number of slots (layers) of every architecture in the space.
-        ops: allowed op codes, a subset of ``("SA", "FF", "DC")``, in canonical order.
+        ops: allowed op codes, registered ops (:mod:`lvsearch.ops`: ``SA``, ``FF``, ``DC``,
+            ``LA``, ...), in canonical order.
         connectivity: ``"sequential"`` or ``"elc"`` (see module docstring).
         description: free text.
         source: the YAML file it was loaded from, or ``None``.
@@ -78,10 +80,12 @@ class SearchSpace:
         ops = list(self.ops) if isinstance(self.ops, (list, tuple)) else None
         if not ops:
             raise LvsearchError(f"{where}: ops must be a non-empty list", fix="e.g. ops: [SA, FF, DC]")
+        registered = op_registry.codes()
         for op in ops:
-            if not isinstance(op, str) or op.upper() not in OPS:
-                raise LvsearchError(f"{where}: unknown op {op!r}", fix=f"use ops from {', '.join(OPS)}")
-        norm = tuple(op for op in OPS if op in {o.upper() for o in ops})
+            if not isinstance(op, str) or op.upper() not in registered:
+                raise LvsearchError(f"{where}: unknown op {op!r}",
+                                    fix=f"use registered ops: {op_registry.describe()}")
+        norm = tuple(op for op in registered if op in {o.upper() for o in ops})
         object.__setattr__(self, "ops", norm)
         if self.connectivity not in CONNECTIVITIES:
             close = difflib.get_close_matches(str(self.connectivity), CONNECTIVITIES, n=1)

@@ -112,7 +112,7 @@ def test_validate_against_space(tmp_path, lvbert, elc):
 def test_all_spaces_load():
     names = available_spaces()
     assert {"lvbert", "lvbert-elc", "sa-ff", "dc-ff", "dc-sa"} <= set(names)
-    expected = {"sa-ff": ("SA", "FF"), "dc-ff": ("FF", "DC"), "dc-sa": ("SA", "DC")}
+    expected = {"sa-ff": ("SA", "FF"), "dc-ff": ("FF", "DC"), "dc-sa": ("SA", "DC"), "lvbert-local": ("SA", "FF", "DC", "LA")}
     for n in names:
         s = SearchSpace.load(n)
         assert s.num_slots == 24

@@ -41,7 +41,7 @@ from lvsearch.kernels.dynamic_conv import (
     dynamic_conv_softmax,
     dynamic_conv_torch,
 )
-from lvsearch.model.layers import DynamicConv
+from lvsearch.ops.dc import DynamicConv
 
 # the module (the package attribute of the same name is the function)
 dc = importlib.import_module("lvsearch.kernels.dynamic_conv")

@@ -25,14 +25,14 @@ from _shared import REPO  # noqa: E402
 
 from lvsearch.arch import Arch  # noqa: E402
 from lvsearch.cli import main  # noqa: E402
-from lvsearch.export import TEMPLATE_DIR, export_model, hf_name, hf_state_dict  # noqa: E402
+from lvsearch.export import export_model, hf_name, hf_state_dict  # noqa: E402
 from lvsearch.model import Encoder, ModelDims  # noqa: E402
 from lvsearch.modeldir import save_model_dir  # noqa: E402
 
 TOL = 1e-5
 ELC_SPARSE = [[0], [0, 1], [1, 2], [0, 3], [2, 4], [1, 3, 5]]
 
-# Every op, ELC mixing sparse and dense, pre-/post-LN, weighted output, embedding projection on/off,
+# Every op (LA in the variant loaded without lvsearch; tests/test_ops.py checks every registered op), ELC mixing sparse and dense, pre-/post-LN, weighted output, embedding projection on/off,
 # absolute and relative positions (both relative_init values), geglu, normalised mixing, init variants.
 VARIANTS = {
     "sparse-postln-absolute-proj": ("sfcsfc", ELC_SPARSE,
@@ -44,7 +44,7 @@ VARIANTS = {
     "sequential-postln-relative-zero-noproj": ("sfc", None,
                                                dict(position="relative", relative_init="zero", embedding=64,
                                                     init="scaled")),
-    "sparse-preln-absolute-weighted-noproj": ("fcsfcs", ELC_SPARSE,
+    "sparse-preln-absolute-weighted-noproj": ("fcslcs", ELC_SPARSE,
                                               dict(pre_ln=True, weighted_output=True, embedding=64)),
 }
 
@@ -121,29 +121,43 @@ def test_hf_name_mapping_covers_every_parameter_once():
         sd = hf_state_dict(e.state_dict())
         assert len(sd) == len(e.state_dict())
     assert hf_name("embeddings.word.weight") == "lvsearch.embeddings.word_embeddings.weight"
-    assert hf_name("slots.1.SA.out.weight") == "lvsearch.layers.0.output.weight"
-    assert hf_name("slots.3.FF.fc1.bias") == "lvsearch.layers.2.intermediate.bias"
+    # a slot's layer is lvsearch's op module, so its parameter names are kept
+    assert hf_name("slots.1.SA.out.weight") == "lvsearch.layers.0.out.weight"
+    assert hf_name("slots.3.FF.fc1.bias") == "lvsearch.layers.2.fc1.bias"
     assert hf_name("slots.2.DC.kernel.weight") == "lvsearch.layers.1.kernel.weight"
     assert hf_name("slots.4.SA.relative_bias") == "lvsearch.layers.3.relative_bias"
+    assert hf_name("slots.5.LA.norm.weight") == "lvsearch.layers.4.norm.weight"
     assert hf_name("mixing.logits") == "lvsearch.mixing_logits"
     assert hf_name("mlm_head.norm.weight") == "lm_head.LayerNorm.weight"
     assert hf_name("rtd_head.2.bias") == "discriminator_predictions.dense_prediction.bias"
-    for bad in ("slots.1.SA.nope.weight", "encoder.x", "slots.1.XX.qkv.weight"):
+    for bad in ("slots.1.SA", "encoder.x", "slots.1.XX.qkv.weight", "slots.x.SA.qkv.weight"):
         with pytest.raises(ValueError):
             hf_name(bad)
 
 
 def test_template_is_self_contained():
-    """The shipped modeling/config files import only torch, transformers and the standard library."""
-    for name in ("modeling_lvsearch.py", "configuration_lvsearch.py"):
-        tree = ast.parse((TEMPLATE_DIR / name).read_text(encoding="utf-8"))
+    """Every shipped .py file (template, op index, op modules) imports only torch, transformers,
+    the standard library and its siblings, outside ``try/except ImportError`` (DC's fused kernel,
+    with a fallback); a relative import names a shipped file."""
+    from lvsearch.export import export_code
+
+    code = export_code()
+    assert {"modeling_lvsearch.py", "configuration_lvsearch.py", "ops_index.py", "base.py", "sa.py", "ff.py",
+            "dc.py", "local.py"} <= set(code)
+    for name, data in code.items():
+        tree = ast.parse(data.decode("utf-8"))
+        guarded = {id(n) for t in ast.walk(tree) if isinstance(t, ast.Try) for b in t.body for n in ast.walk(b)}
         roots = set()
         for node in ast.walk(tree):
+            if id(node) in guarded:
+                continue
             if isinstance(node, ast.Import):
                 roots |= {a.name.split(".")[0] for a in node.names}
             elif isinstance(node, ast.ImportFrom) and node.level == 0:
                 roots.add(node.module.split(".")[0])
-        assert roots <= {"torch", "transformers", "math", "dataclasses"}, (name, roots)
+            elif isinstance(node, ast.ImportFrom):
+                assert node.level == 1 and f"{node.module}.py" in code, (name, node.module)
+        assert roots <= {"torch", "transformers", "math", "dataclasses", "types", "typing", "__future__"}, (name, roots)
 
 
 # ----------------------------------------------------------------------------------------- parity
@@ -489,7 +503,7 @@ def test_an_export_loads_without_the_flag_and_an_edited_one_is_refused(exported,
     assert not [k for k in set(sys.modules) - before if k.startswith("transformers_modules")]
     assert type(m.scorer.model).__module__ == "lvsearch.export.hf_template.modeling_lvsearch"
     assert m.config["hf"]["code"].startswith("lvsearch export (verified") and m.config["hf"]["weights"] == "safetensors"
-    for name in TEMPLATE_FILES:
+    for name in (*TEMPLATE_FILES, "local.py"):  # the op modules are checked as the template is
         edited = tmp_path / f"edited-{name}"
         shutil.copytree(folder, edited)
         flip_byte(edited / name)

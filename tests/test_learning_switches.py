@@ -16,7 +16,7 @@ from lvsearch.cli import main
 from lvsearch.config import RetrainConfig, SupernetConfig, TrainConfig, load_config
 from lvsearch.errors import LvsearchError
 from lvsearch.model import Encoder, ModelDims, Supernet
-from lvsearch.model.layers import SelfAttention, relative_buckets
+from lvsearch.ops.sa import SelfAttention, relative_buckets
 from lvsearch.space import SearchSpace
 from lvsearch.device import cpu_has_native_bf16
 from lvsearch.train.loop import lr_at

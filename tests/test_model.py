@@ -11,8 +11,9 @@ import torch
 from lvsearch.arch import Arch
 from lvsearch.errors import LvsearchError
 from lvsearch.kernels.dynamic_conv import dynamic_conv
-from lvsearch.model import DynamicConv, Encoder, ModelDims, Supernet, flops_per_token
-from lvsearch.model.layers import SelfAttention
+from lvsearch.model import Encoder, ModelDims, Supernet, flops_per_token
+from lvsearch.ops.dc import DynamicConv
+from lvsearch.ops.sa import SelfAttention
 from lvsearch.space import SearchSpace
 
 V = 50

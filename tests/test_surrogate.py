@@ -11,7 +11,7 @@ from scipy.stats import kendalltau
 
 from lvsearch.arch import Arch
 from lvsearch.errors import LvsearchError
-from lvsearch.search.surrogate import Surrogate, leave_one_out, structural_features
+from lvsearch.search.surrogate import Surrogate, leave_one_out, structural_features, structural_names
 from lvsearch.space import SearchSpace
 
 
@@ -25,8 +25,14 @@ def _archs(n: int, slots: int = 12, seed: int = 0) -> list[Arch]:
 
 
 def test_structural_features():
-    assert structural_features(Arch.sequential("sfcc")) == [0.5, 0.25, 0.25, 0.5]
-    assert structural_features(Arch.sequential("sfsf")) == [1.0, 0.5, 0.5, 0.0]
+    assert structural_names() == ("first_dc", "share_SA", "share_FF", "share_DC", "share_LA")  # every registered op
+    assert structural_features(Arch.sequential("sfcc")) == [0.5, 0.25, 0.25, 0.5, 0.0]
+    assert structural_features(Arch.sequential("sfsl")) == [1.0, 0.5, 0.25, 0.0, 0.25]
+    # a surrogate fitted before an op was registered computes its own feature names
+    old = ("first_dc", "share_SA", "share_FF", "share_DC")
+    assert structural_features(Arch.sequential("sfsf"), old) == [1.0, 0.5, 0.5, 0.0]
+    with pytest.raises(LvsearchError, match="unknown feature 'share'"):
+        structural_features(Arch.sequential("sfsf"), ("share",))
 
 
 def test_surrogate_learns_a_structural_truth_and_round_trips():

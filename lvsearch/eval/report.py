@@ -424,7 +424,7 @@ def plot_alpha(alpha, ops: Sequence[str], title: str, path: str | Path) -> None:
 
     Args:
         alpha: ``(N, N)`` array-like; row ``n-1`` = slot ``n``, column ``i`` = input ``i``.
-        ops: the N op codes (``"SA"``, ``"FF"``, ``"DC"``), used as row labels.
+        ops: the N op codes (``"SA"``, ``"FF"``, ...), used as row labels.
         title: figure title (the arch's compact string).
         path: output PNG, written atomically.
     """

@@ -7,13 +7,16 @@ Layout of the export (``trust_remote_code=True`` loads it; no lvsearch needed)::
     OUT/configuration_lvsearch.py    LvsearchConfig        (copied from hf_template/)
     OUT/modeling_lvsearch.py         LvsearchModel, ...ForMaskedLM, ...ForSequenceClassification,
                                      ...ForTokenClassification, ...ForPreTraining (RTD)
+    OUT/base.py, OUT/sa.py, ...      the op code: lvsearch/ops/base.py and every registered op
+                                     module, byte copies (:func:`lvsearch.ops.module_files`)
+    OUT/ops_index.py                 imports the shipped op modules (:func:`ops_index_source`)
     OUT/model.safetensors            weights under the HF names (:func:`hf_name`); the tied MLM
                                      decoder is not stored (transformers ties it at load)
     OUT/tokenizer.json               byte copy of the model directory's tokenizer
     OUT/tokenizer_config.json        PreTrainedTokenizerFast with [PAD] [UNK] [CLS] [SEP] [MASK]
     OUT/special_tokens_map.json
     OUT/lvsearch_export.json         provenance: source folder, objective, which encoder, and
-                                     ``code_sha256`` of the two .py files (:func:`template_sha256`)
+                                     ``code_sha256`` of every .py file (:func:`template_sha256`)
 
 Which encoder: an MLM model exports its Encoder with its MLM head (``AutoModelForMaskedLM``,
 ``pipeline("fill-mask")``). An ELECTRA model exports the discriminator (``AutoModel``, and
@@ -21,17 +24,18 @@ Which encoder: an MLM model exports its Encoder with its MLM head (``AutoModelFo
 checkpoint when it is there); its MLM head was never trained and is left out. ``generator=True``
 exports the ELECTRA generator instead, with its trained MLM head.
 
-The modeling file is a standalone re-implementation of :class:`lvsearch.model.Encoder` (the
-one implementation of the math stays in :mod:`lvsearch.model`); ``tests/test_export.py``
-checks both agree to 1e-5 on real batches with padding for every op and switch.
+Each slot of the exported model runs lvsearch's own op code (the shipped op modules; one
+source of truth); the modeling file adds the embeddings, mixing and heads.
+``tests/test_export.py`` and ``tests/test_ops.py`` check both agree to 1e-5 on real batches
+with padding for every registered op and switch.
 
 The folder is written under a temporary sibling name and renamed into place at the end; an
 existing non-empty ``OUT`` is refused unless ``overwrite``, and an ``OUT`` that is the model
 directory or contains it is always refused. Tensors are safetensors only.
 
 ``lvsearch evaluate --model hf:OUT`` loads an export without ``--trust-remote-code`` only while
-:func:`export_code_problem` finds nothing: its two .py files are byte-equal to the template
-shipped with the installed lvsearch and to the sha256 recorded at export. It then runs the
+:func:`export_code_problem` finds nothing: its .py files (:func:`export_code`) are byte-equal
+to what the installed lvsearch writes and to the sha256 recorded at export. It then runs the
 installed template's classes, never the folder's files (SECURITY.md).
 """
 
@@ -72,13 +76,6 @@ AUTO_MAP = {
 }
 BASE = "lvsearch"  # base_model_prefix of the HF model
 
-# lvsearch parameter name (inside one op of a slot) -> HF name inside ``layers.{n-1}``
-_OP_NAMES = {
-    "SA": {"qkv": "qkv", "out": "output", "norm": "LayerNorm", "relative_bias": "relative_bias"},
-    "FF": {"fc1": "intermediate", "fc2": "output", "norm": "LayerNorm"},
-    "DC": {"value": "value", "depthwise": "depthwise", "pointwise": "pointwise", "kernel": "kernel",
-           "out": "output", "norm": "LayerNorm"},
-}
 _FIXED = {
     "embeddings.word.weight": f"{BASE}.embeddings.word_embeddings.weight",
     "embeddings.position.weight": f"{BASE}.embeddings.position_embeddings.weight",
@@ -101,27 +98,29 @@ _FIXED = {
     "rtd_head.2.weight": "discriminator_predictions.dense_prediction.weight",
     "rtd_head.2.bias": "discriminator_predictions.dense_prediction.bias",
 }
-_SLOT = re.compile(r"^slots\.(\d+)\.(SA|FF|DC)\.([A-Za-z_][A-Za-z_0-9]*)(\.weight|\.bias)?$")
+_SLOT = re.compile(r"^slots\.(\d+)\.([A-Z][A-Z0-9]*)\.([A-Za-z_][A-Za-z_0-9.]*)$")
 
 
 def hf_name(name: str) -> str:
     """The exported (HF) name of lvsearch state-dict key ``name``.
 
     ``embeddings.word.weight`` -> ``lvsearch.embeddings.word_embeddings.weight``;
-    ``slots.{n}.{OP}.{param}`` (n 1-based) -> ``lvsearch.layers.{n-1}.{param'}`` with SA
-    ``out`` -> ``output``, FF ``fc1``/``fc2`` -> ``intermediate``/``output``, DC ``out`` ->
-    ``output``, ``norm`` -> ``LayerNorm``; ``mixing.logits`` -> ``lvsearch.mixing_logits``;
+    ``slots.{n}.{OP}.{param}`` (n 1-based, OP a registered op) -> ``lvsearch.layers.{n-1}.{param}``
+    (the exported layer is lvsearch's op module, so its names are unchanged);
+    ``mixing.logits`` -> ``lvsearch.mixing_logits``;
     ``mlm_head.*`` -> ``lm_head.*``; ``rtd_head.{0,2}.*`` -> ``discriminator_predictions.*``.
 
     Raises:
-        ValueError: a name lvsearch's Encoder does not have.
+        ValueError: a name lvsearch's Encoder does not have (outside the table, or a slot of an
+            op that is not registered).
     """
     if name in _FIXED:
         return _FIXED[name]
+    from lvsearch import ops as op_registry
+
     m = _SLOT.match(name)
-    if m and m.group(3) in _OP_NAMES[m.group(2)]:
-        slot, op, param, suffix = int(m.group(1)), m.group(2), m.group(3), m.group(4) or ""
-        return f"{BASE}.layers.{slot - 1}.{_OP_NAMES[op][param]}{suffix}"
+    if m and m.group(2) in op_registry.codes():
+        return f"{BASE}.layers.{int(m.group(1)) - 1}.{m.group(3)}"
     raise ValueError(f"no Hugging Face name for lvsearch parameter {name!r}")
 
 
@@ -232,20 +231,53 @@ def _read_rtd_head(model_dir: Path) -> tuple[dict | None, str]:
     return tensors, f"read from {path}"
 
 
-def template_sha256() -> dict[str, str]:
-    """``{file name: sha256}`` of the template files (:data:`TEMPLATE_FILES`) shipped with the
-    installed lvsearch; ``lvsearch export`` records it as ``code_sha256`` in
-    ``lvsearch_export.json``."""
-    from lvsearch.io import sha256_file
+def ops_index_source() -> str:
+    """Text of the exported ``ops_index.py``: static relative imports of every shipped op module
+    (transformers copies a remote-code file's siblings only when they are imported as
+    ``from .name import ...``), collected into ``OPS`` (code -> spec, canonical order)."""
+    from lvsearch import ops as op_registry
 
-    return {name: sha256_file(TEMPLATE_DIR / name) for name in TEMPLATE_FILES}
+    names = op_registry.op_module_names()
+    lines = ['"""The ops this export ships: ``OPS`` (op code -> OpSpec, canonical order) and ``SlotLayer``.',
+             "", "Written by ``lvsearch export`` from lvsearch's op registry; the modules are byte copies of",
+             'lvsearch/ops (see modeling_lvsearch.py)."""', "", "from .base import SlotLayer"]
+    lines += [f"from .{n} import SPEC as _{n}" for n in names]
+    lines += ["", f"OPS = {{s.code: s for s in sorted(({', '.join(f'_{n}' for n in names)},), key=lambda s: s.order)}}",
+              "", '__all__ = ["OPS", "SlotLayer"]', ""]
+    return "\n".join(lines)
+
+
+def export_code() -> dict[str, bytes]:
+    """``{file name: bytes}`` of every Python file an export ships: the template files
+    (:data:`TEMPLATE_FILES`), ``ops_index.py`` (:func:`ops_index_source`), ``base.py`` and
+    every registered op module (:func:`lvsearch.ops.module_files`).
+
+    Raises:
+        LvsearchError: the op registry cannot be loaded (:func:`lvsearch.ops.specs`).
+    """
+    from lvsearch import ops as op_registry
+
+    code = {name: (TEMPLATE_DIR / name).read_bytes() for name in TEMPLATE_FILES}
+    code["ops_index.py"] = ops_index_source().encode("utf-8")
+    for name, path in op_registry.module_files().items():
+        code[name] = path.read_bytes()
+    return code
+
+
+def template_sha256() -> dict[str, str]:
+    """``{file name: sha256}`` of the code an export of the installed lvsearch ships
+    (:func:`export_code`); ``lvsearch export`` records it as ``code_sha256`` in
+    ``lvsearch_export.json``."""
+    from lvsearch.io import sha256_bytes
+
+    return {name: sha256_bytes(data) for name, data in export_code().items()}
 
 
 def export_code_problem(folder: str | os.PathLike) -> str | None:
     """Why ``folder``'s Python files are not a verified ``lvsearch export`` (a sentence naming
-    the file), or None when both :data:`TEMPLATE_FILES` are byte-equal (sha256) to the installed
-    template and to the ``code_sha256`` recorded in its ``lvsearch_export.json``. Reads files
-    only; imports nothing from ``folder``."""
+    the file), or None when every file of :func:`export_code` (template, op index, op modules)
+    is byte-equal (sha256) to what the installed lvsearch ships and to the ``code_sha256``
+    recorded in its ``lvsearch_export.json``. Reads files only; imports nothing from ``folder``."""
     from lvsearch.io import read_json, sha256_file
 
     folder = Path(folder)
@@ -260,7 +292,7 @@ def export_code_problem(folder: str | os.PathLike) -> str | None:
     if not isinstance(recorded, dict):
         return f"{prov_path} records no code_sha256 (it was exported by an older lvsearch)"
     want = template_sha256()
-    for name in TEMPLATE_FILES:
+    for name in want:
         path = folder / name
         if not path.is_file():
             return f"{path} is missing"
@@ -372,7 +404,7 @@ def export_model(model_dir: str | os.PathLike, out: str | os.PathLike, *, genera
     if rtd is not None:
         state.update(rtd)
     tensors = hf_state_dict(state, mlm_head=with_mlm)
-    code = {name: (TEMPLATE_DIR / name).read_bytes() for name in TEMPLATE_FILES}
+    code = export_code()
     provenance = {"format": EXPORT_FORMAT, "source": str(model_dir.resolve()), "objective": loaded.objective,
                   "which": which, "tokenizer_sha256": loaded.tokenizer_sha256,
                   "code_sha256": {name: sha256_bytes(data) for name, data in code.items()},
@@ -405,4 +437,4 @@ def export_model(model_dir: str | os.PathLike, out: str | os.PathLike, *, genera
 
 
 __all__ = ["export_model", "hf_name", "hf_state_dict", "hf_config", "tokenizer_files", "check_out", "template_sha256",
-           "export_code_problem", "AUTO_MAP", "EXPORT_FORMAT", "TEMPLATE_FILES"]
+           "export_code_problem", "export_code", "ops_index_source", "AUTO_MAP", "EXPORT_FORMAT", "TEMPLATE_FILES"]

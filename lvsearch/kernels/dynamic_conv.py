@@ -162,7 +162,7 @@ def dynamic_conv_cuda(value: torch.Tensor, weights: torch.Tensor,
     transposes, no unfolded windows); two gather kernels form the backward (deterministic,
     no atomics). The depthwise convolution and the kernel projection are *not* in these
     kernels: the DC layer runs them as cuDNN/cuBLAS ops (with ``W_dyn @ W_pw`` folded, see
-    :class:`lvsearch.model.layers.DynamicConv`).
+    :class:`lvsearch.ops.dc.DynamicConv`).
 
     Args:
         value: ``(B, L, H)`` CUDA tensor, float32, float16, bfloat16 or float64.

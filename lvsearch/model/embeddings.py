@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 from lvsearch.errors import LvsearchError
-from lvsearch.model.layers import LN_EPS
+from lvsearch.ops.base import LN_EPS
 
 
 class Embeddings(nn.Module):

@@ -8,8 +8,8 @@ Execution is slot by slot so the search can cache hidden states of shared slot p
     logits = model.mlm_logits(hidden[labels != -100])
 
 ``forward`` is exactly that loop. Parameter names (also the safetensors keys):
-``embeddings.{word,position,norm,project}.*``, ``slots.{n}.{OP}.*`` (n 1-based, OP in
-SA/FF/DC), ``mixing.logits`` (N, N), ``output_mixing.logits`` (N+1,), ``final_norm.*``
+``embeddings.{word,position,norm,project}.*``, ``slots.{n}.{OP}.*`` (n 1-based, OP a
+registered op code, :mod:`lvsearch.ops`), ``mixing.logits`` (N, N), ``output_mixing.logits`` (N+1,), ``final_norm.*``
 (pre-LN only), ``mlm_head.{dense,norm,bias}``. An Encoder's keys are a subset of the
 Supernet's, which is how weights are inherited (a supernet with per-op α̂,
 ``model.mixing_per_op``, holds ``mixing.logits`` as ``(num_ops, N, N)``; ``Supernet.extract``
@@ -23,12 +23,13 @@ from typing import Sequence
 import torch
 from torch import nn
 
+from lvsearch import ops as op_registry
 from lvsearch.arch import Arch
 from lvsearch.model.dims import ModelDims
 from lvsearch.model.embeddings import Embeddings
 from lvsearch.model.heads import MLMHead
-from lvsearch.model.layers import LN_EPS, make_layer
 from lvsearch.model.mixing import LayerMixing, OutputMixing, alpha_matrix, mix_inputs
+from lvsearch.ops.base import LN_EPS
 
 INIT_STD = 0.02
 
@@ -36,27 +37,18 @@ INIT_STD = 0.02
 def flops_per_token(arch: Arch, dims: ModelDims, seq_len: int, include_head: bool = False) -> float:
     """Forward FLOPs per token of ``arch`` (1 multiply-add = 2 FLOPs), matmuls only.
 
-    Per slot with H = hidden, L = seq_len, I = ff_inner, K = conv_kernel, h = heads:
-
-    - SA: ``8 H^2`` (QKV + output projections) ``+ 4 L H`` (scores and weighted values)
-    - FF: ``4 H I`` (gelu) or ``6 H I`` (geglu)
-    - DC: ``8 H^2`` (GLU input 4H^2, pointwise 2H^2, output 2H^2) ``+ 2 H h K`` (kernel
-      generator) ``+ 4 K H`` (depthwise + dynamic convolution)
-    - mixing: ``2 H |inputs|`` for slots mixing more than one input; weighted output
-      ``2 H (N+1)``.
+    Per slot, the op's own count (``OpSpec.flops(dims, seq_len)``, documented in each op module
+    of :mod:`lvsearch.ops`: e.g. SA ``8 H^2 + 4 L H``, FF ``4 H I``), plus for slots mixing more
+    than one input ``2 H |inputs|``; weighted output ``2 H (N+1)``.
 
     Plus the embedding projection ``2 E H`` when E != H and, with ``include_head``, the MLM
     head ``2 H E + 2 E V``. LayerNorm, softmax, activations and biases are ignored.
     """
-    H, L, I, K, h, E = dims.hidden, seq_len, dims.ff_inner, dims.conv_kernel, dims.heads, dims.embedding
+    H, E = dims.hidden, dims.embedding
+    table = op_registry.specs()
     total = 2.0 * E * H if E != H else 0.0
     for op, inputs in zip(arch.ops, arch.inputs):
-        if op == "SA":
-            total += 8 * H * H + 4 * L * H
-        elif op == "FF":
-            total += (6 if dims.ff_activation == "geglu" else 4) * H * I
-        elif op == "DC":
-            total += 8 * H * H + 2 * H * h * K + 4 * K * H
+        total += table[op].flops(dims, seq_len)
         if len(inputs) > 1:
             total += 2 * H * len(inputs)
     if dims.weighted_output:
@@ -80,13 +72,14 @@ def _init_weights(module: nn.Module) -> None:
 
 
 def scale_residual_init(slots, num_slots: int) -> None:
-    """Scaled residual init (GPT-2, Radford et al. 2019 §2.3): the projections writing into
-    the residual stream (SA ``out``, FF ``fc2``, DC ``out``) get normal(0, 0.02 / sqrt(2 N))."""
+    """Scaled residual init (GPT-2, Radford et al. 2019 §2.3): the projection of each op that
+    writes into the residual stream (``OpSpec.residual``: SA ``out``, FF ``fc2``, DC ``out``, ...)
+    gets normal(0, 0.02 / sqrt(2 N))."""
     std = INIT_STD / (2 * num_slots) ** 0.5
+    table = op_registry.specs()
     for ops in slots:
-        for layer in ops.values():
-            proj = getattr(layer, "out", None) or getattr(layer, "fc2", None)
-            nn.init.normal_(proj.weight, std=std)
+        for code, layer in ops.items():
+            nn.init.normal_(getattr(layer, table[code].residual).weight, std=std)
 
 
 class _Backbone(nn.Module):
@@ -100,7 +93,7 @@ class _Backbone(nn.Module):
         self.embeddings = Embeddings(dims.vocab_size, dims.embedding, dims.hidden, dims.max_len, dims.dropout,
                                      absolute=dims.position == "absolute")
         self.slots = nn.ModuleDict(
-            {str(n): nn.ModuleDict({op: make_layer(op, dims) for op in ops}) for n, ops in enumerate(slot_ops, start=1)}
+            {str(n): nn.ModuleDict({op: op_registry.build(op, dims) for op in ops}) for n, ops in enumerate(slot_ops, start=1)}
         )
         self.mixing = (LayerMixing(num_slots, dims.mixing_init, dims.mixing_normalized, ops=mixing_ops)
                        if with_mixing else None)

@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lvsearch.model.layers import LN_EPS
+from lvsearch.ops.base import LN_EPS
 
 
 class MLMHead(nn.Module):

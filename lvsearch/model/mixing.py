@@ -33,7 +33,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from lvsearch.arch import Arch
-from lvsearch.model.layers import LN_EPS
+from lvsearch.ops.base import LN_EPS
 
 MIXING_INITS = ("biased", "zero")
 

@@ -9,6 +9,7 @@ from typing import Sequence
 
 import torch
 
+from lvsearch import ops as op_registry
 from lvsearch.arch import Arch
 from lvsearch.errors import LvsearchError
 from lvsearch.model.dims import ModelDims
@@ -87,17 +88,24 @@ class Supernet(_Backbone):
 
         With per-op logits the Encoder's ``mixing.logits (N, N)`` gets, as row ``n-1``, row
         ``n-1`` of the matrix of ``arch.ops[n-1]`` (every row, also of single-input slots, whose
-        rows the Encoder saves but never reads)."""
+        rows the Encoder saves but never reads). Slot ``n``'s layer takes
+        ``OpSpec.path_weights`` of the supernet's ``slots.{n}.{op}`` (the whole layer for every
+        op today, :mod:`lvsearch.ops`)."""
         self._check(arch)
         ref = self.embeddings.word.weight
         enc = Encoder(arch, self.dims).to(device=ref.device, dtype=ref.dtype)
         sd = self.state_dict()
+        table = op_registry.specs()
+        path = {}
+        for n, op in enumerate(arch.ops, start=1):
+            for k, v in table[op].path_weights(self.slots[str(n)][op]).items():
+                path[f"slots.{n}.{op}.{k}"] = v
         wanted = {}
         for k in enc.state_dict():
             if k == "mixing.logits" and self.mixing_per_op:
                 wanted[k] = self.path_mixing_logits(arch)
             else:
-                wanted[k] = sd[k]
+                wanted[k] = path[k] if k.startswith("slots.") else sd[k]
         enc.load_state_dict(wanted, strict=True)
         enc.train(self.training)
         return enc

@@ -5,21 +5,23 @@ from __future__ import annotations
 
 from pathlib import Path
 
-OP_COLOURS = {"SA": "#4C72B0", "FF": "#DD8452", "DC": "#55A868"}
-
 
 def plot_arch_strips(archs: dict[str, object], path: Path) -> None:
-    """One row per arm: slots as boxes coloured by op (SA/FF/DC), arcs for every input other
-    than the previous slot (ELC connectivity)."""
+    """One row per arm: slots as boxes coloured by op (each op's ``OpSpec.colour``,
+    :mod:`lvsearch.ops`), arcs for every input other than the previous slot (ELC connectivity).
+    The legend lists the ops the rows use."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.patches import Arc, Patch, Rectangle
 
+    from lvsearch import ops as op_registry
     from lvsearch.io import save_figure
 
     rows = list(archs.items())
+    used = {op for _, a in rows for op in a.ops}
+    colours = {code: spec.colour for code, spec in op_registry.specs().items() if code in used}
     n = max(a.num_slots for _, a in rows)
     fig, ax = plt.subplots(figsize=(1.2 + 0.75 * (n + 1), 0.3 + 1.25 * len(rows)))
     for r, (label, arch) in enumerate(rows):
@@ -27,7 +29,7 @@ def plot_arch_strips(archs: dict[str, object], path: Path) -> None:
         ax.add_patch(Rectangle((0, y), 0.8, 0.5, facecolor="#DDDDDD", edgecolor="black"))
         ax.text(0.4, y + 0.25, "emb", ha="center", va="center", fontsize=7)
         for s, (op, inputs) in enumerate(zip(arch.ops, arch.inputs), start=1):
-            ax.add_patch(Rectangle((s, y), 0.8, 0.5, facecolor=OP_COLOURS.get(op, "white"), edgecolor="black"))
+            ax.add_patch(Rectangle((s, y), 0.8, 0.5, facecolor=colours.get(op, "white"), edgecolor="black"))
             ax.text(s + 0.4, y + 0.25, op, ha="center", va="center", fontsize=7, color="white")
             for i in inputs:
                 if i == s - 1:
@@ -39,8 +41,8 @@ def plot_arch_strips(archs: dict[str, object], path: Path) -> None:
     ax.set_xlim(-0.2, n + 1)
     ax.set_ylim(-0.3, len(rows) * 1.25 + 0.2)
     ax.axis("off")
-    ax.legend(handles=[Patch(color=c, label=k) for k, c in OP_COLOURS.items()], loc="upper right",
-              bbox_to_anchor=(1.0, 1.08), ncol=3, fontsize=7, frameon=False)
+    ax.legend(handles=[Patch(color=c, label=k) for k, c in colours.items()], loc="upper right",
+              bbox_to_anchor=(1.0, 1.08), ncol=max(len(colours), 1), fontsize=7, frameon=False)
     ax.set_title("architectures (arcs: inputs other than the previous slot)", fontsize=9, loc="left")
     fig.tight_layout()
     save_figure(fig, path, dpi=120)

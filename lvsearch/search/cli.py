@@ -299,6 +299,7 @@ def _arch_show(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
+    from lvsearch import ops as op_registry
     from lvsearch.search.arch_view import arch_view
 
     view = arch_view(args.arch, supernet=args.supernet, space=args.space)
@@ -307,7 +308,8 @@ def _arch_show(args: argparse.Namespace) -> int:
     out.print(f"[bold]{arch.compact}[/bold]  ({arch.num_slots} slots, "
               f"{'sequential' if arch.is_sequential else 'ELC connectivity'}"
               + (f", space {space.name}" if space is not None else "") + ")", highlight=False)
-    counts = {op: arch.ops.count(op) for op in ("SA", "FF", "DC")}
+    shown = space.ops if space is not None else [op for op in op_registry.codes() if op in arch.ops]
+    counts = {op: arch.ops.count(op) for op in shown}
     out.print("ops: " + ", ".join(f"{op} {n}" for op, n in counts.items()), highlight=False)
     tab = Table()
     tab.add_column("slot", justify="right")

@@ -22,19 +22,36 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Sequence
 
-from lvsearch.arch import OPS, Arch
+from lvsearch import ops as op_registry
+from lvsearch.arch import Arch
 from lvsearch.errors import LvsearchError
 
-#: Names of the structural features, in order (:func:`structural_features`).
-STRUCTURAL = ("first_dc", *(f"share_{op}" for op in OPS))
+
+def structural_names() -> tuple[str, ...]:
+    """Names of the structural features a new fit uses, in order: ``first_dc``, then
+    ``share_{code}`` for every registered op (:mod:`lvsearch.ops`)."""
+    return ("first_dc", *(f"share_{op}" for op in op_registry.codes()))
 
 
-def structural_features(arch: Arch) -> list[float]:
-    """``[first DC position / n (1.0 without DC), share of SA, share of FF, share of DC]`` of an
-    ``n``-slot architecture."""
+def structural_features(arch: Arch, names: Sequence[str] | None = None) -> list[float]:
+    """The features ``names`` (default :func:`structural_names`) of an ``n``-slot architecture:
+    ``first_dc`` = first DC position / n (1.0 without DC), ``share_X`` = share of op X among
+    its slots. A fitted surrogate passes its own names, so one fitted before an op was
+    registered still predicts.
+
+    Raises:
+        LvsearchError: an unknown feature name.
+    """
     n = arch.num_slots
-    first = next((i for i, op in enumerate(arch.ops) if op == "DC"), n) / n
-    return [first, *(arch.ops.count(op) / n for op in OPS)]
+    out = []
+    for name in names if names is not None else structural_names():
+        if name == "first_dc":
+            out.append(next((i for i, op in enumerate(arch.ops) if op == "DC"), n) / n)
+        elif name.startswith("share_"):
+            out.append(arch.ops.count(name[len("share_"):]) / n)
+        else:
+            raise LvsearchError(f"surrogate: unknown feature {name!r}", fix="fit the surrogate again")
+    return out
 
 
 @dataclass(frozen=True)
@@ -94,15 +111,15 @@ class Surrogate:
         sd[sd == 0] = 1.0
         grid = np.asarray(alphas if alphas is not None else np.logspace(-3, 3, 25), dtype=float)
         model = RidgeCV(alphas=grid).fit((X - mean) / sd, y)
-        names = (("fitness",) if fitness is not None else ()) + STRUCTURAL
+        names = (("fitness",) if fitness is not None else ()) + structural_names()
         return cls(names, tuple(map(float, mean)), tuple(map(float, sd)), tuple(map(float, model.coef_)),
                    float(model.intercept_), float(model.alpha_), slots.pop(), len(archs))
 
     @staticmethod
-    def _matrix(archs: Sequence[Arch], fitness: Sequence[float] | None):
+    def _matrix(archs: Sequence[Arch], fitness: Sequence[float] | None, names: Sequence[str] | None = None):
         import numpy as np
 
-        rows = [structural_features(a) for a in archs]
+        rows = [structural_features(a, names) for a in archs]
         if fitness is not None:
             rows = [[float(f), *r] for f, r in zip(fitness, rows)]
         return np.asarray(rows, dtype=float)
@@ -123,7 +140,8 @@ class Surrogate:
         if bad:
             raise LvsearchError(f"surrogate fitted on {self.num_slots}-slot architectures, given {bad[0]}",
                                 fix="fit the surrogate on a landscape of the search's space")
-        X = (self._matrix(archs, fitness) - np.asarray(self.mean)) / np.asarray(self.scale)
+        names = self.features[1:] if self.uses_fitness else self.features
+        X = (self._matrix(archs, fitness, names) - np.asarray(self.mean)) / np.asarray(self.scale)
         return X @ np.asarray(self.coef) + self.intercept
 
     def to_dict(self) -> dict:

@@ -1,18 +1,20 @@
 """Configuration of an lvsearch encoder exported for Hugging Face transformers.
 
-Written by ``lvsearch export``; self-contained (imports only transformers), so the exported
-folder loads with ``trust_remote_code=True`` on a machine without lvsearch.
+Written by ``lvsearch export``; self-contained (imports only transformers and the op index
+shipped next to it), so the exported folder loads with ``trust_remote_code=True`` on a machine
+without lvsearch.
 
 An lvsearch architecture is a list of N *slots*. Slot ``n`` (1-based) runs one operation,
-``ops[n-1]`` in ``SA`` (multi-head self-attention), ``FF`` (feed-forward) or ``DC`` (span-based
-dynamic convolution, LV-BERT, Yu et al. 2021), on a mixture of earlier outputs
+``ops[n-1]``, the code of an op the folder ships (``ops_index.OPS``: e.g. ``SA`` multi-head
+self-attention, ``FF`` feed-forward, ``DC`` span-based dynamic convolution of LV-BERT, Yu et
+al. 2021, ``LA`` local self-attention), on a mixture of earlier outputs
 ``inputs[n-1]`` (a subset of ``0..n-1``, 0 = embedding output; ELC-BERT layer mixing,
 Charpentier & Samuel 2023). ``inputs[n-1] == [n-1]`` everywhere is the plain stack.
 """
 
 from transformers import PretrainedConfig
 
-OPS = ("SA", "FF", "DC")
+from .ops_index import OPS
 
 
 class LvsearchConfig(PretrainedConfig):
@@ -33,14 +35,14 @@ class LvsearchConfig(PretrainedConfig):
         weighted_output: the output is a learned softmax mixture of ``h_0 .. h_N``.
         position: ``"absolute"`` or ``"relative"`` (T5-style bucketed bias in every SA slot).
         relative_buckets, relative_max_distance: bucketing of relative distances.
-        ops: op code per slot.
+        ops: op code per slot (a key of ``ops_index.OPS``).
         inputs: per slot, the indices of the earlier outputs it mixes.
         layer_norm_eps: LayerNorm epsilon (1e-12, BERT).
         initializer_range: std of the normal init of fresh weights.
         classifier_dropout: dropout before classification heads (None = 0.1, as lvsearch).
 
     Raises:
-        ValueError: ops/inputs inconsistent, or sizes that do not fit together.
+        ValueError: an op the folder does not ship, ops/inputs inconsistent, or sizes that do not fit together.
     """
 
     model_type = "lvsearch"
@@ -57,7 +59,7 @@ class LvsearchConfig(PretrainedConfig):
             inputs = [[n] for n in range(len(ops))]
         inputs = [sorted(int(i) for i in inp) for inp in inputs]
         if not ops or any(op not in OPS for op in ops):
-            raise ValueError(f"ops must be a non-empty list of {OPS}, got {ops}")
+            raise ValueError(f"ops must be a non-empty list of {tuple(OPS)}, got {ops}")
         if len(inputs) != len(ops):
             raise ValueError(f"{len(inputs)} input lists for {len(ops)} slots")
         for n, inp in enumerate(inputs, start=1):

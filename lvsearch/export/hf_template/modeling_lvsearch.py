@@ -1,12 +1,16 @@
-"""An lvsearch encoder (SA / FF / DC slots with ELC-BERT layer mixing) for Hugging Face transformers.
+"""An lvsearch encoder (slots of registered ops with ELC-BERT layer mixing) for Hugging Face
+transformers.
 
-Written by ``lvsearch export``; self-contained (imports only torch and transformers), so the
-exported folder loads with ``trust_remote_code=True`` on a machine without lvsearch. It is a
-standalone re-implementation of ``lvsearch.model.Encoder``; lvsearch's parity tests check that
-both give the same hidden states and MLM logits (float32, eval mode, to 1e-5). A block marked
-``# Copied from lvsearch.X`` equals its source up to the listed renames, one marked
-``# Adapted from lvsearch.X [sha:...]`` differs on purpose; lvsearch's tests check both
-against the sources (tests/test_hf_template_copies.py).
+Written by ``lvsearch export`` next to the op code it ships: ``base.py`` and one module per op
+(``sa.py``, ``ff.py``, ``dc.py``, ``local.py``, ... copied byte for byte from ``lvsearch/ops``)
+and ``ops_index.py``, which imports them (``OPS``: op code -> spec with the layer and its
+builder). The folder imports only torch and transformers, so it loads with
+``trust_remote_code=True`` on a machine without lvsearch. Each slot's layer *is* lvsearch's
+layer class (same code, same parameter names ``layers.{n-1}.<lvsearch name>``); this file adds
+the embeddings, mixing, output stage and heads, whose blocks marked ``# Adapted from
+lvsearch.X [sha:...]`` differ from their source on purpose (tests/test_hf_template_copies.py
+checks the markers). lvsearch's parity tests check hidden states and MLM logits against
+``lvsearch.model.Encoder`` (float32, eval mode, to 1e-5) for every registered op.
 
 Model (LV-BERT, Yu et al. 2021, appendix A; ELC-BERT, Charpentier & Samuel 2023):
 
@@ -25,8 +29,8 @@ tensors of ``(B, L, H)``); ``last_hidden_state`` is the output above (after the 
 LayerNorm / weighted output), so under pre-LN or weighted output it differs from ``h_N``.
 """
 
-import math
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 import torch
 import torch.nn.functional as F
@@ -42,6 +46,7 @@ from transformers.modeling_outputs import (
 from transformers.utils import ModelOutput
 
 from .configuration_lvsearch import LvsearchConfig
+from .ops_index import OPS, SlotLayer
 
 try:  # transformers >= 5: init functions that skip weights already loaded from a checkpoint
     from transformers import initialization as _init
@@ -58,21 +63,15 @@ def _copy_into(param, value):
             param.copy_(value)
 
 
-# Copied from lvsearch.model.layers.relative_buckets
-def relative_position_bucket(distance, num_buckets, max_distance):
-    """T5-style bidirectional buckets (Raffel et al. 2020, section 2.1) of ``distance``
-    (= key position - query position, integer tensor) -> long tensor in ``[0, num_buckets)``.
-    Half of the buckets per direction; ``|d| < num_buckets / 4`` exact, log-spaced beyond, up to
-    ``max_distance``."""
-    half = num_buckets // 2
-    base = torch.where(distance > 0, half, 0)
-    d = distance.abs()
-    exact = half // 2
-    far = exact + (
-        torch.log(d.clamp(min=1).float() / exact) / math.log(max(max_distance / exact, 1.0 + 1e-6)) * (half - exact)
-    ).long()
-    far = far.clamp(max=half - 1)
-    return base + torch.where(d < exact, d, far)
+def _op_dims(config):
+    """The model sizes an op's ``build`` reads (``base.DIMS_FIELDS``, lvsearch's ``ModelDims``
+    names), from the config. Fresh relative biases start at zero (``_init_weights``)."""
+    return SimpleNamespace(hidden=config.hidden_size, heads=config.num_attention_heads,
+                           ff_inner=config.intermediate_size, conv_kernel=config.conv_kernel_size,
+                           dropout=config.hidden_dropout_prob, pre_ln=config.pre_ln,
+                           ff_activation=config.ff_activation, position=config.position,
+                           relative_buckets=config.relative_buckets,
+                           relative_max_distance=config.relative_max_distance, relative_init="zero")
 
 
 class LvsearchEmbeddings(nn.Module):
@@ -101,133 +100,6 @@ class LvsearchEmbeddings(nn.Module):
         return self.projection(x) if self.projection is not None else x
 
 
-class LvsearchSlot(nn.Module):
-    """Residual, LayerNorm and dropout around one op's :meth:`transform`."""
-
-    def __init__(self, config):
-        super().__init__()
-        self.pre_ln = config.pre_ln
-        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
-
-    # Copied from lvsearch.model.layers.SlotLayer.forward with norm->LayerNorm
-    def forward(self, x, mask):
-        """``x (B, L, H)``, ``mask (B, L)`` bool (True = real token) or None -> ``(B, L, H)``."""
-        if self.pre_ln:
-            return x + self.dropout(self.transform(self.LayerNorm(x), mask))
-        return self.LayerNorm(x + self.dropout(self.transform(x, mask)))
-
-
-class LvsearchSelfAttention(LvsearchSlot):
-    """SA: multi-head scaled dot-product attention; ``qkv`` (H -> 3H), ``output`` (H -> H), and
-    under relative positions ``relative_bias`` ``(buckets, heads)`` added to the logits."""
-
-    def __init__(self, config):
-        super().__init__(config)
-        self.heads = config.num_attention_heads
-        self.attn_dropout = config.hidden_dropout_prob
-        self.qkv = nn.Linear(config.hidden_size, 3 * config.hidden_size)
-        self.output = nn.Linear(config.hidden_size, config.hidden_size)
-        self.num_buckets, self.max_distance = config.relative_buckets, config.relative_max_distance
-        self.relative_bias = (nn.Parameter(torch.zeros(config.relative_buckets, self.heads))
-                              if config.position == "relative" else None)
-
-    # Copied from lvsearch.model.layers.SelfAttention.position_bias with relative_buckets->relative_position_bucket
-    def position_bias(self, length, device, offset=0):
-        """``(heads, L, L)`` additive logits bias for positions ``offset .. offset + L - 1``."""
-        pos = torch.arange(offset, offset + length, device=device)
-        buckets = relative_position_bucket(pos[None, :] - pos[:, None], self.num_buckets, self.max_distance)
-        return self.relative_bias[buckets].permute(2, 0, 1)
-
-    # Copied from lvsearch.model.layers.SelfAttention.transform with out->output
-    def transform(self, x, mask):
-        b, l, h = x.shape
-        q, k, v = self.qkv(x).view(b, l, 3, self.heads, h // self.heads).permute(2, 0, 3, 1, 4)
-        attn_mask = None
-        if mask is not None:
-            # a row without any real token attends everywhere (its outputs are padding anyway)
-            attn_mask = (mask | ~mask.any(dim=1, keepdim=True))[:, None, None, :]
-        if self.relative_bias is not None:
-            bias = self.position_bias(l, x.device).to(q.dtype)[None]  # (1, heads, L, L)
-            if attn_mask is not None:
-                bias = bias.masked_fill(~attn_mask, float("-inf"))
-            attn_mask = bias
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask,
-                                           dropout_p=self.attn_dropout if self.training else 0.0)
-        return self.output(y.transpose(1, 2).reshape(b, l, h))
-
-
-class LvsearchFeedForward(LvsearchSlot):
-    """FF: ``output(act(intermediate(x)))``; GELU, or GEGLU (``GELU(a) * g``, Shazeer 2020)."""
-
-    def __init__(self, config):
-        super().__init__(config)
-        self.activation = config.ff_activation
-        self.intermediate = nn.Linear(config.hidden_size,
-                                      config.intermediate_size * (2 if self.activation == "geglu" else 1))
-        self.output = nn.Linear(config.intermediate_size, config.hidden_size)
-
-    # Copied from lvsearch.model.layers.FeedForward.transform with fc1->intermediate, fc2->output
-    def transform(self, x, mask):
-        y = self.intermediate(x)
-        if self.activation == "geglu":
-            a, g = y.chunk(2, dim=-1)
-            y = F.gelu(a) * g
-        else:
-            y = F.gelu(y)
-        return self.output(y)
-
-
-class LvsearchDynamicConv(LvsearchSlot):
-    """DC: span-based lightweight dynamic convolution (LV-BERT appendix A, eq. 13-17).
-
-    ``V = GLU(value(x))`` (zeroed at padding); kernel logits
-    ``kernel(pointwise(depthwise(V)))`` reshaped to ``(B, L, heads, K)`` and softmax-normalised
-    over the K taps; ``C[t, h*d + j] = sum_k D[t, h, k] V[t + k - (K-1)/2, h*d + j]`` (zero
-    padded); ``output(C)``. ``pointwise`` and ``kernel`` are folded into one matrix product
-    (no nonlinearity between them).
-    """
-
-    def __init__(self, config):
-        super().__init__(config)
-        h = config.hidden_size
-        self.heads = config.num_attention_heads
-        self.kernel_size = config.conv_kernel_size
-        self.value = nn.Linear(h, 2 * h)
-        self.depthwise = nn.Conv1d(h, h, self.kernel_size, padding=self.kernel_size // 2, groups=h, bias=False)
-        self.pointwise = nn.Linear(h, h)
-        self.kernel = nn.Linear(h, self.heads * self.kernel_size)
-        self.output = nn.Linear(h, h)
-
-    # Copied from lvsearch.model.layers.DynamicConv.kernel_logits
-    def kernel_logits(self, v):
-        """``v (B, L, H)`` GLU value, zeroed at padding -> kernel logits ``(B, L, heads * K)``."""
-        dw = self.depthwise(v.transpose(1, 2)).transpose(1, 2)
-        weight = self.kernel.weight @ self.pointwise.weight
-        bias = torch.addmv(self.kernel.bias, self.kernel.weight, self.pointwise.bias)
-        return F.linear(dw, weight, bias)
-
-    # Adapted from lvsearch.model.layers.DynamicConv.transform [sha:be8b42c3c41f] (softmax and convolution in torch)
-    # Adapted from lvsearch.kernels.dynamic_conv.dynamic_conv_torch [sha:fcd8a51b9365] (a plain loop over the taps)
-    def transform(self, x, mask):
-        b, l, h = x.shape
-        k = self.kernel_size
-        v = F.glu(self.value(x), dim=-1)
-        if mask is not None:
-            v = v.masked_fill(~mask.unsqueeze(-1), 0.0)
-        kernels = torch.softmax(self.kernel_logits(v).view(b, l, self.heads, k), dim=-1)
-        left = (k - 1) // 2
-        padded = F.pad(v, (0, 0, left, k - 1 - left)).view(b, l + k - 1, self.heads, h // self.heads)
-        kernels = kernels.to(v.dtype)
-        out = padded[:, 0:l] * kernels[..., 0:1]
-        for tap in range(1, k):
-            out = out + padded[:, tap:tap + l] * kernels[..., tap:tap + 1]
-        return self.output(out.reshape(b, l, h))
-
-
-_OP_CLASSES = {"SA": LvsearchSelfAttention, "FF": LvsearchFeedForward, "DC": LvsearchDynamicConv}
-
-
 class LvsearchMLMHead(nn.Module):
     """``dense`` (H -> E), GELU, ``LayerNorm``, ``decoder`` (E -> V, tied to the word
     embeddings) + ``bias``."""
@@ -251,12 +123,13 @@ class LvsearchPreTrainedModel(PreTrainedModel):
     config_class = LvsearchConfig
     base_model_prefix = "lvsearch"
     supports_gradient_checkpointing = False
-    _no_split_modules = ["LvsearchSelfAttention", "LvsearchFeedForward", "LvsearchDynamicConv"]
+    _no_split_modules = [spec.layer.__name__ for spec in OPS.values()]
 
     # Adapted from lvsearch.model.encoder._init_weights [sha:52b2b44c0877] (std from the config; mixing and biases)
     def _init_weights(self, module):
         """BERT init for fresh weights (normal(0, initializer_range), zero biases, unit LayerNorm);
-        ELC mixing logits biased towards the previous output, relative bias and MLM bias zero."""
+        ELC mixing logits biased towards the previous output; an op's own parameters (SA's
+        relative bias) and the MLM bias zero."""
         std = self.config.initializer_range
         if isinstance(module, (nn.Linear, nn.Conv1d)):
             _init.normal_(module.weight, mean=0.0, std=std)
@@ -267,8 +140,9 @@ class LvsearchPreTrainedModel(PreTrainedModel):
         elif isinstance(module, nn.LayerNorm):
             _init.ones_(module.weight)
             _init.zeros_(module.bias)
-        elif isinstance(module, LvsearchSelfAttention) and module.relative_bias is not None:
-            _init.zeros_(module.relative_bias)
+        elif isinstance(module, SlotLayer):  # parameters an op holds itself (SA's relative bias) start at zero
+            for p in module.parameters(recurse=False):
+                _init.zeros_(p)
         elif isinstance(module, LvsearchMLMHead):
             _init.zeros_(module.bias)
         elif isinstance(module, LvsearchModel):
@@ -289,7 +163,8 @@ class LvsearchModel(LvsearchPreTrainedModel):
         super().__init__(config)
         n = len(config.ops)
         self.embeddings = LvsearchEmbeddings(config)
-        self.layers = nn.ModuleList([_OP_CLASSES[op](config) for op in config.ops])
+        dims = _op_dims(config)
+        self.layers = nn.ModuleList([OPS[op].build(dims) for op in config.ops])
         mixes = any(len(inp) > 1 for inp in config.inputs)
         self.mixing_logits = nn.Parameter(torch.eye(n)) if mixes else None
         self.output_mixing_logits = nn.Parameter(torch.zeros(n + 1)) if config.weighted_output else None
