@@ -154,7 +154,7 @@ def check_same_data(recorded: dict, data, out: Path) -> None:
             f"data folder {data_folder} changed since the run in {out} started ({data_folder / 'manifest.json'} sha256 "
             f"{data.manifest_sha256[:12]}… now, {recorded_manifest[:12]}… recorded in {out / CONFIG}): the same "
             f"steps would read other batches",
-            fix=f"restore the dataset the run was started with, or start a new run (--overwrite or another --out)",
+            fix="restore the dataset the run was started with, or start a new run (--overwrite or another --out)",
         )
     from lvsearch.data.shards import TOKENIZER
     from lvsearch.io import sha256_file
