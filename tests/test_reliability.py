@@ -855,7 +855,7 @@ CASES = [
     C("export-over-unrelated-folder", "export --model {MODEL} --out {THESIS} --overwrite",
       "{THESIS} exists and is not empty, and holds no lvsearch export"),
     C("supernet-few-shot-out-is-source", "train-supernet --few-shot-from {SN} --op SA --steps 2 --data {CORPUS} "
-      "--out {SN} --overwrite", "is the input init_from {SN}"),
+      "--out {SN} --overwrite", "is the input --few-shot-from (init_from) {SN}"),
     C("rank-check-out-holds-its-reuse", "rank-check --supernet {SN} --reuse {RC_OUT}/rank_check.json --out {RC_OUT} "
       "--overwrite", "--out {RC_OUT} contains the input --reuse {RC_OUT}/rank_check.json"),
     C("rank-check-out-holds-other-files", "rank-check --supernet {SN} --out {THESIS} --archs 3",
