@@ -311,7 +311,18 @@ def ws(prepared_corpus: Path, small_corpus: Path, shared_data: Path, tmp_path_fa
     st = json.loads((search_mod / "state.json").read_text())
     st["curve"] = st["curve"][:1]
     (search_mod / "state.json").write_text(json.dumps(st))
-    paths.update(CORPUS_MOD=corpus_mod, CORPUS_TOK_MOD=tok_mod, CORPUS_MANIFEST_MOD=man_mod, SEARCH_CURVE_CUT=search_mod)
+    man_type = w / "corpus-manifest-type"  # a shard's token count written as a string
+    shutil.copytree(prepared_corpus, man_type)
+    man = json.loads((man_type / "manifest.json").read_text())
+    man["splits"]["train"]["shards"][0]["tokens"] = str(man["splits"]["train"]["shards"][0]["tokens"])
+    (man_type / "manifest.json").write_text(json.dumps(man))
+    man_field = w / "corpus-manifest-no-dtype"  # a field the reader needs removed
+    shutil.copytree(prepared_corpus, man_field)
+    man = json.loads((man_field / "manifest.json").read_text())
+    del man["dtype"]
+    (man_field / "manifest.json").write_text(json.dumps(man))
+    paths.update(CORPUS_MOD=corpus_mod, CORPUS_TOK_MOD=tok_mod, CORPUS_MANIFEST_MOD=man_mod, SEARCH_CURVE_CUT=search_mod,
+                 CORPUS_MANIFEST_TYPE=man_type, CORPUS_MANIFEST_NO_DTYPE=man_field)
 
     # a supernet retrained into the same folder after a search started on it (issue 14, item 1)
     sn2, search2 = w / "sn-retrained", w / "search-on-old-supernet"
@@ -581,6 +592,10 @@ CASES = [
     C("verify-not-a-dataset", "data verify {EMPTY}", "{EMPTY}"),
     C("verify-modified-shard", "data verify {CORPUS_MOD}", "train-00000.bin"),
     C("verify-edited-manifest", "data verify {CORPUS_MANIFEST_MOD}", "{CORPUS_MANIFEST_MOD}/manifest.json"),
+    C("verify-manifest-wrong-type", "data verify {CORPUS_MANIFEST_TYPE}",
+      "dataset manifest {CORPUS_MANIFEST_TYPE}/manifest.json is malformed: field splits.train.shards.0.tokens"),
+    C("retrain-manifest-missing-field", "retrain --arch bert --config retrain-quickstart --data "
+      "{CORPUS_MANIFEST_NO_DTYPE} --out {W}/r7b", "{CORPUS_MANIFEST_NO_DTYPE}/manifest.json is malformed: field dtype is missing"),
     C("retrain-edited-manifest", "retrain --arch bert --config retrain-quickstart --data {CORPUS_MANIFEST_MOD} "
       "--out {W}/r7", "{CORPUS_MANIFEST_MOD}/manifest.json"),
     # train-supernet
