@@ -75,17 +75,20 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 from lvsearch import __version__
 from lvsearch.config import Overrides, RetrainConfig, load_config, override_map, to_jsonable
 from lvsearch.errors import LvsearchError
 from lvsearch.faults import kill_point
-from lvsearch.io import atomic_write_json, check_same_settings, check_writable_folder, guard_output, read_json
+from lvsearch.io import (atomic_write_json, check_fields, check_same_settings, check_writable_folder, guard_output,
+                         read_json)
 from lvsearch.lock import holds_output
 from lvsearch.scaling.finalist_compare import compare
 from lvsearch.scaling.finalist_list import Finalist, resolve_finalists
 from lvsearch.scaling.finalist_tables import comparison_table, round_table, summary_table
 from lvsearch.scaling.halving import PRUNING, halving_rounds, halving_rungs
+from lvsearch.schema import Count, FileModel, Finite, needs_when_done
 from lvsearch.train.loop import read_curve
 
 FORMAT = "lvsearch.finalists/v1"
@@ -95,6 +98,44 @@ RUNS = "finalists"
 ARCHS = "archs"
 DISPATCH = "dispatch"  # submitit's files of --executor local/slurm (lvsearch.dispatch)
 PROBES = "cooldown_probes.json"  # in a finalist's run folder: {rung step: cooldown_probe result}
+
+
+class _Decision(FileModel):
+    kept: list[str]
+
+
+class _Round(FileModel):
+    alive: list[str]
+    budget_steps: Count
+    decision: _Decision
+
+
+class _Final(FileModel):
+    pick: str
+    survivors: list[str]
+    final_loss: dict[str, Finite]
+    steps_trained: dict[str, Count]
+    compute_steps: Count
+    compute_all_steps: Count
+    compute_fraction: Finite
+
+
+class _Best(FileModel):
+    model_dir: str
+
+
+class FinalistState(FileModel):
+    """The fields of ``finalists.json`` a re-run reads to continue the job (others are kept;
+    ``format`` is checked first, with its own message)."""
+
+    settings: dict
+    rounds: list[_Round]
+    final: Optional[_Final] = None
+    best: Optional[_Best] = None
+    comparison: Optional[dict] = None
+    status: Optional[str] = None
+
+    done_check = needs_when_done("final", "best")
 
 
 @dataclass
@@ -276,6 +317,9 @@ def _open_state(out: Path, job: FinalistJob, overwrite: bool) -> dict:
         state = read_json(out / STATE, what="finalist job state")
         if not isinstance(state, dict) or state.get("format") != FORMAT:
             raise LvsearchError(f"{out / STATE} is not a finalist job state ({FORMAT})", fix="choose another --out")
+        if not overwrite:
+            check_fields(state, FinalistState, out / STATE, what="finalist job state",
+                         fix="restore it, or pass --overwrite to start the job again")
         if overwrite:
             shutil.rmtree(out)
         else:
