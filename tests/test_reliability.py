@@ -1236,6 +1236,23 @@ def test_resume_in_another_environment_warns(tmp_path: Path, capsys, monkeypatch
     assert len(rec["resumes"]) == 1 and rec["resumes"][0]["threads"] == 97
 
 
+def test_a_damaged_environment_record_is_replaced_on_resume_and_refused_by_the_fingerprint(tmp_path: Path):
+    """environment.json read through its schema: on resume a record with fields of the wrong type
+    is replaced (it only informs; ``resumes`` as a string was an AttributeError), and the quickstart
+    report's fingerprint names the file and the field."""
+    from lvsearch import repro
+    from lvsearch.quickstart.fingerprint import fingerprint_section
+
+    repro.record_environment(tmp_path, "cpu", resume=False)
+    rec = json.loads((tmp_path / "environment.json").read_text())
+    (tmp_path / "environment.json").write_text(json.dumps({**rec, "resumes": "twice"}))
+    with pytest.raises(LvsearchError, match=r"environment record .*environment.json is malformed: field resumes"):
+        fingerprint_section(tmp_path, {})
+    assert repro.record_environment(tmp_path, "cpu", resume=True) == []
+    again = json.loads((tmp_path / "environment.json").read_text())
+    assert again["format"] == repro.FORMAT and again["resumes"] == []  # the damaged record was replaced
+
+
 def test_evaluate_defaults_to_the_models_training_dev_set():
     """Item 7: `evaluate --mlm-data` scores on the dev set the model was trained and searched with."""
     import argparse
