@@ -269,7 +269,10 @@ def ws(prepared_corpus: Path, small_corpus: Path, shared_data: Path, tmp_path_fa
     st = json.loads(ck.read_text())
     st["extra"]["tokens"] = 1
     ck.write_text(json.dumps(st, indent=2, sort_keys=True) + "\n")
-    paths.update(SN_BAD_STATE=bad_state, SN_BAD_POINTER=bad_pointer, RT_EDITED_STATE=edited_state)
+    pointer_type = copy(sn, "sn-pointer-type")  # latest.json's step written as a string
+    (pointer_type / "checkpoints" / "latest.json").write_text(json.dumps({"step": "12", "dir": "step-0000012"}))
+    paths.update(SN_BAD_STATE=bad_state, SN_BAD_POINTER=bad_pointer, RT_EDITED_STATE=edited_state,
+                 SN_POINTER_TYPE=pointer_type)
     # a run and a corpus that also hold the user's own files (a fresh user's pass: --overwrite deleted them)
     sn_notes, corpus_notes = w / "sn-with-notes", w / "corpus-with-notes"
     shutil.copytree(paths["SN"], sn_notes)
@@ -637,6 +640,9 @@ CASES = [
     C("supernet-resume-other-config", "train-supernet --data {CORPUS} --out {SN} --resume --set train.lr=1e-2", "{SN}"),
     C("supernet-resume-state-step", "train-supernet --data {CORPUS} --out {SN_BAD_STATE} --resume", "state.json"),
     C("supernet-resume-pointer", "train-supernet --data {CORPUS} --out {SN_BAD_POINTER} --resume", "latest.json"),
+    C("supernet-resume-pointer-type", "train-supernet --data {CORPUS} --out {SN_POINTER_TYPE} --resume",
+      "checkpoint pointer {SN_POINTER_TYPE}/checkpoints/latest.json is malformed: field step: input should be a valid "
+      "integer"),
     C("supernet-modified-shard", "train-supernet --config quickstart --data {CORPUS_MOD} --out {W}/s5", "train-00000.bin"),
     C("supernet-modified-tokenizer", "train-supernet --config quickstart --data {CORPUS_TOK_MOD} --out {W}/s6", "tokenizer.json"),
     C("supernet-resume-other-data", "train-supernet --data {OTHER_CORPUS} --out {SN} --resume", "{OTHER_CORPUS}"),
@@ -1900,3 +1906,30 @@ def test_evolve_holds_its_output_lock_while_it_searches(ws: dict[str, Path], tmp
                    SearchConfig(population=4, iterations=1, topk=2), show_progress=False)
     assert held == [True]
     assert not lock_path(out).exists()  # released when evolve ends
+
+
+def test_a_checkpoint_state_with_fields_of_the_wrong_type_is_one_clear_error(tmp_path: Path):
+    """state.json read through its schema: a tensor file name with a folder part, a step as a
+    string, or optimizer.safetensors without the optimizer's parameter groups (a KeyError
+    traceback at load) name the file and the field."""
+    from lvsearch.train.checkpoint import load_checkpoint, save_checkpoint
+
+    model = torch.nn.Linear(3, 2)
+    opt = torch.optim.AdamW(model.parameters())
+    model(torch.ones(1, 3)).sum().backward()
+    opt.step()
+    folder = save_checkpoint(tmp_path, 1, model, opt, {})
+    state = json.loads((folder / "state.json").read_text())
+    pointer = tmp_path / "checkpoints" / "latest.json"
+    pointer.write_text(json.dumps({"step": 1, "dir": folder.name}))  # no recorded sha256: the state is read as it is
+    for edit, field in ((lambda s: s.pop("optimizer"), "'optimizer' is missing while optimizer.safetensors"),
+                        (lambda s: s.update(step="1"), "field step: input should be a valid integer"),
+                        (lambda s: s["files"].update({"../model.safetensors": "0" * 64}), "field files.../model")):
+        bad = json.loads(json.dumps(state))
+        edit(bad)
+        (folder / "state.json").write_text(json.dumps(bad))
+        with pytest.raises(LvsearchError, match="checkpoint state .*state.json is malformed") as e:
+            load_checkpoint(folder)
+        assert field in str(e.value), str(e.value)
+    (folder / "state.json").write_text(json.dumps(state))
+    assert load_checkpoint(folder).step == 1
