@@ -545,6 +545,12 @@ def _hf_workspace(w: Path, corpus: Path) -> dict[str, Path]:
     prov = json.loads((rehashed / "lvsearch_export.json").read_text())
     prov["code_sha256"]["modeling_lvsearch.py"] = hashlib.sha256((rehashed / "modeling_lvsearch.py").read_bytes()).hexdigest()
     (rehashed / "lvsearch_export.json").write_text(json.dumps(prov))
+    bad_prov = hf / "export-bad-provenance"  # lvsearch_export.json: training_args a string
+    shutil.copytree(out["HF_EXPORT"], bad_prov)
+    prov = json.loads((bad_prov / "lvsearch_export.json").read_text())
+    prov["training_args"] = "steps=12"
+    (bad_prov / "lvsearch_export.json").write_text(json.dumps(prov))
+    out["HF_EXPORT_BAD_PROV"] = bad_prov
     broken = bert_folder(hf / "broken-config", tok, vocab_size=vocab)
     (broken / "config.json").write_text("{not json")
     tok_config_dir = bert_folder(hf / "tok-config-dir", tok, vocab_size=vocab)  # tokenizer_config.json a folder
@@ -856,6 +862,9 @@ CASES = [
     C("evaluate-hf-edited-export-rehashed", "evaluate --model hf:{HF_EXPORT_REHASHED} --no-blimp --mlm-data {CORPUS} "
       "--out {W}/ev31.json", "{HF_EXPORT_REHASHED}/modeling_lvsearch.py does not match what this lvsearch version "
       "writes"),
+    C("evaluate-hf-export-bad-provenance", "evaluate --model hf:{HF_EXPORT_BAD_PROV} --no-blimp --mlm-data {CORPUS} "
+      "--out {W}/ev32.json", "lvsearch export provenance {HF_EXPORT_BAD_PROV}/lvsearch_export.json is malformed: "
+      "field training_args: input should be a valid dictionary"),
     C("evaluate-hf-pickle-weights", "evaluate --model hf:{HF_PICKLE} --no-blimp --mlm-data {CORPUS} --out {W}/ev18.json",
       "{HF_PICKLE}/pytorch_model.bin"),
     C("evaluate-hf-hostile-pickle-allowed", "evaluate --model hf:{HF_POISON} --allow-pickle --no-blimp --mlm-data {CORPUS} "
