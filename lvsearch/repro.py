@@ -27,8 +27,18 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
+from lvsearch.schema import FileModel
+
 ENVIRONMENT = "environment.json"
 FORMAT = "lvsearch.environment/v1"
+
+
+class EnvironmentRecord(FileModel):
+    """The fields of ``environment.json`` that are read back (others are kept): the environment
+    a run started in and the one of each resume (:func:`environment` dicts)."""
+
+    started: dict
+    resumes: list[dict] = []
 
 #: Facts that change the numbers a run produces (a resume that differs in one warns).
 BIT_RELEVANT = ("torch", "numpy", "tokenizers", "threads", "device", "cuda", "cudnn", "cpu_native_bf16",
@@ -87,7 +97,7 @@ def record_environment(folder: str | os.PathLike, device: str | None = None, *, 
     differs from the start (the resumed result then equals an uninterrupted run only within
     tolerance, not bit for bit). Returns the differences (empty when none)."""
     from lvsearch import ui
-    from lvsearch.io import atomic_write_json, read_json
+    from lvsearch.io import atomic_write_json, check_fields, read_json
 
     folder = Path(folder)
     path = folder / ENVIRONMENT
@@ -96,9 +106,10 @@ def record_environment(folder: str | os.PathLike, device: str | None = None, *, 
     if resume and path.is_file():
         try:
             record = read_json(path, what="environment record")
+            check_fields(record, EnvironmentRecord, path, what="environment record", fix="")
         except Exception:  # noqa: BLE001 - a damaged record is replaced, it only informs
             record = None
-        if not isinstance(record, dict) or record.get("format") != FORMAT or not isinstance(record.get("started"), dict):
+        if record is not None and record.get("format") != FORMAT:
             record = None
     if record is None:
         record = {"format": FORMAT, "started": now, "resumes": []}

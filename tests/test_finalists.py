@@ -289,3 +289,25 @@ def test_resume_refusal_names_each_differing_setting():
     assert str(e.value).startswith("--out job holds a finalist job with other settings "
                                    "(budget_steps: 32 → 64, config, eta: None → 2)")
     assert e.value.fix == "pass --overwrite"
+
+
+def test_a_damaged_job_state_is_one_clear_error(prepared_corpus: Path, tmp_path: Path, capsys):
+    """finalists.json of the right format with a field of the wrong type or a finished job
+    without its pick: one message naming the file and the field (it was a KeyError traceback)."""
+    from lvsearch.scaling.finalists import FORMAT
+
+    base = ["retrain", "--config", "retrain-quickstart", "--data", str(prepared_corpus), *sets(),
+            "--arch", "bert,sandwich", "--finalists", "2", "--budget", "32"]
+    good_round = {"alive": ["01-a", "02-b"], "budget_steps": 16, "decision": {"kept": ["01-a"]}}
+    for name, state, field in (
+            ("rounds", {"rounds": [{**good_round, "budget_steps": "16"}]}, "field rounds.0.budget_steps"),
+            ("kept", {"rounds": [{**good_round, "decision": {"kept": "01-a"}}]}, "field rounds.0.decision.kept"),
+            ("done", {"rounds": [good_round], "status": "done", "final": None}, "status 'done' needs 'final', 'best'")):
+        out = tmp_path / name
+        out.mkdir()
+        text = json.dumps({"format": FORMAT, "settings": {}, "final": None, "comparison": None, **state})
+        (out / STATE).write_text(text)
+        code, printed = run_cli(capsys, *base, "--out", str(out))
+        assert code == 2 and "Traceback" not in printed, printed
+        assert f"finalist job state {out / STATE} is malformed: {field}" in " ".join(printed.split()), printed
+        assert (out / STATE).read_text() == text and sorted(p.name for p in out.iterdir()) == [STATE]

@@ -269,7 +269,10 @@ def ws(prepared_corpus: Path, small_corpus: Path, shared_data: Path, tmp_path_fa
     st = json.loads(ck.read_text())
     st["extra"]["tokens"] = 1
     ck.write_text(json.dumps(st, indent=2, sort_keys=True) + "\n")
-    paths.update(SN_BAD_STATE=bad_state, SN_BAD_POINTER=bad_pointer, RT_EDITED_STATE=edited_state)
+    pointer_type = copy(sn, "sn-pointer-type")  # latest.json's step written as a string
+    (pointer_type / "checkpoints" / "latest.json").write_text(json.dumps({"step": "12", "dir": "step-0000012"}))
+    paths.update(SN_BAD_STATE=bad_state, SN_BAD_POINTER=bad_pointer, RT_EDITED_STATE=edited_state,
+                 SN_POINTER_TYPE=pointer_type)
     # a run and a corpus that also hold the user's own files (a fresh user's pass: --overwrite deleted them)
     sn_notes, corpus_notes = w / "sn-with-notes", w / "corpus-with-notes"
     shutil.copytree(paths["SN"], sn_notes)
@@ -311,7 +314,18 @@ def ws(prepared_corpus: Path, small_corpus: Path, shared_data: Path, tmp_path_fa
     st = json.loads((search_mod / "state.json").read_text())
     st["curve"] = st["curve"][:1]
     (search_mod / "state.json").write_text(json.dumps(st))
-    paths.update(CORPUS_MOD=corpus_mod, CORPUS_TOK_MOD=tok_mod, CORPUS_MANIFEST_MOD=man_mod, SEARCH_CURVE_CUT=search_mod)
+    man_type = w / "corpus-manifest-type"  # a shard's token count written as a string
+    shutil.copytree(prepared_corpus, man_type)
+    man = json.loads((man_type / "manifest.json").read_text())
+    man["splits"]["train"]["shards"][0]["tokens"] = str(man["splits"]["train"]["shards"][0]["tokens"])
+    (man_type / "manifest.json").write_text(json.dumps(man))
+    man_field = w / "corpus-manifest-no-dtype"  # a field the reader needs removed
+    shutil.copytree(prepared_corpus, man_field)
+    man = json.loads((man_field / "manifest.json").read_text())
+    del man["dtype"]
+    (man_field / "manifest.json").write_text(json.dumps(man))
+    paths.update(CORPUS_MOD=corpus_mod, CORPUS_TOK_MOD=tok_mod, CORPUS_MANIFEST_MOD=man_mod, SEARCH_CURVE_CUT=search_mod,
+                 CORPUS_MANIFEST_TYPE=man_type, CORPUS_MANIFEST_NO_DTYPE=man_field)
 
     # a supernet retrained into the same folder after a search started on it (issue 14, item 1)
     sn2, search2 = w / "sn-retrained", w / "search-on-old-supernet"
@@ -531,6 +545,12 @@ def _hf_workspace(w: Path, corpus: Path) -> dict[str, Path]:
     prov = json.loads((rehashed / "lvsearch_export.json").read_text())
     prov["code_sha256"]["modeling_lvsearch.py"] = hashlib.sha256((rehashed / "modeling_lvsearch.py").read_bytes()).hexdigest()
     (rehashed / "lvsearch_export.json").write_text(json.dumps(prov))
+    bad_prov = hf / "export-bad-provenance"  # lvsearch_export.json: training_args a string
+    shutil.copytree(out["HF_EXPORT"], bad_prov)
+    prov = json.loads((bad_prov / "lvsearch_export.json").read_text())
+    prov["training_args"] = "steps=12"
+    (bad_prov / "lvsearch_export.json").write_text(json.dumps(prov))
+    out["HF_EXPORT_BAD_PROV"] = bad_prov
     broken = bert_folder(hf / "broken-config", tok, vocab_size=vocab)
     (broken / "config.json").write_text("{not json")
     tok_config_dir = bert_folder(hf / "tok-config-dir", tok, vocab_size=vocab)  # tokenizer_config.json a folder
@@ -581,6 +601,10 @@ CASES = [
     C("verify-not-a-dataset", "data verify {EMPTY}", "{EMPTY}"),
     C("verify-modified-shard", "data verify {CORPUS_MOD}", "train-00000.bin"),
     C("verify-edited-manifest", "data verify {CORPUS_MANIFEST_MOD}", "{CORPUS_MANIFEST_MOD}/manifest.json"),
+    C("verify-manifest-wrong-type", "data verify {CORPUS_MANIFEST_TYPE}",
+      "dataset manifest {CORPUS_MANIFEST_TYPE}/manifest.json is malformed: field splits.train.shards.0.tokens"),
+    C("retrain-manifest-missing-field", "retrain --arch bert --config retrain-quickstart --data "
+      "{CORPUS_MANIFEST_NO_DTYPE} --out {W}/r7b", "{CORPUS_MANIFEST_NO_DTYPE}/manifest.json is malformed: field dtype is missing"),
     C("retrain-edited-manifest", "retrain --arch bert --config retrain-quickstart --data {CORPUS_MANIFEST_MOD} "
       "--out {W}/r7", "{CORPUS_MANIFEST_MOD}/manifest.json"),
     # train-supernet
@@ -622,6 +646,9 @@ CASES = [
     C("supernet-resume-other-config", "train-supernet --data {CORPUS} --out {SN} --resume --set train.lr=1e-2", "{SN}"),
     C("supernet-resume-state-step", "train-supernet --data {CORPUS} --out {SN_BAD_STATE} --resume", "state.json"),
     C("supernet-resume-pointer", "train-supernet --data {CORPUS} --out {SN_BAD_POINTER} --resume", "latest.json"),
+    C("supernet-resume-pointer-type", "train-supernet --data {CORPUS} --out {SN_POINTER_TYPE} --resume",
+      "checkpoint pointer {SN_POINTER_TYPE}/checkpoints/latest.json is malformed: field step: input should be a valid "
+      "integer"),
     C("supernet-modified-shard", "train-supernet --config quickstart --data {CORPUS_MOD} --out {W}/s5", "train-00000.bin"),
     C("supernet-modified-tokenizer", "train-supernet --config quickstart --data {CORPUS_TOK_MOD} --out {W}/s6", "tokenizer.json"),
     C("supernet-resume-other-data", "train-supernet --data {OTHER_CORPUS} --out {SN} --resume", "{OTHER_CORPUS}"),
@@ -843,6 +870,9 @@ CASES = [
     C("evaluate-hf-edited-export-rehashed", "evaluate --model hf:{HF_EXPORT_REHASHED} --no-blimp --mlm-data {CORPUS} "
       "--out {W}/ev31.json", "{HF_EXPORT_REHASHED}/modeling_lvsearch.py does not match what this lvsearch version "
       "writes"),
+    C("evaluate-hf-export-bad-provenance", "evaluate --model hf:{HF_EXPORT_BAD_PROV} --no-blimp --mlm-data {CORPUS} "
+      "--out {W}/ev32.json", "lvsearch export provenance {HF_EXPORT_BAD_PROV}/lvsearch_export.json is malformed: "
+      "field training_args: input should be a valid dictionary"),
     C("evaluate-hf-pickle-weights", "evaluate --model hf:{HF_PICKLE} --no-blimp --mlm-data {CORPUS} --out {W}/ev18.json",
       "{HF_PICKLE}/pytorch_model.bin"),
     C("evaluate-hf-hostile-pickle-allowed", "evaluate --model hf:{HF_POISON} --allow-pickle --no-blimp --mlm-data {CORPUS} "
@@ -863,7 +893,7 @@ CASES = [
     C("export-over-unrelated-folder", "export --model {MODEL} --out {THESIS} --overwrite",
       "{THESIS} exists and is not empty, and holds no lvsearch export"),
     C("supernet-few-shot-out-is-source", "train-supernet --few-shot-from {SN} --op SA --steps 2 --data {CORPUS} "
-      "--out {SN} --overwrite", "is the input init_from {SN}"),
+      "--out {SN} --overwrite", "is the input --few-shot-from (init_from) {SN}"),
     C("rank-check-out-holds-its-reuse", "rank-check --supernet {SN} --reuse {RC_OUT}/rank_check.json --out {RC_OUT} "
       "--overwrite", "--out {RC_OUT} contains the input --reuse {RC_OUT}/rank_check.json"),
     C("rank-check-out-holds-other-files", "rank-check --supernet {SN} --out {THESIS} --archs 3",
@@ -1227,6 +1257,23 @@ def test_resume_in_another_environment_warns(tmp_path: Path, capsys, monkeypatch
     assert "not bit for bit" in printed(capsys)
     rec = json.loads((tmp_path / "environment.json").read_text())
     assert len(rec["resumes"]) == 1 and rec["resumes"][0]["threads"] == 97
+
+
+def test_a_damaged_environment_record_is_replaced_on_resume_and_refused_by_the_fingerprint(tmp_path: Path):
+    """environment.json read through its schema: on resume a record with fields of the wrong type
+    is replaced (it only informs; ``resumes`` as a string was an AttributeError), and the quickstart
+    report's fingerprint names the file and the field."""
+    from lvsearch import repro
+    from lvsearch.quickstart.fingerprint import fingerprint_section
+
+    repro.record_environment(tmp_path, "cpu", resume=False)
+    rec = json.loads((tmp_path / "environment.json").read_text())
+    (tmp_path / "environment.json").write_text(json.dumps({**rec, "resumes": "twice"}))
+    with pytest.raises(LvsearchError, match=r"environment record .*environment.json is malformed: field resumes"):
+        fingerprint_section(tmp_path, {})
+    assert repro.record_environment(tmp_path, "cpu", resume=True) == []
+    again = json.loads((tmp_path / "environment.json").read_text())
+    assert again["format"] == repro.FORMAT and again["resumes"] == []  # the damaged record was replaced
 
 
 def test_evaluate_defaults_to_the_models_training_dev_set():
@@ -1850,3 +1897,56 @@ def test_report_refuses_a_report_written_into_another_models_folder(ws: dict[str
     assert "is the evaluation of another model" in text and "Traceback" not in text
     assert not (tmp_path / "rep").exists()
     assert main(["report", str(a), "--out", str(tmp_path / "rep2")]) == 0  # its own report still renders
+
+
+def test_evolve_holds_its_output_lock_while_it_searches(ws: dict[str, Path], tmp_path: Path, monkeypatch):
+    """The lock is held for the whole search, not only while the options are checked (a helper
+    between the decorator and ``evolve`` once took it over: a second evolve could then write the
+    same folder while the first was searching)."""
+    from lvsearch.lock import lock_path
+    from lvsearch.search import job
+    from lvsearch.search.evolution import SearchConfig
+
+    out = tmp_path / "ev"
+    held = []
+
+    class Stop(Exception):
+        pass
+
+    def run(self, **kwargs):
+        held.append(lock_path(out).is_file())
+        raise Stop
+
+    monkeypatch.setattr(job.Search, "run", run)
+    with pytest.raises(Stop):
+        job.evolve(job.EvolveOptions(supernet=ws["SN"], out=out, dev_sequences=8),
+                   SearchConfig(population=4, iterations=1, topk=2), show_progress=False)
+    assert held == [True]
+    assert not lock_path(out).exists()  # released when evolve ends
+
+
+def test_a_checkpoint_state_with_fields_of_the_wrong_type_is_one_clear_error(tmp_path: Path):
+    """state.json read through its schema: a tensor file name with a folder part, a step as a
+    string, or optimizer.safetensors without the optimizer's parameter groups (a KeyError
+    traceback at load) name the file and the field."""
+    from lvsearch.train.checkpoint import load_checkpoint, save_checkpoint
+
+    model = torch.nn.Linear(3, 2)
+    opt = torch.optim.AdamW(model.parameters())
+    model(torch.ones(1, 3)).sum().backward()
+    opt.step()
+    folder = save_checkpoint(tmp_path, 1, model, opt, {})
+    state = json.loads((folder / "state.json").read_text())
+    pointer = tmp_path / "checkpoints" / "latest.json"
+    pointer.write_text(json.dumps({"step": 1, "dir": folder.name}))  # no recorded sha256: the state is read as it is
+    for edit, field in ((lambda s: s.pop("optimizer"), "'optimizer' is missing while optimizer.safetensors"),
+                        (lambda s: s.update(step="1"), "field step: input should be a valid integer"),
+                        (lambda s: s["files"].update({"../model.safetensors": "0" * 64}), "field files.../model")):
+        bad = json.loads(json.dumps(state))
+        edit(bad)
+        (folder / "state.json").write_text(json.dumps(bad))
+        with pytest.raises(LvsearchError, match="checkpoint state .*state.json is malformed") as e:
+            load_checkpoint(folder)
+        assert field in str(e.value), str(e.value)
+    (folder / "state.json").write_text(json.dumps(state))
+    assert load_checkpoint(folder).step == 1

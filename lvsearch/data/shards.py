@@ -19,12 +19,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import Annotated, Literal
 
 import numpy as np
+from pydantic import Field
 
 from lvsearch.data.tokenizer import SpecialIds, load_tokenizer
 from lvsearch.errors import LvsearchError
-from lvsearch.io import read_json, sha256_file
+from lvsearch.io import check_fields, read_json, sha256_file
+from lvsearch.schema import Count, FileModel
 
 MANIFEST = "manifest.json"
 TOKENIZER = "tokenizer.json"
@@ -35,7 +38,57 @@ def prepare_command(folder: str | Path) -> str:
     """The command that writes the prepared dataset ``folder`` anew (named by the fix for a
     damaged ``manifest.json``)."""
     return f"lvsearch data prepare --input SOURCES --out {folder} --overwrite"
+
+
 SPLITS = ("train", "dev")
+
+#: A file of the prepared folder, named by the manifest: a plain file name (no folder part).
+_FileName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")]
+
+
+class ManifestShard(FileModel):
+    file: _FileName
+    tokens: Count
+    sha256: str
+
+
+class ManifestSplit(FileModel):
+    tokens: Count
+    shards: list[ManifestShard]
+
+
+class ManifestSplits(FileModel):
+    train: ManifestSplit
+    dev: ManifestSplit
+
+
+class ManifestSpecialIds(FileModel):
+    pad: Count
+    unk: Count
+    cls: Count
+    sep: Count
+    mask: Count
+
+
+class ManifestTokenizer(FileModel):
+    sha256: str
+    vocab_size: Annotated[int, Field(ge=1)]
+    special_ids: ManifestSpecialIds
+
+
+class ManifestSettings(FileModel):
+    seq_len: Annotated[int, Field(ge=3)]
+
+
+class DatasetManifest(FileModel):
+    """The fields of ``manifest.json`` that :class:`PreparedData` reads (others are kept; the
+    ``format`` tag is checked first, with its own message)."""
+
+    sources: list[dict]
+    settings: ManifestSettings
+    tokenizer: ManifestTokenizer
+    dtype: Literal["uint16", "uint32"]
+    splits: ManifestSplits
 
 
 def token_dtype(vocab_size: int) -> np.dtype:
@@ -104,7 +157,8 @@ class PreparedData:
         """Open a folder written by ``lvsearch data prepare``.
 
         Raises:
-            LvsearchError: the folder or its manifest is missing or malformed, a shard or the
+            LvsearchError: the folder or its manifest is missing or malformed (a field the
+                reader needs missing or of the wrong type: :class:`DatasetManifest`), a shard or the
                 tokenizer is missing, or a shard's size or a shard's or the tokenizer's sha256
                 disagrees with the manifest (truncated or modified).
         """
@@ -122,6 +176,8 @@ class PreparedData:
                 f"{folder / MANIFEST} is not an lvsearch dataset manifest (format {FORMAT!r} expected)",
                 fix="re-run 'lvsearch data prepare' into this folder with --overwrite",
             )
+        check_fields(manifest, DatasetManifest, folder / MANIFEST, what="dataset manifest",
+                     fix=f"restore it, or write it again: {prepare_command(folder)}")
         data = cls(folder, manifest)
         data._check_files()
         return data

@@ -3,7 +3,7 @@
 This module only parses arguments and dispatches: the job is :func:`lvsearch.eval.job.evaluate`
 (every input checked before long work; a JSON report and a Markdown table beside it).
 ``lvsearch evaluate --compare A.json B.json ...`` prints reports side by side
-(:func:`lvsearch.eval.job.compare_reports`);
+(:func:`lvsearch.eval.report_console.compare_reports`);
 ``lvsearch report RUN_OR_MODEL_OR_REPORT ...`` writes them side by side as Markdown with one α
 heatmap per model (:mod:`lvsearch.eval.report`, which holds the one comparison-table builder).
 """
@@ -215,8 +215,9 @@ def run_report(args: argparse.Namespace) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """``lvsearch evaluate``: the arguments as :class:`~lvsearch.eval.job.EvaluateOptions`, then
-    :func:`~lvsearch.eval.job.evaluate` (or :func:`~lvsearch.eval.job.compare_reports`)."""
-    from lvsearch.eval.job import compare_reports, evaluate
+    :func:`~lvsearch.eval.job.evaluate` (or :func:`~lvsearch.eval.report_console.compare_reports`)."""
+    from lvsearch.eval.job import evaluate
+    from lvsearch.eval.report_console import compare_reports
 
     if args.compare:
         compare_reports(args.compare)

@@ -477,7 +477,8 @@ def load_hf_model(spec: str, *, device: str = "cpu", trust_remote_code: bool = F
             besides its special tokens (no tokenizer files), or has ids beyond the model's
             embedding rows. Each message names the path and the fix.
     """
-    from lvsearch.io import read_json, sha256_file
+    from lvsearch.export import PROVENANCE, read_provenance
+    from lvsearch.io import sha256_file
 
     source = inspect_hf_source(spec, trust_remote_code=trust_remote_code, allow_pickle=allow_pickle)
     name, folder = source.name, source.folder
@@ -504,8 +505,8 @@ def load_hf_model(spec: str, *, device: str = "cpu", trust_remote_code: bool = F
     scorer.split_head(torch.tensor([specials + specials[:1]], device=device))
     encoder = HFEncoder(model.base_model, dims, int(getattr(config, "num_hidden_layers", 0) or 0)).eval()
     prov = {}
-    if folder is not None and (folder / "lvsearch_export.json").is_file():
-        prov = read_json(folder / "lvsearch_export.json", what="lvsearch export provenance")
+    if folder is not None and (folder / PROVENANCE).is_file():
+        prov = read_provenance(folder)
     lv_cfg = prov.get("lvsearch_config") or {}
     report_config = _report_config(source, config, model, code_note, prov)
     tok_file = folder / "tokenizer.json" if folder is not None else None

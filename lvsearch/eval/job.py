@@ -8,13 +8,11 @@ with one message and nothing is written. The JSON report (format
 models: per-paradigm / per-phenomenon BLiMP accuracy with tie counts, fine-tuning results per
 seed and aggregated, MLM dev metrics with the reference floors, the model config and timings;
 the Markdown table of the headline numbers is written beside it (same path, ``.md``).
-:func:`compare_reports` prints reports side by side (``lvsearch evaluate --compare``).
+:func:`lvsearch.eval.report_console.compare_reports` prints reports side by side (``lvsearch evaluate --compare``).
 The command line (:mod:`lvsearch.eval.cli`) only parses arguments into :class:`EvaluateOptions`.
 """
 
 from __future__ import annotations
-
-import json
 
 import time
 from collections.abc import Sequence
@@ -26,7 +24,8 @@ from lvsearch import tracking
 from lvsearch.errors import LvsearchError
 from lvsearch.eval.blimp import DEFAULT_METRIC
 from lvsearch.eval.finetune import FinetuneConfig
-from lvsearch.eval.report import DEFAULT_REPORT_NAME, REPORT_FORMAT, summary_rows
+from lvsearch.eval.report import DEFAULT_REPORT_NAME, REPORT_FORMAT, is_eval_markdown, is_eval_report
+from lvsearch.eval.report_console import print_summary
 from lvsearch.io import check_writable_folder, guard_output
 from lvsearch.lock import holds_output
 
@@ -102,27 +101,6 @@ class EvaluateResult:
     report: dict
     json_path: Path
     markdown_path: Path
-
-
-def is_eval_report(path: Path) -> bool:
-    """Whether ``path`` is an evaluation report this verb wrote (a JSON file of
-    :data:`REPORT_FORMAT`): the only file ``evaluate --overwrite`` replaces."""
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(1 << 20)
-        return json.loads(head.decode("utf-8")).get("format") == REPORT_FORMAT
-    except (OSError, ValueError, AttributeError, UnicodeDecodeError):
-        return False
-
-
-def _is_eval_markdown(path: Path) -> bool:
-    """Whether ``path`` is the Markdown table an evaluation wrote (it opens with
-    ``# Evaluation of``) or sits beside a report this verb wrote."""
-    try:
-        with open(path, "rb") as fh:
-            return fh.read(16).startswith(b"# Evaluation of") or is_eval_report(path.with_suffix(".json"))
-    except OSError:
-        return False
 
 
 def default_blimp_dir() -> Path:
@@ -301,7 +279,7 @@ def _check_report_paths(opts: EvaluateOptions, hf: bool, model_dir: Path) -> tup
               ("--blimp", opts.blimp), *local_tasks]
     # without --overwrite an existing report is refused below with its own message
     guard_output(out, inputs=inputs, overwrite=True, is_file=True, own=is_eval_report)
-    guard_output(md_out, inputs=inputs, overwrite=True, is_file=True, own=_is_eval_markdown)
+    guard_output(md_out, inputs=inputs, overwrite=True, is_file=True, own=is_eval_markdown)
     for path, what in ((out, "report"), (md_out, "Markdown report")):
         if path.exists() and not opts.overwrite:
             raise LvsearchError(f"{what} {path} already exists", fix="pass --overwrite to replace it, or another --out")
@@ -600,58 +578,3 @@ def evaluate(opts: EvaluateOptions, *, show: bool = True) -> EvaluateResult:
     report["timings"]["total_s"] = time.perf_counter() - t_start
     _write_report(opts, report, out, md_out, show)
     return EvaluateResult(report=report, json_path=out, markdown_path=md_out)
-
-
-def print_summary(report: dict) -> None:
-    """Print one report's verdicts against the floors, its headline table
-    (:func:`lvsearch.eval.report.summary_rows`) and its floor notes."""
-    from rich.table import Table
-
-    from lvsearch import ui
-
-    model = report["model"]
-    from lvsearch.eval.report import verdict_lines
-
-    for line in verdict_lines([report], [model["name"]]):  # the verdicts first; no rich markup ("[" in intervals)
-        ui.console.print(line.replace("**", ""), highlight=False, markup=False)
-    table = Table(title=f"evaluation of {model['name']} ({model['config']['objective']}, {model['num_params']:,} parameters)")
-    table.add_column("metric", no_wrap=True)
-    table.add_column("value", justify="right")
-    for k, v in summary_rows(report):
-        table.add_row(k, v)
-    ui.console.print(table)
-    from lvsearch.eval.report import floor_notes
-
-    for note in floor_notes([report], [model["name"]]):
-        ui.console.print(note, highlight=False)
-
-
-def compare_reports(paths: Sequence[str | Path]) -> None:
-    """Print reports side by side (stdout) with :func:`lvsearch.eval.report.comparison_table`
-    (the table ``lvsearch report`` writes as Markdown); metrics missing from a report show as —.
-
-    Raises:
-        LvsearchError: a file is missing, not JSON, or not an evaluation report.
-    """
-    from rich.console import Console
-    from rich.table import Table
-
-    from lvsearch.eval.report import comparison_table, read_report
-
-    reports = [read_report(p) for p in paths]
-    from lvsearch.eval.report import verdict_lines
-
-    console = Console()
-    for line in verdict_lines(reports, [r["model"]["name"] for r in reports]):
-        console.print(line.replace("**", ""), highlight=False, markup=False)
-    table = Table(title="evaluation reports")
-    table.add_column("metric", no_wrap=True)
-    for p, r in zip(paths, reports):
-        table.add_column(f"{r['model']['name']}\n{Path(p).name}", justify="right")
-    for metric, values in comparison_table(reports):
-        table.add_row(metric, *values)
-    console.print(table)
-    from lvsearch.eval.report import floor_notes
-
-    for note in floor_notes(reports, [r["model"]["name"] for r in reports]):
-        console.print(note, highlight=False)

@@ -18,6 +18,7 @@ one-hot (shifted identity) matrix; it is drawn all the same.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 import os
@@ -546,3 +547,24 @@ def write_report(sources: Sequence[str], out: str | Path, *, overwrite: bool = F
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(out / REPORT_MD, ("\n".join(md).rstrip() + "\n").encode("utf-8"))
     return {"markdown": out / REPORT_MD, "heatmaps": heatmaps, "labels": labels}
+
+
+def is_eval_report(path: Path) -> bool:
+    """Whether ``path`` is an evaluation report this verb wrote (a JSON file of
+    :data:`REPORT_FORMAT`): the only file ``evaluate --overwrite`` replaces."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(1 << 20)
+        return json.loads(head.decode("utf-8")).get("format") == REPORT_FORMAT
+    except (OSError, ValueError, AttributeError, UnicodeDecodeError):
+        return False
+
+
+def is_eval_markdown(path: Path) -> bool:
+    """Whether ``path`` is the Markdown table an evaluation wrote (it opens with
+    ``# Evaluation of``) or sits beside a report this verb wrote."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(16).startswith(b"# Evaluation of") or is_eval_report(path.with_suffix(".json"))
+    except OSError:
+        return False

@@ -46,7 +46,7 @@ import re
 import shutil
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Optional
 
 from lvsearch.errors import LvsearchError
 from lvsearch.io import (
@@ -56,6 +56,7 @@ from lvsearch.io import (
     restore_replaced_folder,
 )
 from lvsearch.lock import holds_output
+from lvsearch.schema import FileModel
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -65,6 +66,34 @@ if TYPE_CHECKING:  # pragma: no cover
 TEMPLATE_DIR = Path(__file__).resolve().parent / "hf_template"
 TEMPLATE_FILES = ("configuration_lvsearch.py", "modeling_lvsearch.py")
 EXPORT_FORMAT = "lvsearch.hf-export/v1"
+PROVENANCE = "lvsearch_export.json"
+
+
+class _ExportedConfig(FileModel):
+    extra: Optional[dict] = None
+
+
+class ExportProvenance(FileModel):
+    """The fields of ``lvsearch_export.json`` that readers use (others are kept): the template
+    files' sha256, the lvsearch model config (``arch``, ``extra``) and the training arguments."""
+
+    code_sha256: Optional[dict[str, str]] = None
+    lvsearch_config: Optional[_ExportedConfig] = None
+    training_args: Optional[dict] = None
+
+
+def read_provenance(folder: str | os.PathLike) -> dict:
+    """The parsed ``FOLDER/lvsearch_export.json`` of an export, checked (:class:`ExportProvenance`).
+
+    Raises:
+        LvsearchError: the file is not JSON, or a field of it has the wrong type (names the
+            file, the field and the re-export).
+    """
+    from lvsearch.io import read_checked
+
+    path = Path(folder) / PROVENANCE
+    fix = "export the model again: lvsearch export --model MODEL_DIR --out FOLDER --overwrite"
+    return read_checked(path, ExportProvenance, what="lvsearch export provenance", fix=fix, regenerate=fix)
 MODEL_TYPE = "lvsearch"
 AUTO_MAP = {
     "AutoConfig": "configuration_lvsearch.LvsearchConfig",
@@ -437,4 +466,5 @@ def export_model(model_dir: str | os.PathLike, out: str | os.PathLike, *, genera
 
 
 __all__ = ["export_model", "hf_name", "hf_state_dict", "hf_config", "tokenizer_files", "check_out", "template_sha256",
-           "export_code_problem", "export_code", "ops_index_source", "AUTO_MAP", "EXPORT_FORMAT", "TEMPLATE_FILES"]
+           "export_code_problem", "export_code", "ops_index_source", "read_provenance", "ExportProvenance", "AUTO_MAP",
+           "EXPORT_FORMAT", "PROVENANCE", "TEMPLATE_FILES"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lvsearch.io import read_json
+from lvsearch.io import read_checked
 from lvsearch.quickstart.files import QUICKSTART_AGAIN
 from lvsearch.search.folder import TOPK, SearchFolder
 
@@ -18,12 +18,14 @@ def fingerprint_section(out: Path, names: dict[str, list[str]]) -> list[str]:
     precision the numbers agree only within tolerance (docs/results.md "Reliability")."""
     from lvsearch.io import sha256_file
     from lvsearch.modeldir import WEIGHTS
-    from lvsearch.repro import BIT_RELEVANT, ENVIRONMENT
+    from lvsearch.repro import BIT_RELEVANT, ENVIRONMENT, EnvironmentRecord
 
     lines = ["## Fingerprint (what reproduces this report bit for bit)\n"]
     env_path = out / ENVIRONMENT
     if env_path.is_file():
-        rec = read_json(env_path, what="environment record")
+        rec = read_checked(env_path, EnvironmentRecord, what="environment record",
+                           fix=f"delete {env_path} (the report then has no environment line; the next resume writes it "
+                               "again), or restore it")
         started = rec.get("started") or {}
         lines.append("Environment at the start: " + ", ".join(f"{k} {started.get(k)}" for k in BIT_RELEVANT) + ".")
         if rec.get("resumes"):

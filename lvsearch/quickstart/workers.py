@@ -24,11 +24,34 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal, Optional, get_args
 
 from lvsearch.errors import LvsearchError
-from lvsearch.io import atomic_write_json
+from lvsearch.io import atomic_write_json, read_checked
+from lvsearch.schema import FileModel
 
-KINDS = ("retrain", "evaluate")
+#: What a worker runs: :func:`lvsearch.train.retrain.retrain` or :func:`lvsearch.eval.job.evaluate`.
+WorkerKind = Literal["retrain", "evaluate"]
+#: How a damaged worker file is written again (named by the fix).
+_WORKER_AGAIN = "run the same quickstart command again: it resumes, and the job writes its files anew"
+
+
+class WorkerSpec(FileModel):
+    """A worker's job file, written by :class:`WorkerPool` and read by the child."""
+
+    kind: WorkerKind
+    result: str
+    kwargs: dict
+    then_evaluate: Optional[dict] = None
+
+
+class WorkerResult(FileModel):
+    """A worker's result file: ``{"result": {...}}``, or ``{"error": message}`` when it failed."""
+
+    result: Optional[dict] = None
+    error: Optional[str] = None
+
+KINDS = get_args(WorkerKind)
 
 
 @dataclass
@@ -223,7 +246,8 @@ class WorkerPool:
             self._raise_failed()
         jobs = []
         for job, _, result, _ in self.procs:
-            job.result = json.loads(result.read_text(encoding="utf-8")).get("result") or {}
+            job.result = read_checked(result, WorkerResult, what="worker result", fix=_WORKER_AGAIN,
+                                      regenerate=_WORKER_AGAIN).get("result") or {}
             jobs.append(job)
         self.procs = []
         return jobs
@@ -293,7 +317,11 @@ def _read_error(path: Path) -> str | None:
 def _worker_main(spec_path: str) -> int:
     """Child side: run one job from ``spec_path`` with one torch thread (a retrain, then its
     ``then_evaluate`` if the spec has one); write the result file."""
-    spec = json.loads(Path(spec_path).read_text(encoding="utf-8"))
+    try:
+        spec = read_checked(spec_path, WorkerSpec, what="worker job file", fix=_WORKER_AGAIN, regenerate=_WORKER_AGAIN)
+    except LvsearchError as e:
+        print(f"lvsearch: {e}", file=sys.stderr)
+        return 2
     result_path = Path(spec["result"])
     result: dict = {}
     try:

@@ -26,13 +26,17 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated, Optional
 
 import torch
+from pydantic import Field, model_validator
 from safetensors.torch import load_file
 
 from lvsearch.errors import LvsearchError
 from lvsearch.faults import kill_point
-from lvsearch.io import atomic_write_json, read_json, remove_stale_temps, save_safetensors, sha256_file, umask
+from lvsearch.io import (atomic_write_json, check_fields, read_checked, read_json, remove_stale_temps, save_safetensors,
+                         sha256_file, umask)
+from lvsearch.schema import Count, FileModel
 
 CHECKPOINTS = "checkpoints"
 LATEST = "latest.json"
@@ -128,6 +132,38 @@ def save_checkpoint(
     return final
 
 
+#: A name inside a checkpoint folder or ``checkpoints/``: no folder part.
+_Name = Annotated[str, Field(pattern=r"^[^/\\]+$")]
+
+
+class CheckpointPointer(FileModel):
+    """``checkpoints/latest.json``: the newest complete checkpoint folder and its step."""
+
+    step: Count
+    dir: _Name
+    state_sha256: Optional[str] = None
+
+
+class CheckpointOptimizer(FileModel):
+    param_groups: list[dict]
+
+
+class CheckpointState(FileModel):
+    """The fields of a checkpoint's ``state.json`` that loading reads (``format`` is checked
+    first, with its own message): the step, the sha256 of each tensor file, and the optimizer's
+    parameter groups when ``optimizer.safetensors`` is one of the files."""
+
+    step: Count
+    files: dict[_Name, str]
+    optimizer: Optional[CheckpointOptimizer] = None
+
+    @model_validator(mode="after")
+    def _optimizer_recorded(self):
+        if "optimizer.safetensors" in self.files and self.optimizer is None:
+            raise ValueError("'optimizer' is missing while optimizer.safetensors is one of its files")
+        return self
+
+
 def _step_of_folder(path: Path) -> int | None:
     name = path.name
     if name.startswith("step-") and name[5:].isdigit():
@@ -139,10 +175,8 @@ _POINTER_FIX = "restore it, or rewrite it to name a complete step-* folder: {\"s
 
 
 def _read_pointer(root: Path) -> dict:
-    pointer = read_json(root / LATEST, what="checkpoint pointer", regenerate=_POINTER_FIX)
-    if (not isinstance(pointer, dict) or not isinstance(pointer.get("dir"), str) or not isinstance(pointer.get("step"), int)
-            or "/" in pointer["dir"] or pointer["dir"] in ("", ".", "..")):
-        raise LvsearchError(f"{root / LATEST} is malformed", fix=_POINTER_FIX)
+    pointer = read_checked(root / LATEST, CheckpointPointer, what="checkpoint pointer", fix=_POINTER_FIX,
+                           regenerate=_POINTER_FIX)
     folder_step = _step_of_folder(root / pointer["dir"])
     if folder_step != pointer["step"]:
         raise LvsearchError(
@@ -191,13 +225,14 @@ def verify_checkpoint(path: str | Path) -> dict:
     path = Path(path)
     if not path.is_dir():
         raise LvsearchError(f"checkpoint not found: {path}", fix="check the run folder; was the run started?")
-    state = read_json(path / "state.json", what="checkpoint state",
-                      regenerate="resume from an earlier checkpoint (edit checkpoints/latest.json to name it), or "
-                                 "train the run again with the same command and --overwrite")
-    if not isinstance(state, dict) or state.get("format") != STATE_FORMAT or not isinstance(state.get("files"), dict):
+    again = ("resume from an earlier checkpoint (edit checkpoints/latest.json to name it), or train the run again "
+             "with the same command and --overwrite")
+    state = read_json(path / "state.json", what="checkpoint state", regenerate=again)
+    if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
         raise LvsearchError(f"{path / 'state.json'} is not an lvsearch checkpoint state", fix="use another checkpoint")
+    check_fields(state, CheckpointState, path / "state.json", what="checkpoint state", fix=again)
     folder_step = _step_of_folder(path)
-    if not isinstance(state.get("step"), int) or (folder_step is not None and state["step"] != folder_step):
+    if folder_step is not None and state["step"] != folder_step:
         raise LvsearchError(
             f"{path / 'state.json'} says step {state.get('step')!r}, but the folder is {path.name} (modified)",
             fix="restore the file, resume from an earlier checkpoint (edit checkpoints/latest.json), or restart the run")
