@@ -1,7 +1,7 @@
 """Benchmark: BLiMP of the arms' models against the n-gram floor, under PLL and PLL-word-l2r.
 
 For each model directory: its BLiMP floor (interpolated Kneser-Ney, discount 0.75, counted on
-exactly the training sequences it saw, :func:`lvsearch.eval.floors.blimp_floor_for_model`;
+exactly the training sequences it saw, :func:`lvsearch.eval.blimp_floor.blimp_floor_for_model`;
 ``--orders`` are all measured, the library's order is the one reported as "floor") and the
 model's BLiMP mean over paradigms under each metric, with the paired bootstrap of model −
 floor (stratified by paradigm). The first ``--limit`` pairs of each paradigm; one torch
@@ -36,7 +36,7 @@ def main() -> None:
     torch.set_num_threads(1)
     from lvsearch.data.shards import PreparedData
     from lvsearch.eval.blimp import PLLScorer, evaluate_blimp, read_blimp
-    from lvsearch.eval.floors import (
+    from lvsearch.eval.blimp_floor import (
         BLIMP_FLOOR_ORDER,
         blimp_floor_for_model,
         blimp_vs_floor,

@@ -61,7 +61,7 @@ def main() -> None:
     from lvsearch.search.evaluator import SupernetEvaluator
     from lvsearch.search.few_shot import FewShotSupernets
     from lvsearch.train.supernet import load_dev
-    from lvsearch.search.rank_check import paired_tau_difference, rank_quality
+    from lvsearch.search.rank_stats import paired_tau_difference, rank_quality
     from lvsearch.train.supernet import load_supernet
 
     torch.set_num_threads(args.threads)

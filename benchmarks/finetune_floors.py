@@ -1,4 +1,4 @@
-"""The bag-of-words fine-tuning floor (:func:`lvsearch.eval.floors.finetune_floor`) of each task
+"""The bag-of-words fine-tuning floor (:func:`lvsearch.eval.finetune_floor.finetune_floor`) of each task
 at the arms benchmark's sizes (a seeded 1,500-example train sample, first 500 dev/test) and with
 every example. Writes ``benchmarks/results/finetune_floors.json``. Not a test.
 
@@ -17,8 +17,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tasks", nargs="+", default=["sentence_polarity", "rte"])
     args = ap.parse_args()
-    from lvsearch.eval.finetune import FinetuneConfig, load_task
-    from lvsearch.eval.floors import finetune_floor
+    from lvsearch.eval.finetune import FinetuneConfig
+    from lvsearch.eval.finetune_floor import finetune_floor
+    from lvsearch.eval.tasks import load_task
 
     out = {"what": "bag-of-words fine-tuning floors (benchmarks/finetune_floors.py)", "tasks": {}}
     for name in args.tasks:

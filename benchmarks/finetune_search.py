@@ -4,7 +4,7 @@ A small stated grid (``--pooling`` × ``--lrs`` × ``--epochs``; the best epoch 
 i.e. early stopping on dev) of :func:`lvsearch.eval.finetune.finetune_task` per model on one
 task, with the first-``--eval-limit`` dev/test examples and a ``--train-limit`` sample (the arms
 benchmark's 1,500 / 500), one seed. The winning setting is picked per model on **dev**; its
-test score is compared with the floor (:func:`lvsearch.eval.floors.finetune_floor`, same
+test score is compared with the floor (:func:`lvsearch.eval.finetune_floor.finetune_floor`, same
 examples) by the paired bootstrap. Writes ``benchmarks/results/finetune_search_<task>.json`` (or ``--result``).
 Not a test.
 
@@ -38,8 +38,9 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(1)
-    from lvsearch.eval.finetune import FinetuneConfig, finetune_task, load_task
-    from lvsearch.eval.floors import finetune_floor, finetune_vs_floor
+    from lvsearch.eval.finetune import FinetuneConfig, finetune_task
+    from lvsearch.eval.finetune_floor import finetune_floor, finetune_vs_floor
+    from lvsearch.eval.tasks import load_task
     from lvsearch.modeldir import load_model
 
     task = load_task(args.task)

@@ -10,7 +10,7 @@ becomes accuracy-on-all only if
 
 (a) the held-out paired difference τ(accuracy, all) − τ(−loss, 1024) is > 0, and
 (b) on the pooled landscape + held-out architectures its paired-bootstrap 95% interval lies
-    above 0 (:func:`lvsearch.search.rank_check.paired_tau_difference`).
+    above 0 (:func:`lvsearch.search.rank_stats.paired_tau_difference`).
 
 Both rankers are ``lvsearch rank-check --reuse`` runs on the same supernet (the one both
 benchmarks searched), so only the supernet side is scored. Writes
@@ -90,7 +90,7 @@ def score(supernet: Path, reuse: Path, work: Path, name: str) -> dict[str, dict]
 def compare(rows: dict[str, dict]) -> dict:
     from scipy import stats
 
-    from lvsearch.search.rank_check import paired_tau_difference
+    from lvsearch.search.rank_stats import paired_tau_difference
 
     keys = sorted(rows)
     truth = [rows[k]["standalone_accuracy"] for k in keys]

@@ -111,7 +111,8 @@ def main() -> None:
 
     import torch
 
-    from lvsearch.search.evaluator import RACING_ORDER_SEED, Racing, SupernetEvaluator
+    from lvsearch.search.evaluator import SupernetEvaluator
+    from lvsearch.search.schedule import RACING_ORDER_SEED, Racing
     from lvsearch.train.supernet import load_dev
     from lvsearch.search.fitness import Fitness
     from lvsearch.train.supernet import load_supernet

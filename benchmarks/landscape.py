@@ -623,10 +623,10 @@ FITNESS_SCORE = {"accuracy": lambda r: r["supernet_accuracy"], "loss": lambda r:
 def refreshed_variants(variants: dict, rows: list[dict]) -> dict:
     """Committed fitness variants with their rank statistics recomputed from the per-architecture
     supernet scores they hold (no supernet needed): each ``by_fitness`` entry gets today's
-    :func:`lvsearch.search.rank_check.rank_quality` fields (the top-region τ, the tie-averaged
+    :func:`lvsearch.search.rank_stats.rank_quality` fields (the top-region τ, the tie-averaged
     top-5 precision) against the seed-0 standalone accuracy, as rank-check scores them; the
     paired differences against the default are kept."""
-    from lvsearch.search.rank_check import rank_quality
+    from lvsearch.search.rank_stats import rank_quality
 
     truth_of = {r["key"]: r["seeds"]["0"]["accuracy"] for r in rows if "0" in r["seeds"]}
     out = {}
@@ -646,12 +646,12 @@ def vs_default(reports: dict[str, dict]) -> dict:
     (``{dev size: rank_check.json}``, in ``--fitness-variants`` order): per variant its
     ``by_fitness``, top-k and strata, the per-architecture supernet scores (``archs``, in the
     first report's order), and under ``by_fitness[metric]["vs_default"]`` the paired
-    difference τ(variant) − τ(default) (:func:`lvsearch.search.rank_check.paired_tau_difference`,
+    difference τ(variant) − τ(default) (:func:`lvsearch.search.rank_stats.paired_tau_difference`,
     the same architectures resampled for both) against :data:`DEFAULT_FITNESS`, or the first
     variant's loss when 1024 is not among the variants. Raises ``SystemExit`` (naming the
     variant) when the reports do not hold the same architectures with the same standalone
     accuracies."""
-    from lvsearch.search.rank_check import paired_tau_difference
+    from lvsearch.search.rank_stats import paired_tau_difference
 
     if not reports:
         return {}

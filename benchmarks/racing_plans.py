@@ -91,7 +91,8 @@ def main() -> None:
 
     import torch
 
-    from lvsearch.search.evaluator import RACING_ORDER_SEED, Constraints, Racing, SupernetEvaluator
+    from lvsearch.search.evaluator import Constraints, SupernetEvaluator
+    from lvsearch.search.schedule import RACING_ORDER_SEED, Racing
     from lvsearch.train.supernet import load_dev
     from lvsearch.train.supernet import load_supernet
 

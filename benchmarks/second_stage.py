@@ -80,7 +80,7 @@ def score_all(args, keys: list[str]) -> dict:
 
 
 def statistics(scores: dict, truth: dict[str, float]) -> dict:
-    from lvsearch.search.rank_check import rank_quality
+    from lvsearch.search.rank_stats import rank_quality
 
     keys = sorted(truth)
     ys = [truth[k] for k in keys]

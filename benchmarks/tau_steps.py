@@ -13,7 +13,7 @@ standalone 2000-step MLM accuracy, mean over seeds, is the truth) with
 on the search's fitness dev set (1024 dev sequences, ``SupernetEvaluator``), ranking by −loss
 (the search's default) and by accuracy: Kendall τ with its bootstrap 95% interval, top-5
 precision, and the paired-bootstrap difference of τ against the run's last checkpoint
-(``rank_check.paired_tau_difference``: the same architectures and truth for both).
+(``rank_stats.paired_tau_difference``: the same architectures and truth for both).
 
 Writes ``benchmarks/results/tau_steps.json`` (``--name`` for another file).
 
@@ -52,7 +52,7 @@ def main() -> None:
     from lvsearch.arch import Arch
     from lvsearch.search.evaluator import SupernetEvaluator
     from lvsearch.train.supernet import load_dev
-    from lvsearch.search.rank_check import paired_tau_difference, rank_quality
+    from lvsearch.search.rank_stats import paired_tau_difference, rank_quality
     from lvsearch.train.supernet import load_supernet
 
     torch.set_num_threads(args.threads)

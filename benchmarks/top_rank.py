@@ -17,8 +17,8 @@ surrogate (:class:`lvsearch.search.surrogate.Surrogate`: ridge on the fitness an
 features), fitted on the landscape and applied to the held-out picks; on the landscape itself
 its predictions are leave-one-out. Per ranker and set: Kendall τ with its interval, the
 top-region τ (the best 20 by truth; all 12 on the held-out set) and the tie-averaged top-5
-precision (:func:`lvsearch.search.rank_check.rank_quality`), and τ − τ(default) paired over the
-same architectures (:func:`lvsearch.search.rank_check.paired_tau_difference`).
+precision (:func:`lvsearch.search.rank_stats.rank_quality`), and τ − τ(default) paired over the
+same architectures (:func:`lvsearch.search.rank_stats.paired_tau_difference`).
 
 It needs no supernet and no training: every input is a committed JSON. The lever that wins is
 the one whose held-out τ difference against the default is above 0 beyond noise.
@@ -61,7 +61,7 @@ def main() -> None:
     args = p.parse_args()
 
     from lvsearch.arch import Arch
-    from lvsearch.search.rank_check import paired_tau_difference, rank_quality
+    from lvsearch.search.rank_stats import paired_tau_difference, rank_quality
     from lvsearch.search.surrogate import Surrogate, leave_one_out, structural_features
 
     sets = load_sets()

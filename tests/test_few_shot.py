@@ -23,7 +23,8 @@ from lvsearch.config import SamplingConfig, load_config, SupernetConfig
 from lvsearch.data.loader import fixed_dev_set
 from lvsearch.data.shards import PreparedData
 from lvsearch.errors import LvsearchError
-from lvsearch.search.evaluator import Racing, SupernetEvaluator
+from lvsearch.search.evaluator import SupernetEvaluator
+from lvsearch.search.schedule import Racing
 from lvsearch.search.few_shot import FewShotSupernets
 from lvsearch.train.supernet import sub_supernet_recipe
 from lvsearch.train.supernet import load_dev

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from lvsearch.arch import Arch
-from lvsearch.search.rank_check import density, strata, stratified_tau, topk_chance
+from lvsearch.search.rank_stats import density, strata, stratified_tau, topk_chance
 from lvsearch.stats import bootstrap_interval
 
 
@@ -73,7 +73,7 @@ def test_stratified_tau_weights_strata_by_pairs():
 def test_paired_tau_difference_sees_a_perfect_ranker_beat_a_shuffled_one():
     from scipy.stats import kendalltau
 
-    from lvsearch.search.rank_check import paired_tau_difference
+    from lvsearch.search.rank_stats import paired_tau_difference
 
     truth = np.linspace(0.20, 0.30, 20)
     shuffled = truth[np.random.default_rng(3).permutation(20)]
@@ -88,7 +88,7 @@ def test_paired_tau_difference_sees_a_perfect_ranker_beat_a_shuffled_one():
 
 
 def test_paired_tau_difference_of_one_ranker_with_itself_is_exactly_zero():
-    from lvsearch.search.rank_check import paired_tau_difference
+    from lvsearch.search.rank_stats import paired_tau_difference
 
     rng = np.random.default_rng(0)
     truth = rng.normal(size=15)
@@ -98,7 +98,7 @@ def test_paired_tau_difference_of_one_ranker_with_itself_is_exactly_zero():
 
 
 def test_paired_tau_difference_refuses_bad_input_and_gives_no_interval_below_eight():
-    from lvsearch.search.rank_check import paired_tau_difference
+    from lvsearch.search.rank_stats import paired_tau_difference
 
     with pytest.raises(ValueError, match="one length"):
         paired_tau_difference([1, 2, 3, 4, 5], [1, 2, 3, 4], [1, 2, 3, 4, 5])
@@ -114,7 +114,7 @@ def test_paired_tau_difference_refuses_bad_input_and_gives_no_interval_below_eig
 def test_top5_precision_averages_over_tie_orders_so_list_order_does_not_matter():
     """Three architectures tied at one standalone accuracy (0.286406 in the landscape) used to
     be broken by list position: reversing the list changed top-5 precision."""
-    from lvsearch.search.rank_check import top_precision
+    from lvsearch.search.rank_stats import top_precision
 
     truth = [0.30, 0.29, 0.288, 0.286406, 0.286406, 0.286406, 0.28, 0.27]
     scores = [8.0, 7.0, 6.0, 5.0, 1.0, 0.5, 4.0, 3.0]
@@ -128,7 +128,7 @@ def test_top5_precision_averages_over_tie_orders_so_list_order_does_not_matter()
 
 
 def test_top_region_tau_looks_only_at_the_best_by_truth():
-    from lvsearch.search.rank_check import rank_quality, top_region
+    from lvsearch.search.rank_stats import rank_quality, top_region
 
     rng = np.random.default_rng(1)
     truth = np.sort(rng.normal(size=40))[::-1]

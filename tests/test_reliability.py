@@ -863,7 +863,7 @@ CASES = [
     C("export-over-unrelated-folder", "export --model {MODEL} --out {THESIS} --overwrite",
       "{THESIS} exists and is not empty, and holds no lvsearch export"),
     C("supernet-few-shot-out-is-source", "train-supernet --few-shot-from {SN} --op SA --steps 2 --data {CORPUS} "
-      "--out {SN} --overwrite", "is the input init_from {SN}"),
+      "--out {SN} --overwrite", "is the input --few-shot-from (init_from) {SN}"),
     C("rank-check-out-holds-its-reuse", "rank-check --supernet {SN} --reuse {RC_OUT}/rank_check.json --out {RC_OUT} "
       "--overwrite", "--out {RC_OUT} contains the input --reuse {RC_OUT}/rank_check.json"),
     C("rank-check-out-holds-other-files", "rank-check --supernet {SN} --out {THESIS} --archs 3",
@@ -1850,3 +1850,29 @@ def test_report_refuses_a_report_written_into_another_models_folder(ws: dict[str
     assert "is the evaluation of another model" in text and "Traceback" not in text
     assert not (tmp_path / "rep").exists()
     assert main(["report", str(a), "--out", str(tmp_path / "rep2")]) == 0  # its own report still renders
+
+
+def test_evolve_holds_its_output_lock_while_it_searches(ws: dict[str, Path], tmp_path: Path, monkeypatch):
+    """The lock is held for the whole search, not only while the options are checked (a helper
+    between the decorator and ``evolve`` once took it over: a second evolve could then write the
+    same folder while the first was searching)."""
+    from lvsearch.lock import lock_path
+    from lvsearch.search import job
+    from lvsearch.search.evolution import SearchConfig
+
+    out = tmp_path / "ev"
+    held = []
+
+    class Stop(Exception):
+        pass
+
+    def run(self, **kwargs):
+        held.append(lock_path(out).is_file())
+        raise Stop
+
+    monkeypatch.setattr(job.Search, "run", run)
+    with pytest.raises(Stop):
+        job.evolve(job.EvolveOptions(supernet=ws["SN"], out=out, dev_sequences=8),
+                   SearchConfig(population=4, iterations=1, topk=2), show_progress=False)
+    assert held == [True]
+    assert not lock_path(out).exists()  # released when evolve ends

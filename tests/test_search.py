@@ -21,15 +21,11 @@ from lvsearch.cli import main
 from lvsearch.data.loader import fixed_dev_set
 from lvsearch.data.shards import PreparedData
 from lvsearch.model import ModelDims, Supernet
-from lvsearch.search.evaluator import (
-    Constraints,
-    FunctionEvaluator,
-    SupernetEvaluator,
-    shard_subtrees,
-)
+from lvsearch.search.evaluator import Constraints, FunctionEvaluator, SupernetEvaluator
 from lvsearch.search.evolution import Search, SearchConfig
 from lvsearch.search.strategies.breeding import arch_of
 from lvsearch.search.job import EvolveOptions, evolve
+from lvsearch.search.schedule import shard_subtrees
 from lvsearch.space import SearchSpace
 from lvsearch.train.supernet import load_supernet, train_supernet
 

@@ -15,8 +15,9 @@ import pytest
 from lvsearch.arch import Arch
 from lvsearch.cli import main
 from lvsearch.errors import LvsearchError
-from lvsearch.search.evaluator import EvalResult, FunctionEvaluator, Racing, SupernetEvaluator, same_target_keys
+from lvsearch.search.evaluator import EvalResult, FunctionEvaluator, SupernetEvaluator, same_target_keys
 from lvsearch.search.evolution import Search, SearchConfig
+from lvsearch.search.schedule import Racing
 from lvsearch.search.strategies import STRATEGIES, Strategy
 from lvsearch.search.strategies.breeding import arch_of
 from lvsearch.space import SearchSpace
@@ -228,7 +229,7 @@ def test_topk_table_rows_stay_distinct_at_any_width():
     differ only after the cut (their ELC inputs) printed identically."""
     from rich.console import Console
 
-    from lvsearch.search.job import inputs_digest, topk_table
+    from lvsearch.search.evolve_output import inputs_digest, topk_table
 
     space = SearchSpace.load("lvbert-elc").with_num_slots(12)
     a = space.sample(random.Random(3))

@@ -16,10 +16,11 @@ from lvsearch.cli import main
 from lvsearch.data.loader import fixed_dev_set
 from lvsearch.data.shards import PreparedData
 from lvsearch.errors import LvsearchError
-from lvsearch.search.evaluator import EvalResult, FunctionEvaluator, Racing, SupernetEvaluator
+from lvsearch.search.evaluator import EvalResult, FunctionEvaluator, SupernetEvaluator
 from lvsearch.search.evolution import Search, SearchConfig
 from lvsearch.search.job import EvolveOptions, evolve
 from lvsearch.search.noise import count_ties, noise_report
+from lvsearch.search.schedule import Racing
 from lvsearch.stats import bootstrap_se
 from lvsearch.space import SearchSpace
 from lvsearch.train.supernet import load_supernet, train_supernet

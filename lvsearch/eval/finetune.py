@@ -37,7 +37,7 @@ from typing import Callable, Sequence
 
 from lvsearch.errors import LvsearchError
 from lvsearch.eval.finetune_metrics import IMBALANCE_RATIO, metric_label, primary_metric, seed_summary, task_metrics
-from lvsearch.eval.tasks import Example, TaskData, load_task  # load_task: benchmarks/finetune_*.py import it from here
+from lvsearch.eval.tasks import Example, TaskData
 
 # --------------------------------------------------------------------------- training
 LR_BASE = 1e-3
@@ -489,5 +489,4 @@ def finetune_task(
 __all__ = [
     "FinetuneConfig", "layerwise_param_groups", "finetune_task", "training_examples", "eval_examples", "default_lr",
     "constant_loss", "loss_did_not_fall", "LR_BASE", "LR_REF_WIDTH", "LOSS_FELL_FRACTION", "FAILED_TEXT", "POOLINGS",
-    "load_task",
 ]

@@ -27,9 +27,6 @@ import numpy as np
 
 from lvsearch.data.masking import IGNORE_INDEX
 from lvsearch.errors import LvsearchError
-# re-exported: benchmarks/ import the BLiMP and fine-tuning floors from this module
-from lvsearch.eval.blimp_floor import BLIMP_FLOOR_ORDER, blimp_floor_for_model, blimp_vs_floor, compact_blimp_floor
-from lvsearch.eval.finetune_floor import finetune_floor, finetune_vs_floor
 from lvsearch.eval.replay import run_settings, seen_row_counts
 
 #: Names of the floors, in the order reports show them.
@@ -331,7 +328,4 @@ def floor_line(label: str, accuracy: float, floors: dict[str, dict]) -> str:
 __all__ = [
     "FLOOR_NAMES", "NOT_ARCH_EFFECT", "NOT_PAST_FLOOR", "REFERENCE_FLOOR", "NeighbourCountModel", "beats_floor",
     "compact_floors", "floor_line", "floors_for_model", "floors_for_run", "floors_for_train", "score_floors",
-    # defined in blimp_floor / finetune_floor; benchmarks/ import them from here
-    "BLIMP_FLOOR_ORDER", "blimp_floor_for_model", "blimp_vs_floor", "compact_blimp_floor", "finetune_floor",
-    "finetune_vs_floor",
 ]

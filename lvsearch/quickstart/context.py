@@ -120,7 +120,7 @@ def check_settings(settings: QuickstartSettings) -> None:
                             fix="pass a folder or text file, or omit --data to use the embedded builtin:python-docs corpus")
     if settings.blimp is not None and not Path(settings.blimp).is_dir():
         raise LvsearchError(f"--blimp {settings.blimp} is not a folder", fix="pass a folder of BLiMP *.jsonl files, or --no-blimp")
-    from lvsearch.eval.finetune import load_task
+    from lvsearch.eval.tasks import load_task
     from lvsearch.space import SearchSpace
 
     SearchSpace.load(settings.space)

@@ -59,6 +59,10 @@ Job folder (``--out``)::
     dispatch/to-step-N/ with --executor local or slurm: submitit's files and logs of the
                         trainings to step N (lvsearch.dispatch)
 
+The ``--arch`` list is read by :mod:`lvsearch.scaling.finalist_list`, ``--compare-full`` is
+:mod:`lvsearch.scaling.finalist_compare`, the terminal tables are
+:mod:`lvsearch.scaling.finalist_tables`, the halving decisions :mod:`lvsearch.scaling.halving`.
+
 Re-running the same command continues the job: recorded rounds are not redone, and each
 finalist resumes from its own checkpoint. Compute is counted in optimizer steps × finalists
 (every finalist has the same batch, so this is proportional to tokens).
@@ -71,16 +75,17 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from lvsearch import __version__
-from lvsearch.arch import ARCH_FORMAT, Arch, resolve_arch
 from lvsearch.config import Overrides, RetrainConfig, load_config, override_map, to_jsonable
 from lvsearch.errors import LvsearchError
 from lvsearch.faults import kill_point
 from lvsearch.io import atomic_write_json, check_same_settings, check_writable_folder, guard_output, read_json
 from lvsearch.lock import holds_output
-from lvsearch.scaling.halving import halving_rounds, halving_rungs
+from lvsearch.scaling.finalist_compare import compare
+from lvsearch.scaling.finalist_list import Finalist, resolve_finalists
+from lvsearch.scaling.finalist_tables import comparison_table, round_table, summary_table
+from lvsearch.scaling.halving import PRUNING, halving_rounds, halving_rungs
 from lvsearch.train.loop import read_curve
 
 FORMAT = "lvsearch.finalists/v1"
@@ -90,8 +95,6 @@ RUNS = "finalists"
 ARCHS = "archs"
 DISPATCH = "dispatch"  # submitit's files of --executor local/slurm (lvsearch.dispatch)
 PROBES = "cooldown_probes.json"  # in a finalist's run folder: {rung step: cooldown_probe result}
-#: ``--pruning`` value -> :func:`lvsearch.scaling.halving_step` rule
-PRUNING = {"extrapolate": "m4", "current-loss": "current"}
 
 
 @dataclass
@@ -120,123 +123,12 @@ class FinalistOptions:
     seed: int = 0
 
 
-@dataclass(frozen=True)
-class Finalist:
-    name: str
-    arch: Arch
-    source: str
-    meta: dict
-
-
-# ---------------------------------------------------------------------------------------
-# Settings: finalists (rungs: lvsearch.scaling.halving)
-# ---------------------------------------------------------------------------------------
-
-
-def _entries(spec: str) -> tuple[list[tuple[Any, str, dict]], str]:
-    """The ``--arch`` input as ``[(arch or spec string, label, meta)]`` and a description.
-
-    ``spec``: ``topk.json`` of ``lvsearch evolve`` (``{"topk": [{"key": …}, …]}``, best first;
-    provenance meta from ``best.json`` beside it), a JSON list (items: a reference name or
-    architecture-JSON path, an architecture object, or ``{"key": …}``), one architecture JSON,
-    or comma-separated names/paths (``bert,sandwich,random:1``).
-    """
-
-    path = Path(spec)
-    if not (path.suffix == ".json" or path.is_file()):
-        items = [s.strip() for s in spec.split(",") if s.strip()]
-        return [(s, s, {}) for s in items], "the comma-separated --arch list"
-    data = read_json(path, what="finalist list (--arch)")
-
-    def from_key(item: dict, where: str) -> Arch:
-        try:
-            return Arch.from_key(str(item["key"]))
-        except LvsearchError as e:
-            raise LvsearchError(f"{where}: {e}", fix="regenerate the file with lvsearch evolve") from None
-        except (TypeError, ValueError):
-            raise LvsearchError(f"{where}: key {item.get('key')!r} is not an architecture key",
-                                fix="regenerate the file with lvsearch evolve") from None
-
-    if isinstance(data, dict) and isinstance(data.get("topk"), list):
-        meta: dict = {}
-        best = path.parent / "best.json"
-        if best.is_file():
-            bm = (read_json(best, what="architecture file") or {}).get("meta") or {}
-            meta = {k: bm[k] for k in ("supernet", "supernet_step", "tokenizer_sha256") if k in bm}
-        out = []
-        for i, item in enumerate(data["topk"], 1):
-            if not isinstance(item, dict) or "key" not in item:
-                raise LvsearchError(f"{path}: top-k entry {i} has no 'key'", fix="regenerate the file with lvsearch evolve")
-            arch = from_key(item, f"{path}, top-k entry {i}")
-            extra = {k: item[k] for k in ("fitness", "loss", "params", "flops") if item.get(k) is not None}
-            out.append((arch, f"top-{i} {arch.key}", {**meta, **extra}))
-        return out, str(path)
-    if isinstance(data, dict) and data.get("format") == ARCH_FORMAT:
-        return [(str(path), str(path), {})], str(path)
-    if isinstance(data, list):
-        out = []
-        for i, item in enumerate(data, 1):
-            where = f"{path}, item {i}"
-            if isinstance(item, str):
-                p = Path(item)
-                if not p.is_absolute() and not p.exists() and (path.parent / p).exists():
-                    item = str(path.parent / p)
-                out.append((item, item, {}))
-            elif isinstance(item, dict) and "format" in item:
-                arch = Arch.from_dict(item, source=where)
-                out.append((arch, arch.key, item.get("meta") or {}))
-            elif isinstance(item, dict) and "key" in item:
-                arch = from_key(item, where)
-                out.append((arch, arch.key, {}))
-            else:
-                raise LvsearchError(f"{where} is not an architecture spec",
-                                    fix='use a name ("bert"), an architecture JSON path, an architecture object or {"key": "sfsf…"}')
-        return out, str(path)
-    raise LvsearchError(
-        f"{path} is neither a topk.json of 'lvsearch evolve', a JSON list of architecture specs, nor an architecture JSON",
-        fix='pass runs/search/topk.json, a list such as ["bert", "sandwich", "best.json"], or bert,sandwich,…',
-    )
-
-
-def resolve_finalists(spec: str, k: int, config: RetrainConfig, data) -> list[Finalist]:
-    """The first ``k`` architectures of ``spec`` (see :func:`_entries`), validated against the
-    recipe's space and checked for provenance, named ``NN-compact``.
-
-    Raises:
-        LvsearchError: unreadable input, fewer than ``k`` entries, an invalid or duplicate
-            architecture, or one searched with another tokenizer.
-    """
-    from lvsearch.train.retrain import check_arch_file_provenance, check_provenance, recipe_space
-
-    entries, where = _entries(spec)
-    if k > len(entries):
-        raise LvsearchError(f"--finalists {k} but {where} holds {len(entries)} architecture(s)",
-                            fix=f"pass --finalists {len(entries)} or fewer, or a longer list")
-    out: list[Finalist] = []
-    seen: dict[str, str] = {}
-    for i, (item, label, meta) in enumerate(entries[:k]):
-        if isinstance(item, Arch):
-            arch = recipe_space(config, item.num_slots).validate(item, source=f"{where} ({label})")
-            check_provenance(meta, f"{where} ({label})", data)
-        else:
-            check_arch_file_provenance(item, data)
-            arch = resolve_arch(item, recipe_space(config, None, item))
-            if Path(item).is_file():
-                meta = (read_json(item, what="architecture file") or {}).get("meta") or {}
-        if arch.key in seen:
-            raise LvsearchError(f"finalists {seen[arch.key]!r} and {label!r} are the same architecture ({arch.compact})",
-                                fix="list each architecture once")
-        seen[arch.key] = label
-        out.append(Finalist(f"{i + 1:02d}-{arch.compact}", arch, label, meta))
-    return out
-
-
 # ---------------------------------------------------------------------------------------
 # Curves and training
 # ---------------------------------------------------------------------------------------
 
 
-class _Job:
+class FinalistJob:
     """One finalist-pruning job in ``out`` (see the module docstring)."""
 
     def __init__(self, out: Path, finalists: list[Finalist], config: RetrainConfig, recipe, overrides, data_dir,
@@ -369,7 +261,7 @@ def advance_finalist(run: str, arch_file: str, recipe: str | None, overrides: Ov
     return target
 
 
-def _open_state(out: Path, job: _Job, overwrite: bool) -> dict:
+def _open_state(out: Path, job: FinalistJob, overwrite: bool) -> dict:
     """The recorded state when ``out`` holds this job, else a fresh one (``out`` new or empty,
     or a finalist job replaced with ``overwrite``).
 
@@ -444,28 +336,65 @@ def run_finalists(
             :class:`~lvsearch.dispatch.DispatchError` when dispatched trainings failed (each
             named with its log; the round is not recorded, re-running continues it).
     """
+    from lvsearch import ui
+
+    _check_options(options)
+    out = Path(out).expanduser().resolve()
+    job = _build_job(arch_spec, recipe, data_dir, out, options, overrides=overrides, overwrite=overwrite,
+                     device=device, show_progress=show_progress, dispatch=dispatch)
+    state = _open_state(out, job, overwrite)
+    out.mkdir(parents=True, exist_ok=True)
+    for f in job.finalists:
+        if not job.arch_file(f.name).is_file():
+            f.arch.to_json(job.arch_file(f.name), space=job.config.space, meta={**f.meta, "finalist_source": f.source})
+    job.save(state)
+    _announce(job, state)
+
+    alive, reached = _run_rounds(job, state)
+    if state["final"] is None:
+        _run_final(job, state, alive, reached)
+    if options.compare_full and state["comparison"] is None:
+        ui.console.print(f"[bold]--compare-full[/bold]: training the cut finalists to {job.budget} steps too")
+        job.advance_all([f.name for f in job.finalists], job.budget)
+        state["comparison"] = compare(job, state)
+        job.save(state)
+    ui.console.print(summary_table(state))
+    if state.get("comparison"):
+        ui.console.print(comparison_table(state))
+    ui.console.print(f"pick: {state['final']['pick']} — model directory {state['best']['model_dir']} "
+                     f"(also named in {out / BEST})")
+    return state
+
+
+def _check_options(o: FinalistOptions) -> None:
+    """Refuse a multi-process launch and out-of-range pruning settings (LvsearchError)."""
     import os
 
-    from lvsearch import ui
-    from lvsearch.data.shards import PreparedData
-    from lvsearch.scaling import halving_step
-
-    o = options
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
         raise LvsearchError("--finalists runs as one process", fix="run it without torchrun")
     if o.pruning not in PRUNING:
         raise LvsearchError(f"--pruning {o.pruning!r} unknown", fix=f"use {' or '.join(PRUNING)}")
     if o.n_boot < 0 or not 0 < o.level < 1:
         raise LvsearchError("--n-boot must be >= 0 and the interval level in (0, 1)")
-    out = Path(out).expanduser().resolve()
+
+
+def _build_job(arch_spec: str, recipe: str | None, data_dir: str | Path, out: Path, o: FinalistOptions, *,
+               overrides: Overrides, overwrite: bool, device: str, show_progress: bool, dispatch) -> FinalistJob:
+    """Check ``out``, open the data, load the recipe (budget and the space of a top-k file
+    applied), resolve the finalists and check that the rungs fit the evaluations and schedule.
+
+    Raises:
+        LvsearchError: see :func:`run_finalists` (everything but the recorded state).
+    """
+    from lvsearch.data.shards import PreparedData
+    from lvsearch.train.retrain import space_from_arch_file
+
     if out.exists() and not out.is_dir():
         raise LvsearchError(f"--out {out} is a file", fix="choose a folder path")
     guard_output(out, overwrite=overwrite, inputs=[("--data", data_dir), ("--arch", arch_spec if Path(str(arch_spec)).exists()
                                                                           else None)])
     check_writable_folder(out)
     data = PreparedData.open(data_dir)
-    from lvsearch.train.retrain import space_from_arch_file
-
     # the space follows a top-k file that records it (as a single arch file in retrain does)
     overrides = space_from_arch_file(arch_spec, overrides)
     extra = {"train.steps": o.budget} if o.budget is not None else {}
@@ -482,7 +411,7 @@ def run_finalists(
             fix=f"set train.eval_every to a divisor of {rungs[0]} (e.g. --set train.eval_every={_divisor(rungs[0], t.eval_every)}) "
                 f"or make --budget a multiple of {budget // rungs[0] * max(t.eval_every, 1)}",
         )
-    job = _Job(out, finalists, config, recipe, {**overrides, **extra}, data_dir, data, o, device, show_progress, dispatch)
+    job = FinalistJob(out, finalists, config, recipe, {**overrides, **extra}, data_dir, data, o, device, show_progress, dispatch)
     if job.wsd and (rungs[-1] > job.predict_steps or rungs[0] < t.warmup_steps):
         raise LvsearchError(
             f"train.schedule wsd: the rungs ({', '.join(map(str, rungs))} steps) must lie in the stable phase, "
@@ -491,35 +420,48 @@ def run_finalists(
             fix=(f"lower train.decay_fraction to at most {1 - rungs[-1] / budget:.3g}" if rungs[-1] > job.predict_steps
                  else f"lower train.warmup_steps to at most {rungs[0]}"),
         )
-    state = _open_state(out, job, overwrite)
-    out.mkdir(parents=True, exist_ok=True)
-    for f in finalists:
-        if not job.arch_file(f.name).is_file():
-            f.arch.to_json(job.arch_file(f.name), space=config.space, meta={**f.meta, "finalist_source": f.source})
-    job.save(state)
+    return job
 
-    rule = PRUNING[o.pruning]
+
+def _m4_points(job: FinalistJob) -> int:
+    """Dev evaluations M4 needs after the warm-up to fit a curve (its free parameters)."""
+    return job.step_kwargs()["model_factory"]().n_params
+
+
+def _announce(job: FinalistJob, state: dict) -> None:
+    """Print the job's plan, with a warning when round 1 is too short for M4 (it falls back)."""
+    from lvsearch import ui
+
+    t, rungs, rule = job.config.train, job.rungs, PRUNING[job.opts.pruning]
     n_first = max(0, rungs[0] // t.eval_every - t.warmup_steps // t.eval_every)
-    need = job.step_kwargs()["model_factory"]().n_params
+    need = _m4_points(job)
     if rule == "m4" and not state["rounds"] and n_first < need:
         ui.warn(f"round 1 curves have {n_first} dev evaluation(s) after the warm-up; M4 needs {need}: "
                 "that round is ranked by current dev loss (raise the budget or lower train.eval_every)")
     ui.console.print(
-        f"finalist pruning: {len(finalists)} finalists, budget {budget} steps, eta {o.eta}, rungs "
+        f"finalist pruning: {len(job.finalists)} finalists, budget {job.budget} steps, eta {job.opts.eta}, rungs "
         f"{', '.join(map(str, rungs))} steps, ranked by {'M4 extrapolation' if rule == 'm4' else 'current dev loss'}"
     )
 
-    alive = [f.name for f in finalists]
+
+def _run_rounds(job: FinalistJob, state: dict) -> tuple[list[str], dict[str, int]]:
+    """Run the pruning rounds not yet in ``state["rounds"]`` (each recorded and saved as it
+    ends). Returns the finalists still alive and the step each finalist reached."""
+    from lvsearch import ui
+    from lvsearch.scaling import halving_step
+
+    rule, need = PRUNING[job.opts.pruning], _m4_points(job)
+    alive = [f.name for f in job.finalists]
     reached = dict.fromkeys(alive, 0)
     for r in state["rounds"]:
         for n in r["alive"]:
             reached[n] = r["budget_steps"]
         alive = [n for n in alive if n in r["decision"]["kept"]]
-    for i, rung in enumerate(rungs):
+    for i, rung in enumerate(job.rungs):
         if i < len(state["rounds"]) or len(alive) <= 1 or state["final"] is not None:
             continue
         t0 = time.perf_counter()
-        ui.console.print(f"[bold]round {i + 1}/{len(rungs)}[/bold]: {len(alive)} finalists to step {rung}")
+        ui.console.print(f"[bold]round {i + 1}/{len(job.rungs)}[/bold]: {len(alive)} finalists to step {rung}")
         job.advance_all(alive, rung)
         for n in alive:
             reached[n] = rung
@@ -527,8 +469,8 @@ def run_finalists(
         curves = {n: job.curve(n, rung) for n in alive}
         fittable = all(len(x) >= need for x, _ in curves.values())  # else the round falls back anyway
         probes = {n: job.probe(n, rung) for n in alive} if job.wsd and rule == "m4" and fittable else None
-        decision = halving_step(curves, full_budget=job.predict_steps * job.tokens_per_step, eta=o.eta, rule=rule,
-                                offsets=None if probes is None else {n: -p["drop"] for n, p in probes.items()},
+        decision = halving_step(curves, full_budget=job.predict_steps * job.tokens_per_step, eta=job.opts.eta,
+                                rule=rule, offsets=None if probes is None else {n: -p["drop"] for n, p in probes.items()},
                                 **job.step_kwargs())
         state["rounds"].append({
             "round": i + 1, "budget_steps": rung, "budget_tokens": rung * job.tokens_per_step, "alive": alive,
@@ -539,41 +481,36 @@ def run_finalists(
         job.save(state)
         ui.console.print(round_table(state["rounds"][-1], job.budget))
         alive = [n for n in alive if n in decision["kept"]]
+    return alive, reached
 
-    if state["final"] is None:
-        ui.console.print(f"[bold]final[/bold]: {len(alive)} finalist(s) to the full budget ({budget} steps)")
-        job.advance_all(alive, budget)
-        for n in alive:
-            reached[n] = budget
-        losses = {n: job.final_loss(n) for n in alive}
-        pick = min(alive, key=lambda n: (losses[n], n))
-        state["final"] = {
-            "survivors": alive, "final_loss": losses, "pick": pick,
-            "reason": "the last survivor" if len(alive) == 1 else
-            f"{len(alive)} finalists left after the last rung (overlapping intervals kept more than 1/eta "
-            "in some round): the lowest dev loss at the full budget",
-            "steps_trained": reached, "compute_steps": sum(reached.values()),
-            "probe_steps": sum(r.get("probe_steps", 0) for r in state["rounds"]),
-            "compute_all_steps": len(finalists) * budget,
-            # training plus cool-down probes (wsd) over training every finalist to the budget
-            "compute_fraction": (sum(reached.values()) + sum(r.get("probe_steps", 0) for r in state["rounds"]))
-            / (len(finalists) * budget),
-        }
-        state["best"] = _write_best(job, pick, losses[pick])
-        state["status"] = "done"
-        job.save(state)
 
-    if o.compare_full and state["comparison"] is None:
-        ui.console.print(f"[bold]--compare-full[/bold]: training the cut finalists to {budget} steps too")
-        job.advance_all([f.name for f in finalists], budget)
-        state["comparison"] = compare(job, state)
-        job.save(state)
-    ui.console.print(summary_table(state))
-    if state.get("comparison"):
-        ui.console.print(comparison_table(state))
-    ui.console.print(f"pick: {state['final']['pick']} — model directory {state['best']['model_dir']} "
-                     f"(also named in {out / BEST})")
-    return state
+def _run_final(job: FinalistJob, state: dict, alive: list[str], reached: dict[str, int]) -> None:
+    """Train the survivors ``alive`` to the full budget, pick the lowest final dev loss, write
+    ``best.json`` and record ``state["final"]`` (``reached`` is updated and recorded)."""
+    from lvsearch import ui
+
+    budget = job.budget
+    ui.console.print(f"[bold]final[/bold]: {len(alive)} finalist(s) to the full budget ({budget} steps)")
+    job.advance_all(alive, budget)
+    for n in alive:
+        reached[n] = budget
+    losses = {n: job.final_loss(n) for n in alive}
+    pick = min(alive, key=lambda n: (losses[n], n))
+    probe_steps = sum(r.get("probe_steps", 0) for r in state["rounds"])
+    state["final"] = {
+        "survivors": alive, "final_loss": losses, "pick": pick,
+        "reason": "the last survivor" if len(alive) == 1 else
+        f"{len(alive)} finalists left after the last rung (overlapping intervals kept more than 1/eta "
+        "in some round): the lowest dev loss at the full budget",
+        "steps_trained": reached, "compute_steps": sum(reached.values()),
+        "probe_steps": probe_steps,
+        "compute_all_steps": len(job.finalists) * budget,
+        # training plus cool-down probes (wsd) over training every finalist to the budget
+        "compute_fraction": (sum(reached.values()) + probe_steps) / (len(job.finalists) * budget),
+    }
+    state["best"] = _write_best(job, pick, losses[pick])
+    state["status"] = "done"
+    job.save(state)
 
 
 def _divisor(n: int, near: int) -> int:
@@ -582,7 +519,7 @@ def _divisor(n: int, near: int) -> int:
     return min(divs, key=lambda d: (abs(d - near), -d))
 
 
-def _write_best(job: _Job, name: str, loss: float) -> dict:
+def _write_best(job: FinalistJob, name: str, loss: float) -> dict:
     from lvsearch.train.retrain import MODEL_DIR
 
     f = job.by_name[name]
@@ -593,190 +530,3 @@ def _write_best(job: _Job, name: str, loss: float) -> dict:
         "dev_loss": loss, "steps": job.budget, "finalist_job": str(job.out / STATE), "pruning": job.opts.pruning,
     })
     return best
-
-
-def compare(job: _Job, state: dict) -> dict:
-    """Both pruning rules replayed on the complete curves against training all finalists.
-
-    Because every run is a prefix of its full run, replaying a rule with
-    :func:`lvsearch.scaling.successive_halving` on the full curves gives the decisions the
-    live job would make (``replay_matches_live`` checks it for the rule the job used).
-    Returns ``{"train_all": {pick, final_loss}, "rules": {pruning: {pick, final_loss, agrees,
-    regret, compute_fraction, survivors, cut_at}}, "replay_matches_live"}``.
-    """
-    from lvsearch.scaling import successive_halving
-
-    names = [f.name for f in job.finalists]
-    losses = {n: job.final_loss(n) for n in names}
-    full_pick = min(names, key=lambda n: (losses[n], n))
-    curves = {n: job.curve(n, job.budget) for n in names}
-    tps = job.tokens_per_step
-    offsets = None
-    if job.wsd and any(r.get("probes") for r in state["rounds"]):
-        # the live probes; a finalist the live rule had cut gets its rung's mean drop
-        offsets = []
-        for r in state["rounds"]:
-            drops = {n: p["drop"] for n, p in (r.get("probes") or {}).items()}
-            mean = sum(drops.values()) / len(drops) if drops else 0.0
-            offsets.append({n: -drops.get(n, mean) for n in names})
-    rules = {}
-    for pruning, rule in PRUNING.items():
-        sim = successive_halving(curves, rungs=[r * tps for r in job.rungs], full_budget=job.budget * tps,
-                                 eta=job.opts.eta, rule=rule, predict_at=job.predict_steps * tps, offsets=offsets,
-                                 **job.step_kwargs())
-        pick = min(sim["survivors"], key=lambda n: (losses[n], n))
-        rules[pruning] = {
-            "pick": pick, "final_loss": losses[pick], "agrees": pick == full_pick,
-            "regret": losses[pick] - losses[full_pick], "survivors": sim["survivors"],
-            "compute_fraction": sim["compute"] / sim["compute_all"],
-            "cut_at_steps": {n: int(round(v / tps)) for n, v in sim["trained"].items() if n not in sim["survivors"]},
-            "rounds": [{"budget_steps": int(round(s["budget"] / tps)), "kept": s["kept"], "cut": s["cut"],
-                        "fallback": s["fallback"], "ranking": s["ranking"]} for s in sim["rungs"]],
-        }
-    live = [r["decision"]["kept"] for r in state["rounds"]]
-    used = rules[job.opts.pruning]
-    probe_steps = sum(r.get("probe_steps", 0) for r in state["rounds"])
-    if probe_steps:  # the live rule also paid for its cool-down probes (counted as in state["final"])
-        used["probe_steps"] = probe_steps
-        used["compute_fraction"] += probe_steps / (len(names) * job.budget)
-    return {
-        "train_all": {"pick": full_pick, "final_loss": losses[full_pick], "final_losses": losses},
-        "rules": rules,
-        "replay_matches_live": [r["kept"] for r in used["rounds"]] == live and used["pick"] == state["final"]["pick"],
-        "predictions": prediction_errors(state["rounds"], losses),
-    }
-
-
-def prediction_errors(rounds: list[dict], final_losses: dict[str, float]) -> dict:
-    """How well the live rounds' predicted final losses matched the losses reached.
-
-    Args:
-        rounds: ``finalists.json``'s rounds (each with its ``decision``).
-        final_losses: name -> dev loss at the full budget (nats), for every finalist.
-
-    Returns:
-        ``{"cases": [{round, name, predicted, lo, hi, final, error (predicted − final, nats),
-        covered (lo ≤ final ≤ hi)}], "n", "median_error", "mean_abs_error", "coverage"}``
-        (the interval's nominal level is the job's ``level``) over the rounds scored by the estimator (fallback rounds have no
-        prediction); ``n = 0`` and None statistics when there is none.
-    """
-    import statistics
-
-    cases = []
-    for r in rounds:
-        d = r["decision"]
-        if d.get("fallback") or d.get("rule") != "m4":
-            continue
-        for name, e in d["candidates"].items():
-            if name in final_losses and "score" in e:
-                true = final_losses[name]
-                cases.append({"round": r["round"], "name": name, "predicted": e["score"], "lo": e["lo"], "hi": e["hi"],
-                              "final": true, "error": e["score"] - true, "covered": e["lo"] <= true <= e["hi"]})
-    errs = [c["error"] for c in cases]
-    return {"cases": cases, "n": len(cases),
-            "median_error": statistics.median(errs) if errs else None,
-            "mean_abs_error": sum(map(abs, errs)) / len(errs) if errs else None,
-            "coverage": sum(c["covered"] for c in cases) / len(cases) if cases else None}
-
-
-# ---------------------------------------------------------------------------------------
-# Tables
-# ---------------------------------------------------------------------------------------
-
-
-def round_table(rec: dict, budget: int):
-    """A rich table of one round's decision (the full reasons are in ``finalists.json``)."""
-    from rich.table import Table
-
-    d = rec["decision"]
-    predicted = d["rule"] == "m4" and not d.get("fallback")
-    how = "M4 prediction at the full budget" if predicted else "current dev loss"
-    if d.get("fallback"):
-        how += f" (fallback: {d['fallback']})"
-    tab = Table(title=f"round {rec['round']}: step {rec['budget_steps']} of {budget}; ranked by {how}",
-                title_justify="left")
-    tab.add_column("finalist", no_wrap=True)
-    for col in ("pts", "loss now", f"pred. @{budget}", "interval"):
-        tab.add_column(col, justify="right", no_wrap=True)
-    tab.add_column("decision", no_wrap=True)
-    k = d["n_keep_by_rank"]
-    for pos, name in enumerate(d["ranking"]):
-        e = d["candidates"][name]
-        if e["decision"] == "cut":
-            verdict = "[red]cut[/red]"
-        elif pos < k:
-            verdict = f"[green]kept[/green]: top {k}"
-        else:
-            verdict = "[green]kept[/green]: interval"
-        tab.add_row(
-            name, str(e.get("n_points", "")), f"{e['last_loss']:.4f}",
-            f"{e['score']:.4f}" if predicted else "—",
-            f"{e['lo']:.4f}–{e['hi']:.4f}" if predicted else "—", verdict,
-        )
-    what = "predicted loss" if predicted else "dev loss"
-    probes = rec.get("probes") or {}
-    wsd = ""
-    if probes and predicted:
-        drops = [p["drop"] for p in probes.values()]
-        wsd = (f"; wsd: M4 extrapolates the stable phase to step {rec['predicted_at_steps']} (the cool-down's start), "
-               f"minus each finalist's measured cool-down drop ({min(drops):.4f}–{max(drops):.4f} nats, "
-               f"{rec['probe_steps']} probe steps)")
-    tab.caption = (f"cut-off {d['cutoff']:.4f} ({what} of rank {k})"
-                   + ("; 'interval': its 90% interval reaches the cut-off" if predicted else "") + wsd
-                   + f"; compute so far {rec['compute_steps']:,} steps ({rec['seconds']:.0f} s this round)")
-    return tab
-
-
-def summary_table(state: dict):
-    """A rich table: every finalist, how far it was trained, its dev loss there, its fate (and
-    with ``--compare-full`` its dev loss at the full budget)."""
-    from rich.table import Table
-
-    final = state["final"]
-    budget = state["settings"]["budget_steps"]
-    fate, last = {}, dict(final["final_loss"])
-    for r in state["rounds"]:
-        for n in r["decision"]["cut"]:
-            fate[n] = f"cut in round {r['round']}"
-            last[n] = r["decision"]["candidates"][n]["last_loss"]
-    for n in final["survivors"]:
-        fate[n] = "pick" if n == final["pick"] else "survived, not picked"
-    full = (state.get("comparison") or {}).get("train_all", {}).get("final_losses")
-    tab = Table(title=f"finalist pruning ({state['settings']['pruning']}): compute "
-                      f"{final['compute_steps']:,}"
-                      + (f" + {final['probe_steps']:,} cool-down probe" if final.get("probe_steps") else "")
-                      + f" of {final['compute_all_steps']:,} steps "
-                      f"({100 * final['compute_fraction']:.1f}% of training all to {budget})", title_justify="left")
-    cols = ["finalist", "steps", "loss there"] + ([f"loss @{budget}"] if full else []) + ["outcome"]
-    for col in cols:
-        tab.add_column(col, justify="left" if col in ("finalist", "outcome") else "right", no_wrap=col != "outcome")
-    for f in state["settings"]["finalists"]:
-        n = f["name"]
-        row = [n, f"{final['steps_trained'][n]:,}", "—" if n not in last else f"{last[n]:.4f}"]
-        if full:
-            row.append(f"{full[n]:.4f}")
-        tab.add_row(*row, fate.get(n, ""))
-    return tab
-
-
-def comparison_table(state: dict):
-    """A rich table of ``--compare-full``: each rule's pick against training all finalists."""
-    from rich.table import Table
-
-    c = state["comparison"]
-    tab = Table(title="pick vs training every finalist to the full budget", title_justify="left")
-    budget = state["settings"]["budget_steps"]
-    for col in ("method", "pick", f"loss @{budget}", "agrees", "regret", "compute"):
-        tab.add_column(col, justify="left" if col in ("method", "pick") else "right", no_wrap=True)
-    for pruning, r in c["rules"].items():
-        tab.add_row(pruning, r["pick"], f"{r['final_loss']:.4f}", "yes" if r["agrees"] else "no",
-                    f"{r['regret']:+.4f}", f"{100 * r['compute_fraction']:.1f}%")
-    tab.add_row("train all", c["train_all"]["pick"], f"{c['train_all']['final_loss']:.4f}", "—", "—", "100.0%")
-    pred = c.get("predictions") or {}
-    scored = ""
-    if pred.get("n"):
-        scored = (f"; the live predictions of the loss at {budget}: median error {pred['median_error']:+.4f} nats, "
-                  f"{100 * pred['coverage']:.0f}% of {pred['n']} intervals cover the loss reached")
-    tab.caption = ("replayed on the full curves; " + ("matches" if c["replay_matches_live"] else "DOES NOT match")
-                   + " the live decisions of this job" + scored)
-    return tab

@@ -31,6 +31,9 @@ def _default_factory() -> Estimator:
 #: a degenerate fit in :func:`halving_step`: it falls back to current-loss ranking.
 DEGENERATE_WIDTH = 1e-6
 
+#: ``lvsearch retrain --pruning`` value -> :func:`halving_step` rule
+PRUNING = {"extrapolate": "m4", "current-loss": "current"}
+
 
 def halving_rounds(n: int, eta: int) -> int:
     """Pruning rounds of successive halving over ``n`` finalists: how often ``ceil(n / eta)``

@@ -134,8 +134,7 @@ def _register_evolve(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--few-shot", nargs="+", default=None, metavar="RUN",
                    help="score every candidate (EA and --compare-random alike) with the few-shot sub-supernet of its "
                         "op at the split slot instead of --supernet: the runs are the sub-supernets of one split, one "
-                        "per op (train-supernet --few-shot-from, i.e. --set sampling.fix_slot=N --set "
-                        "sampling.fix_op=OP warm-started from --supernet by --set init_from; see below), with "
+                        "per op (train-supernet --few-shot-from SUPERNET --slot N --op OP; see below), with "
                         "--supernet's space, dims and tokenizer; "
                         "--supernet still gives the dev set and the counts; --resume needs the same runs")
     p.add_argument("--second-stage", choices=["none", "rescore", "finetune"], default="none",

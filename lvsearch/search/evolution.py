@@ -8,7 +8,7 @@ are is its strategy's (one module each in :mod:`lvsearch.search.strategies`, beh
 Algorithm 1, the default), ``aging`` (regularized evolution), ``random`` and ``nsga2``. ``N_cro
 + N_mut`` must equal ``P``, so every strategy makes ``P × T`` evaluations.
 
-**Racing and the breeding pool.** Under racing (:class:`lvsearch.search.evaluator.Racing`) only
+**Racing and the breeding pool.** Under racing (:class:`lvsearch.search.schedule.Racing`) only
 about ``P / eta²`` of a batch are scored on the whole dev set, and only those may enter the
 top-k. Every batch therefore asks to complete what the top-k still lacks
 (:attr:`Search.min_complete`), so the top-k holds ``k`` complete members from the first

@@ -68,7 +68,7 @@ class FewShotSupernets:
             s = loaded.config.sampling
             if s.fix_slot is None:
                 raise LvsearchError(f"{run} is not a few-shot sub-supernet (its sampling.fix_slot is unset)",
-                                    fix="pass the runs trained with --set sampling.fix_slot=N --set sampling.fix_op=OP")
+                                    fix="pass the runs trained with train-supernet --few-shot-from SUPERNET --slot N --op OP --steps S")
             if like is not None:
                 _check_like(run, loaded, like)
             if space is not None and loaded.space.to_dict() != space.to_dict():
@@ -109,8 +109,8 @@ def _check_like(run, loaded, like) -> None:
     """Refuse a part that cannot score ``like``'s dev set with ``like``'s counts."""
     import dataclasses
 
-    fix = (f"pass the sub-supernets trained from --supernet {like.run_dir} (train-supernet with "
-           f"--set init_from={like.run_dir} --set sampling.fix_slot=N --set sampling.fix_op=OP, docs/architecture.md)")
+    fix = (f"pass the sub-supernets trained from --supernet {like.run_dir} (train-supernet --few-shot-from "
+           f"{like.run_dir} --slot N --op OP --steps S, docs/architecture.md)")
     if loaded.space.to_dict() != like.space.to_dict():
         raise LvsearchError(f"few-shot part {run} was trained on space {loaded.space.name} ({loaded.space.num_slots} slots, "
                             f"ops {','.join(loaded.space.ops)}, {loaded.space.connectivity}), not on the space of "

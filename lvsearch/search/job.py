@@ -27,17 +27,19 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from lvsearch import tracking
 from lvsearch.arch import Arch
 from lvsearch.errors import LvsearchError
 from lvsearch.io import check_writable_folder, guard_output
 from lvsearch.lock import holds_output
-from lvsearch.search.evaluator import Constraints, EvalResult, Racing
+from lvsearch.search.evaluator import Constraints, EvalResult
 from lvsearch.search.evolution import STATE, Search, SearchConfig, SearchResult, plot_curves
+from lvsearch.search.evolve_output import compare_picks, phase_reporter, topk_table, write_noise
 from lvsearch.search.fitness import DEFAULT, Fitness
-from lvsearch.search.folder import RANDOM_DIR, SearchFolder, search_command
+from lvsearch.search.folder import RANDOM_DIR, SearchFolder
+from lvsearch.search.schedule import Racing
 from lvsearch.search.strategies import STRATEGIES
-from lvsearch.search.second_stage import SECOND_STAGE_DIR, SECOND_STAGE_FILE, SecondStage, SecondStageRecord
+from lvsearch.search.second_stage import (SECOND_STAGE_DIR, SECOND_STAGE_FILE, SecondStage, check_second_stage_inputs,
+                                          run_second_stage)
 
 #: Defaults of ``lvsearch evolve`` for a new search, chosen by measurement
 #: (``benchmarks/fitness_noise.py``; docs/results.md, "Fitness noise"): on the quickstart
@@ -54,9 +56,6 @@ DEFAULT_DEV_SEQUENCES: int | str | None = 1024
 
 OUTPUTS = (STATE, "history.jsonl", "topk.json", "best.json", "pareto.json", "search_curve.png", "noise.json",
            SECOND_STAGE_FILE)
-#: How a damaged ``second_stage.json`` is written again (named by the fix).
-SECOND_STAGE_AGAIN = ("delete it and run the same evolve command with --resume (the second stage runs again; the "
-                      "search is kept)")
 
 
 @dataclass
@@ -262,197 +261,12 @@ def _load_few_shot(opts: EvolveOptions, loaded, out: Path, info):
     return split
 
 
-def topk_table(search: Search, title: str):
-    """A rich table of the current top-k set. The ops column folds instead of cutting, and the
-    ELC inputs are shown as a short digest (:func:`inputs_digest`), so candidates that differ
-    anywhere read differently at any terminal width (the full keys are in topk.json)."""
-    from rich.table import Table
-
-    tab = Table(title=title, caption="inputs: digest of the ELC connectivity (full keys in topk.json)")
-    for col in ("#", "fitness", "accuracy", "loss", "params", "MFLOPs/tok"):
-        tab.add_column(col, justify="right", no_wrap=True)
-    tab.add_column("ops", overflow="fold")
-    tab.add_column("inputs", no_wrap=True)
-    for i, k in enumerate(search.topk, start=1):
-        r = search.evaluator.memo[k]
-        ops, _, _ = k.partition("|")
-        tab.add_row(str(i), f"{r.fitness:.4f}", "-" if r.accuracy is None else f"{r.accuracy:.4f}",
-                    "-" if r.loss is None else f"{r.loss:.4f}",
-                    "-" if r.params is None else f"{r.params:,}",
-                    "-" if r.flops is None else f"{r.flops / 1e6:.2f}", ops, inputs_digest(k))
-    return tab
-
-
-def inputs_digest(key: str) -> str:
-    """``"seq"`` for an architecture key whose slots read only the previous output, else the
-    first 8 hex digits of the sha256 of its inputs part (after ``|``): a short, stable name for
-    the ELC connectivity of a console row."""
-    import hashlib
-
-    _, sep, inputs = key.partition("|")
-    return hashlib.sha256(inputs.encode()).hexdigest()[:8] if sep else "seq"
-
-
 def random_control(config: SearchConfig, ea: SearchResult) -> SearchConfig:
     """The ``--compare-random`` control of a finished search: random search with the same seed
     (the same first population), the EA's dev-sequence passes as its budget (equal compute,
     whatever racing completed in each), and iterations enough for the budget to bind."""
     return SearchConfig(**dict(config.to_dict(), budget=max(1, ea.passes),
                                iterations=max(config.iterations, 1) * 4))
-
-
-def _write_noise(evaluator, res: SearchResult, folder: Path, metric: str, show: bool) -> None:
-    """``noise.json``: the fitness noise among the finished search's top-k, and the verdict."""
-    from lvsearch import ui
-    from lvsearch.io import atomic_write_json
-    from lvsearch.search.noise import search_noise, verdict_lines
-
-    rep = search_noise(evaluator, [r.key for r in res.topk], metric)
-    atomic_write_json(folder / "noise.json", rep)
-    tracking.log(folder, res.iteration, {k: v for k, v in rep.items() if not isinstance(v, list)}, "noise/")
-    if show:
-        for line in verdict_lines(rep):
-            ui.console.print(line, highlight=False, markup=False, soft_wrap=True)
-
-
-def _compare_picks(evaluator, folders: list[Path], out: Path, metric: str, show: bool,
-                   compute: dict[str, dict] | None = None) -> None:
-    """``compare_random.json``: the EA's pick (``best.json``) against random search's, paired on
-    the fitness's dev targets (:func:`lvsearch.search.noise.pick_comparison`), with what each
-    search spent (``compute``: evaluations and dev-sequence passes per search), and its lines."""
-    from lvsearch import ui
-    from lvsearch.io import atomic_write_json
-    from lvsearch.search.noise import pick_comparison, pick_comparison_lines
-
-    picks = [Arch.from_dict(SearchFolder(f, regenerate=search_command(out)).best()) for f in folders]
-    rep = pick_comparison(evaluator.per_target(picks), picks[0].key, picks[1].key, metric)
-    if compute is not None:
-        rep["compute"] = compute
-    atomic_write_json(out / "compare_random.json", rep)
-    if show:
-        for line in pick_comparison_lines(rep):
-            ui.console.print(line, highlight=False, markup=False, soft_wrap=True)
-
-
-def _check_second_stage(opts: EvolveOptions, config: SearchConfig, prepared, n_dev: int, seq_len: int,
-                        out: Path) -> None:
-    """Before anything runs: the second stage has fresh dev sequences to score on, and a resume
-    asks for the second stage its folders already hold (so the EA and its random-search control
-    never end up re-ranked with different compute, and best.json never contradicts
-    second_stage.json).
-
-    Raises:
-        LvsearchError: no fresh sequence left, ``--second-stage-dev`` above what is left, or a
-            resume whose second-stage switches differ from a recorded ``second_stage.json``.
-    """
-    from lvsearch.io import read_json
-
-    stage = opts.second_stage
-    if stage.enabled:
-        left = len(prepared.sequences("dev", seq_len)) - n_dev
-        if left < 1:
-            raise LvsearchError(f"--second-stage {stage.method} needs dev sequences the fitness does not use, but "
-                                f"--dev-sequences takes all {n_dev} of {prepared.folder}'s dev split",
-                                fix="score the search on fewer --dev-sequences (e.g. 1024), or drop --second-stage")
-        if stage.dev_sequences is not None and stage.dev_sequences > left:
-            raise LvsearchError(f"--second-stage-dev {stage.dev_sequences} is above the {left} dev sequences the "
-                                f"fitness leaves fresh in {prepared.folder}",
-                                fix=f"pass --second-stage-dev ≤ {left}, or omit it to use all {left}")
-    if not opts.resume:
-        return
-    want = {**stage.to_dict(), "k": stage.k if stage.k is not None else config.topk}
-    for folder in (out, out / RANDOM_DIR):
-        path = folder / SECOND_STAGE_FILE
-        if not path.is_file():
-            continue
-        rec = read_json(path, what="second stage", regenerate=SECOND_STAGE_AGAIN)
-        had = rec.get("settings") if isinstance(rec, dict) else None
-        if not stage.enabled or had != want:
-            shown = ", ".join(f"{k}={v}" for k, v in (had or {}).items())
-            raise LvsearchError(f"--resume with other second-stage switches than {path} ({shown})",
-                                fix="resume with the same --second-stage switches, or start again with --overwrite")
-
-
-def _second_stage(opts: EvolveOptions, loaded, prepared, res: SearchResult, folder: Path, cfg: SearchConfig,
-                  label: str, dev_sequences: int, info, show: bool) -> dict:
-    """Re-rank ``res``'s top-k by ``opts.second_stage``; write ``second_stage.json`` and point
-    ``best.json`` at the pick. A finished stage with the same settings and candidates is kept."""
-    from lvsearch import ui
-    from lvsearch.io import atomic_write_json, read_json
-    from lvsearch.search.second_stage import rerank
-
-    stage = opts.second_stage
-    k = stage.k if stage.k is not None else cfg.topk
-    cands = [r for r in res.topk if r.complete][:k]
-    settings = {**stage.to_dict(), "k": k}
-    path = folder / SECOND_STAGE_FILE
-    rec = read_json(path, what="second stage", regenerate=SECOND_STAGE_AGAIN) if path.is_file() else None
-    if not (isinstance(rec, dict) and rec.get("settings") == settings and rec.get("candidates") == [r.key for r in cands]):
-        out = rerank(loaded, [Arch.from_key(r.key) for r in cands], stage, search_dev_sequences=dev_sequences,
-                     prepared=prepared, fitness=opts.fitness, out=folder / SECOND_STAGE_DIR, info=info,
-                     show_progress=show)
-        rec = {"settings": settings, "candidates": [r.key for r in cands], "search_best": res.best.key, **out}
-        if info.is_main:
-            atomic_write_json(path, rec)
-    else:
-        check_second_stage_record(rec, path)
-    if info.is_main and rec["pick"] is not None:
-        row = next(r for r in rec["rows"] if r["key"] == rec["pick"])
-        meta = _best_meta(next(r for r in cands if r.key == rec["pick"]), loaded, cfg, label, opts.fitness)
-        meta["second_stage"] = {k2: rec[k2] for k2 in ("method", "steps", "dev_sequences", "targets")} | {
-            "accuracy": row["accuracy"], "loss": row["loss"], "score": row["score"],
-            "search_rank": rec["candidates"].index(rec["pick"]) + 1}
-        Arch.from_key(rec["pick"]).to_json(folder / "best.json", space=loaded.space.name, meta=meta)
-    if show:
-        rank = rec["candidates"].index(rec["pick"]) + 1 if rec["pick"] is not None else None
-        cost = (f"{rec['k']} candidates × {rec['steps']} steps" if rec["method"] == "finetune"
-                else f"{rec['k']} candidates")
-        ui.console.print(f"{label}: second stage ({rec['method']}, {cost}, {rec['targets']:,} fresh dev targets, "
-                         f"{rec['seconds']:.0f}s): pick {rec['pick']} (#{rank} of the search's top-{rec['k']})",
-                         highlight=False, markup=False, soft_wrap=True)
-    return rec
-
-
-def check_second_stage_record(rec: dict, path: Path) -> dict:
-    """Check a recorded ``second_stage.json`` before a resume reuses it: the fields it is read
-    for (:class:`SecondStageRecord`), and a pick that is one of its candidates with a row.
-
-    Raises:
-        LvsearchError: a field missing or of the wrong type, or a pick that is no candidate or
-            has no row (names the file and the field; an edit here was a StopIteration traceback).
-    """
-    from lvsearch.io import check_fields
-
-    fix = f"delete {path} and resume with the same command: the second stage runs again"
-    check_fields(rec, SecondStageRecord, path, what="second stage record", fix=fix)
-    if rec["pick"] is not None:
-        if rec["pick"] not in rec["candidates"]:
-            raise LvsearchError(f"second stage record {path} is malformed: field pick {rec['pick']!r} is not one of "
-                                f"its candidates", fix=fix)
-        if not any(r["key"] == rec["pick"] for r in rec["rows"]):
-            raise LvsearchError(f"second stage record {path} is malformed: field rows has no row for the pick "
-                                f"{rec['pick']!r}", fix=fix)
-    return rec
-
-
-def _phase_reporter(show: bool, label: str):
-    """``Search.on_progress`` for the log and the terminal: one ``[progress]`` line per phase
-    (drawing or scoring a population) every ``$LVSEARCH_PROGRESS_EVERY`` seconds (default 30)
-    while it runs, so a long first population is not silent (:func:`lvsearch.ui.phase_lines`)."""
-    from lvsearch import ui
-
-    bar = ui.phase_lines(enabled=show)
-    if bar is None:
-        return None
-    tasks: dict[str, object] = {}
-
-    def report(stage: str, done: int, total: int) -> None:
-        task = tasks.get(stage)
-        if task is None:
-            task = tasks[stage] = bar.add_task(f"{label}: {stage}", total=total, info="")
-        bar.update(task, completed=done)
-
-    return report
 
 
 def check_size_band(supernet, constraints: Constraints) -> tuple[int, int]:
@@ -480,7 +294,6 @@ def check_size_band(supernet, constraints: Constraints) -> tuple[int, int]:
     return lo, hi
 
 
-@holds_output(lambda a: a["opts"].out)
 def _check_bounds(opts: EvolveOptions) -> None:
     """The numeric options, before anything is loaded. Raises LvsearchError naming the flag."""
     if opts.cache_mb < 0:
@@ -563,16 +376,18 @@ def _make_evaluator(opts: EvolveOptions, config: SearchConfig, loaded, dev, spli
     return evaluator, racing, extra
 
 
+@holds_output(lambda a: a["opts"].out)
 def evolve(opts: EvolveOptions, config: SearchConfig, *, show_progress: bool = True,
            max_iterations: int | None = None) -> dict[str, SearchResult]:
     """Run (or resume) a search over a trained supernet; returns ``{"evolution"|strategy: result,
     ["random": result]}``. Works unchanged under torchrun (evaluation sharded over ranks,
-    rank 0 writes).
+    rank 0 writes). Holds the output lock on ``opts.out`` for the whole call.
 
     Raises:
         LvsearchError: bad settings, a supernet run without checkpoint, a space mismatch, a data
             folder with another tokenizer, an ``out`` folder that already holds a search (without
-            ``resume``/``overwrite``), a corrupted state file on resume.
+            ``resume``/``overwrite``), a corrupted state file on resume, another command writing
+            ``out``.
     """
     from lvsearch import ui
     from lvsearch.train.distributed import barrier, init_distributed, shutdown
@@ -596,20 +411,17 @@ def evolve(opts: EvolveOptions, config: SearchConfig, *, show_progress: bool = T
         split = _load_few_shot(opts, loaded, out, info)
         few_shot = split.record() if split is not None else None
         dev, prepared = load_dev(loaded, opts.data, opts.dev_sequences)
-        _check_second_stage(opts, config, prepared, int(dev.input_ids.shape[0]), loaded.config.train.seq_len, out)
+        check_second_stage_inputs(opts.second_stage, config.topk, prepared, int(dev.input_ids.shape[0]),
+                                  loaded.config.train.seq_len, out, resume=opts.resume)
         evaluator, racing, extra = _make_evaluator(opts, config, loaded, dev, split, few_shot, info)
         if info.is_main:
             if opts.overwrite and not opts.resume and out.is_dir():
                 _clear(out)
             out.mkdir(parents=True, exist_ok=True)
         barrier(info)
-
-        def record_env(search: Search) -> None:  # once the (resumed) state passed its checks
-            if info.is_main and search.out == out:
-                from lvsearch.repro import record_environment
-
-                record_environment(out, str(info.device), resume=opts.resume, what="search")
-
+        run = _PhaseRun(opts, loaded, prepared, evaluator, racing, extra, few_shot, info,
+                        n_dev=int(dev.input_ids.shape[0]), show=show_progress and info.is_main,
+                        max_iterations=max_iterations)
         phases = [(config.strategy, out, config)]
         if opts.compare_random and config.strategy != "random":
             # the control: the same seed (so the same first population: common random numbers),
@@ -617,66 +429,17 @@ def evolve(opts: EvolveOptions, config: SearchConfig, *, show_progress: bool = T
             rcfg = SearchConfig(**dict(config.to_dict(), strategy="random", tournament=None, cycle=None))
             phases.append(("random", out / RANDOM_DIR, rcfg))
         results: dict[str, SearchResult] = {}
-        show = show_progress and info.is_main
         for label, folder, cfg in phases:
-            if label == "random" and len(phases) == 2:
+            control = label == "random" and len(phases) == 2
+            if control:
                 cfg = random_control(cfg, results[config.strategy])
-            if info.is_main:
-                folder.mkdir(parents=True, exist_ok=True)
-            barrier(info)
-            live = None
-
-            def on_iteration(search: Search, t: int, label=label) -> None:
-                best = search.evaluator.memo[search.topk[0]]
-                if info.is_main:
-                    Arch.from_key(best.key).to_json(search.out / "best.json", space=loaded.space.name,
-                                                    meta=_best_meta(best, loaded, search.config, label, opts.fitness,
-                                                                    few_shot))
-                budget = f" of {search.config.budget:,}" if search.config.budget is not None else ""
-                title = (f"{label}: iteration {t + 1}/{search.config.iterations} — "
-                         f"{len(search.history)} evaluated, {search.passes:,}{budget} dev-sequence passes, "
-                         f"{search.evaluator.stats.seconds:.0f}s computing")
-                if live is not None:
-                    live.update(topk_table(search, title))
-                elif show:  # a log file: one plain line per iteration, the table once at the end
-                    ui.console.print(f"[progress] {title}; best {best.fitness:.4f} ({best.key})",
-                                     highlight=False, markup=False, soft_wrap=True)
-
-            search = Search(loaded.space, evaluator.fork() if label == "random" and len(phases) == 2 else evaluator,
-                            cfg, out=folder, write=info.is_main,
-                            on_iteration=on_iteration, extra_state=extra, on_start=record_env,
-                            on_progress=_phase_reporter(show, label))
-            resume_phase = opts.resume and (folder / STATE).exists()
-            if show and (ui.console.is_terminal or ui.console.is_jupyter):
-                from rich.live import Live
-
-                with Live(console=ui.console, refresh_per_second=2, transient=False) as live:
-                    res = search.run(resume=resume_phase, max_iterations=max_iterations)
-            else:
-                res = search.run(resume=resume_phase, max_iterations=max_iterations)
-                if show and search.topk:
-                    ui.console.print(topk_table(search, f"{label}: top-{len(search.topk)} after "
-                                                        f"{search.iteration} iterations"))
-            results[label] = res
-            if res.iteration and info.is_main:
-                best = res.best
-                Arch.from_key(best.key).to_json(
-                    folder / "best.json", space=loaded.space.name, meta=_best_meta(best, loaded, cfg, label, opts.fitness,
-                                                                              few_shot))
-                if res.done:
-                    _write_noise(evaluator, res, folder, opts.fitness, show)
-                    if racing is not None and len(res.topk) < cfg.topk:
-                        ui.warn(f"{label}: the top-k holds {len(res.topk)} of --topk {cfg.topk}: racing scored only "
-                                f"{len(res.topk)} candidates on the whole dev set (the rest stopped at a rung and never "
-                                "enter the top-k); raise --population or --iterations, or pass --racing off")
-            if res.done and res.topk and opts.second_stage.enabled:
-                _second_stage(opts, loaded, prepared, res, folder, cfg, label, int(dev.input_ids.shape[0]), info, show)
+            res = results[label] = run.phase(label, folder, cfg, control=control, record_env_in=out)
             if not res.done:
                 break
         if info.is_main and len(results) == 2 and all(r.done and r.topk for r in results.values()):
-            _compare_picks(evaluator, [folder for _, folder, _ in phases], out, opts.fitness, show,
-                           compute={label: {"evaluations": len(r.history), "passes": r.passes}
-                                    for label, r in results.items()})
+            compare_picks(evaluator, [folder for _, folder, _ in phases], out, opts.fitness, run.show,
+                          compute={label: {"evaluations": len(r.history), "passes": r.passes}
+                                   for label, r in results.items()})
         if info.is_main:
             plot_curves({k: v.curve for k, v in results.items()}, out / "search_curve.png",
                         title=f"search over {loaded.space.name} (supernet step {loaded.step}"
@@ -686,3 +449,88 @@ def evolve(opts: EvolveOptions, config: SearchConfig, *, show_progress: bool = T
         return results
     finally:
         shutdown(info)
+
+
+@dataclass
+class _PhaseRun:
+    """What every search of one :func:`evolve` call shares (the EA and its random control):
+    the supernet, data, evaluator and the state's ``extra``; :meth:`phase` runs one search."""
+
+    opts: EvolveOptions
+    loaded: object  # lvsearch.train.supernet.LoadedSupernet
+    prepared: object  # lvsearch.data.shards.PreparedData
+    evaluator: object  # SupernetEvaluator (or its few-shot router)
+    racing: Racing | None
+    extra: dict
+    few_shot: dict | None
+    info: object  # lvsearch.train.distributed placement
+    n_dev: int  # dev sequences of the fitness
+    show: bool
+    max_iterations: int | None
+
+    def best_meta(self, r: EvalResult, cfg: SearchConfig, label: str) -> dict:
+        return _best_meta(r, self.loaded, cfg, label, self.opts.fitness, self.few_shot)
+
+    def phase(self, label: str, folder: Path, cfg: SearchConfig, *, control: bool, record_env_in: Path) -> SearchResult:
+        """Run (or resume) the search ``label`` in ``folder`` (``control``: the random-search
+        control, on a fork of the evaluator); write its best.json, noise.json and second stage.
+        The environment is recorded once the search in ``record_env_in`` passed its checks."""
+        from lvsearch import ui
+        from lvsearch.train.distributed import barrier
+
+        info, opts, loaded, show = self.info, self.opts, self.loaded, self.show
+        if info.is_main:
+            folder.mkdir(parents=True, exist_ok=True)
+        barrier(info)
+        live = None
+
+        def record_env(search: Search) -> None:  # once the (resumed) state passed its checks
+            if info.is_main and search.out == record_env_in:
+                from lvsearch.repro import record_environment
+
+                record_environment(record_env_in, str(info.device), resume=opts.resume, what="search")
+
+        def on_iteration(search: Search, t: int) -> None:
+            best = search.evaluator.memo[search.topk[0]]
+            if info.is_main:
+                Arch.from_key(best.key).to_json(search.out / "best.json", space=loaded.space.name,
+                                                meta=self.best_meta(best, search.config, label))
+            budget = f" of {search.config.budget:,}" if search.config.budget is not None else ""
+            title = (f"{label}: iteration {t + 1}/{search.config.iterations} — "
+                     f"{len(search.history)} evaluated, {search.passes:,}{budget} dev-sequence passes, "
+                     f"{search.evaluator.stats.seconds:.0f}s computing")
+            if live is not None:
+                live.update(topk_table(search, title))
+            elif show:  # a log file: one plain line per iteration, the table once at the end
+                ui.console.print(f"[progress] {title}; best {best.fitness:.4f} ({best.key})",
+                                 highlight=False, markup=False, soft_wrap=True)
+
+        search = Search(loaded.space, self.evaluator.fork() if control else self.evaluator,
+                        cfg, out=folder, write=info.is_main,
+                        on_iteration=on_iteration, extra_state=self.extra, on_start=record_env,
+                        on_progress=phase_reporter(show, label))
+        resume_phase = opts.resume and (folder / STATE).exists()
+        if show and (ui.console.is_terminal or ui.console.is_jupyter):
+            from rich.live import Live
+
+            with Live(console=ui.console, refresh_per_second=2, transient=False) as live:
+                res = search.run(resume=resume_phase, max_iterations=self.max_iterations)
+        else:
+            res = search.run(resume=resume_phase, max_iterations=self.max_iterations)
+            if show and search.topk:
+                ui.console.print(topk_table(search, f"{label}: top-{len(search.topk)} after "
+                                                    f"{search.iteration} iterations"))
+        if res.iteration and info.is_main:
+            Arch.from_key(res.best.key).to_json(folder / "best.json", space=loaded.space.name,
+                                                meta=self.best_meta(res.best, cfg, label))
+            if res.done:
+                write_noise(self.evaluator, res, folder, opts.fitness, show)
+                if self.racing is not None and len(res.topk) < cfg.topk:
+                    ui.warn(f"{label}: the top-k holds {len(res.topk)} of --topk {cfg.topk}: racing scored only "
+                            f"{len(res.topk)} candidates on the whole dev set (the rest stopped at a rung and never "
+                            "enter the top-k); raise --population or --iterations, or pass --racing off")
+        if res.done and res.topk and opts.second_stage.enabled:
+            run_second_stage(opts.second_stage, loaded, self.prepared, res, folder, topk=cfg.topk, label=label,
+                             fitness=opts.fitness, dev_sequences=self.n_dev, info=info, show=show,
+                             best_meta=lambda r: _best_meta(r, loaded, cfg, label, opts.fitness))
+        return res

@@ -6,9 +6,9 @@ its range), train each from scratch for ``S`` steps with the supernet run's reci
 batch, sequence length, masking, learning-rate schedule shortened to ``S`` steps, seed), score
 it on the same fixed masked dev set, and report Kendall τ and Spearman ρ
 (``scipy.stats.kendalltau`` / ``spearmanr``) between the two accuracies, with paired
-percentile-bootstrap 95% intervals (:func:`bootstrap_interval`), the overlap of the top-k sets
-(``k = max(1, N // 4)``) next to its chance level (:func:`topk_chance`), and τ within strata of
-DC count and connectivity density (:func:`strata`, :func:`stratified_tau`), since a τ that only
+percentile-bootstrap 95% intervals (:func:`~lvsearch.stats.bootstrap_interval`), the overlap of the top-k sets
+(``k = max(1, N // 4)``) next to its chance level (:func:`~lvsearch.search.rank_stats.topk_chance`), and τ within strata of
+DC count and connectivity density (:func:`~lvsearch.search.rank_stats.strata`, :func:`~lvsearch.search.rank_stats.stratified_tau`), since a τ that only
 separates "has DC" from "has none" is not a search signal. One-shot NAS reference: τ ≈
 0.50–0.54 on NAS-Bench-201 (published anchor; not reproduced here). Finished standalone runs
 are kept (``standalone/NN/summary.json``): re-running after an interruption trains only the
@@ -32,9 +32,10 @@ from torch import nn
 
 from lvsearch.arch import Arch
 from lvsearch.errors import LvsearchError
-from lvsearch.stats import MIN_BOOTSTRAP_PAIRS, bootstrap_interval, percentile_interval
+from lvsearch.stats import bootstrap_interval
 from lvsearch.search.fitness import DEFAULT, METRICS, Fitness
 from lvsearch.lock import holds_output
+from lvsearch.search.rank_stats import density, rank_quality, strata, stratified_tau, topk_chance
 
 
 class FixedArchObjective:
@@ -89,154 +90,6 @@ def quantile_pick(results: list, n: int) -> list:
         return s
     idx = sorted({round(i * (len(s) - 1) / (n - 1)) for i in range(n)}) if n > 1 else [len(s) - 1]
     return [s[i] for i in idx]
-
-
-def topk_chance(n: int, k: int, observed: int) -> dict:
-    """Top-k overlap against chance: two independent random k-subsets of ``n`` items share
-    ``k²/n`` items on average (hypergeometric mean); ``p`` = P(overlap ≥ ``observed``) under
-    that null (``scipy.stats.hypergeom``)."""
-    from scipy.stats import hypergeom
-
-    return {"expected": k * k / n, "p": float(hypergeom.sf(observed - 1, n, k, k))}
-
-
-def _top_membership(values, k: int) -> list[float]:
-    """Probability that each item is among the ``k`` best of ``values`` (higher is better) when
-    ties are broken uniformly at random: 1 above the k-th value, 0 below it, and for the ``m``
-    items tied at it, the remaining places over ``m``."""
-    kth = sorted(values, reverse=True)[k - 1]
-    above = sum(v > kth for v in values)
-    tied = sum(v == kth for v in values)
-    share = (k - above) / tied
-    return [1.0 if v > kth else share if v == kth else 0.0 for v in values]
-
-
-def top_precision(scores, truth, k: int = 5) -> float | None:
-    """Fraction of the ``k`` best by ``scores`` that are among the ``k`` best by ``truth``
-    (higher is better on both), averaged over every order of ties (on both sides
-    independently): Σ_i P(i in top-k by scores) · P(i in top-k by truth) / k. So the value does
-    not depend on the order the items are listed in (three architectures tied at one
-    standalone accuracy used to be broken by list position). None with fewer than ``k`` items."""
-    if len(scores) < k:
-        return None
-    ps, pt = _top_membership(list(scores), k), _top_membership(list(truth), k)
-    return sum(a * b for a, b in zip(ps, pt)) / k
-
-
-#: Architectures in the top region of a rank check (the best by the truth): where a search's
-#: picks live, so where the fitness must rank.
-TOP_REGION = 20
-
-
-def top_region(scores, truth, top: int = TOP_REGION) -> tuple[list[float], list[float]]:
-    """``scores`` and ``truth`` of the items among the ``top`` best by ``truth`` (every item tied
-    with the ``top``-th is kept; all items when there are no more than ``top``)."""
-    if len(truth) <= top:
-        return list(scores), list(truth)
-    cut = sorted(truth, reverse=True)[top - 1]
-    keep = [i for i, t in enumerate(truth) if t >= cut]
-    return [scores[i] for i in keep], [truth[i] for i in keep]
-
-
-def rank_quality(scores, truth, *, seed: int = 0, top: int = TOP_REGION) -> dict:
-    """How well ``scores`` rank items by ``truth`` (higher is better on both; equal-length
-    sequences of floats, e.g. supernet fitness and standalone MLM accuracy of the same
-    architectures): ``{"kendall_tau", "kendall_p", "kendall_tau_ci95", "spearman_rho",
-    "top5_precision", "top_region"}`` — scipy's Kendall τ and Spearman ρ (None where undefined,
-    e.g. constant input), the paired percentile-bootstrap 95% interval of τ
-    (:func:`bootstrap_interval`), :func:`top_precision` at k = 5 (tie-averaged) and the
-    top-region τ: Kendall τ with its interval among the ``top`` best by ``truth``
-    (:func:`top_region`; a fitness can rank a whole band well and its top not at all, and a
-    search's picks are at the top). Raises nothing; too few items give None entries."""
-    import math
-    import warnings
-
-    from scipy.stats import kendalltau, spearmanr
-
-    def num(x) -> float | None:
-        return None if x is None or math.isnan(float(x)) else float(x)
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # constant input: reported as undefined (None)
-        t = kendalltau(scores, truth)
-        rh = spearmanr(scores, truth)
-        ts, tt = top_region(list(scores), list(truth), top)
-        t_top = kendalltau(ts, tt) if len(ts) >= 2 else None
-    region = {"n": len(ts), "of": len(truth), "kendall_tau": num(t_top.statistic) if t_top is not None else None,
-              "kendall_tau_ci95": list(bootstrap_interval(ts, tt, "kendall", seed=seed))}
-    return {"kendall_tau": num(t.statistic), "kendall_p": num(t.pvalue),
-            "kendall_tau_ci95": list(bootstrap_interval(scores, truth, "kendall", seed=seed)),
-            "spearman_rho": num(rh.statistic), "top5_precision": top_precision(scores, truth, 5),
-            "top_region": region}
-
-
-#: Fewer items than this and a paired τ difference is refused (τ over 3 points takes 4 values).
-MIN_PAIRED_ITEMS = 4
-
-
-def paired_tau_difference(scores_a, scores_b, truth, *, n_resamples: int = 2000, level: float = 0.95,
-                          seed: int = 0) -> dict:
-    """Is ranker ``a`` better than ranker ``b`` at ranking the same items by ``truth``?
-
-    ``scores_a``, ``scores_b``, ``truth``: equal-length 1-D sequences of N finite floats, item
-    i in position i of all three (e.g. two supernet fitness variants and the standalone MLM
-    accuracy of the same N architectures; higher is better on all three). The difference
-    d = τ(a, truth) − τ(b, truth) of Kendall's τ-b (Kendall 1938, ``scipy.stats.kendalltau``)
-    gets a paired percentile-bootstrap interval (Efron & Tibshirani 1993, ch. 13): the item
-    indices are resampled once per resample and both τ are computed on that same resample
-    (``scipy.stats.bootstrap`` with ``paired=True``), so what the two rankers share (the same
-    items, the same truth) cancels instead of widening two separate intervals that then
-    overlap. Resamples where a τ is undefined (a constant side) are dropped, as in
-    :func:`bootstrap_interval`.
-
-    Returns ``{"difference": d, "ci95": [low, high], "n": N, "verdict": ...}`` (``ci95``: the
-    ``level`` interval, 95% by default) with verdict
-    ``"a better"`` (low > 0), ``"b better"`` (high < 0), ``"within noise"`` (the interval
-    holds 0), or ``"undetermined"`` with ``ci95`` ``[None, None]`` when there is no interval:
-    fewer than :data:`MIN_BOOTSTRAP_PAIRS` items (as :func:`bootstrap_interval`) or no
-    defined resample; ``difference`` is None when a τ is undefined on the whole sample.
-    Identical ``scores_a`` and ``scores_b`` give exactly 0 and ``[0, 0]``.
-
-    Raises:
-        ValueError: the three are not 1-D of one length, hold a non-finite value, or have
-            fewer than :data:`MIN_PAIRED_ITEMS` items.
-    """
-    import math
-    import warnings
-
-    import numpy as np
-    from scipy.stats import kendalltau
-
-    arrays = [np.asarray(v, dtype=float) for v in (scores_a, scores_b, truth)]
-    if any(v.ndim != 1 for v in arrays) or len({len(v) for v in arrays}) != 1:
-        raise ValueError("paired_tau_difference: scores_a, scores_b and truth must be 1-D of one length, got "
-                         + ", ".join(str(v.shape) for v in arrays))
-    a, b, t = arrays
-    n = len(t)
-    if n < MIN_PAIRED_ITEMS:
-        raise ValueError(f"paired_tau_difference: {n} items, at least {MIN_PAIRED_ITEMS} needed")
-    if not all(np.isfinite(v).all() for v in arrays):
-        raise ValueError("paired_tau_difference: scores and truth must be finite (no NaN or inf)")
-
-    def diff(x, y, z) -> float:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # constant input: τ undefined (NaN), dropped
-            return float(kendalltau(x, z).statistic - kendalltau(y, z).statistic)
-
-    def stat(x, y, z, axis=-1):
-        x, y, z = np.atleast_2d(x), np.atleast_2d(y), np.atleast_2d(z)
-        return np.array([diff(x[i], y[i], z[i]) for i in range(x.shape[0])])
-
-    d = diff(a, b, t)
-    if n < MIN_BOOTSTRAP_PAIRS:
-        lo, hi = None, None
-    else:
-        lo, hi = percentile_interval((a, b, t), stat, n_resamples=n_resamples, level=level, seed=seed)
-    if lo is None:
-        verdict = "undetermined"
-    else:
-        verdict = "a better" if lo > 0 else "b better" if hi < 0 else "within noise"
-    return {"difference": d if math.isfinite(d) else None, "ci95": [lo, hi], "n": n, "verdict": verdict}
 
 
 #: The command that writes a ``rank_check.json`` (named by the fixes for a damaged ``--reuse`` file).
@@ -317,67 +170,6 @@ def check_reuse(d, source, space) -> dict:
         raise LvsearchError(f"{source}: the standalone results do not match their recorded sha256 (the file was "
                             "edited after it was written)", fix="restore the file, or re-run the rank check")
     return {"archs": rows, "steps": steps, "pool": pool}
-
-
-def density(arch: Arch) -> float:
-    """Connectivity density of an architecture: mean number of inputs per slot (1.0 =
-    sequential; an ELC slot reading all earlier outputs raises it)."""
-    return sum(len(i) for i in arch.inputs) / arch.num_slots
-
-
-def strata(archs: list[Arch]) -> dict[str, list[str]]:
-    """Strata of a rank check (values: lists of labels, one per architecture, same order):
-
-    * ``dc_count``: the number of DC slots, in three bands split at the terciles of the
-      observed counts (``"DC ≤ a"``, ``"a < DC ≤ b"``, ``"DC > b"``; fewer bands when counts tie);
-    * ``density``: :func:`density` below / at-or-above its median (``"sparse"``, ``"dense"``).
-
-    A τ that is high overall but near 0 within strata separates only the stratum variable
-    (e.g. "has DC" from "has none"), not architectures within it."""
-    import numpy as np
-
-    dc = np.array([a.ops.count("DC") for a in archs], dtype=float)
-    a_, b_ = np.quantile(dc, [1 / 3, 2 / 3])
-    a_, b_ = int(np.floor(a_)), int(np.floor(b_))
-
-    def band(c: float) -> str:
-        if c <= a_:
-            return f"DC ≤ {a_}"
-        if c <= b_:
-            return f"{a_} < DC ≤ {b_}"
-        return f"DC > {b_}"
-
-    d = np.array([density(a) for a in archs])
-    med = float(np.median(d))
-    dens = ["dense" if v >= med and v > d.min() else "sparse" for v in d] if d.max() > d.min() else ["all"] * len(d)
-    return {"dc_count": [band(c) for c in dc], "density": dens}
-
-
-def stratified_tau(xs, ys, labels: list[str]) -> dict:
-    """Kendall τ within each stratum (``labels[i]`` names the stratum of pair i) and their
-    pair-weighted mean (weights n(n−1)/2, strata with < 3 members or an undefined τ left out).
-    Returns ``{"strata": {label: {"n", "tau"}}, "weighted_tau": float | None}``."""
-    import math
-    import warnings
-
-    from scipy.stats import kendalltau
-
-    groups: dict[str, list[int]] = {}
-    for i, lab in enumerate(labels):
-        groups.setdefault(lab, []).append(i)
-    out, num, den = {}, 0.0, 0.0
-    for lab, idx in sorted(groups.items()):
-        tau = None
-        if len(idx) >= 3:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                t = kendalltau([xs[i] for i in idx], [ys[i] for i in idx]).statistic
-            tau = None if math.isnan(t) else float(t)
-        out[lab] = {"n": len(idx), "tau": tau}
-        if tau is not None:
-            w = len(idx) * (len(idx) - 1) / 2
-            num, den = num + w * tau, den + w
-    return {"strata": out, "weighted_tau": num / den if den else None}
 
 
 def standalone_train_config(train_config, steps: int):
@@ -481,22 +273,15 @@ def rank_check(supernet: str | Path, *, num_archs: int = 8, steps: int = 200, po
     """
     import time
 
-    import warnings
-
-    from scipy.stats import kendalltau, spearmanr
-
-    from lvsearch.io import atomic_write_json
+    from lvsearch.io import atomic_write_json, guard_output
     from lvsearch.search.evaluator import SupernetEvaluator
-    from lvsearch.train.supernet import load_dev
     from lvsearch.train.distributed import init_distributed
-    from lvsearch.train.supernet import load_supernet
+    from lvsearch.train.supernet import load_dev, load_supernet
 
     if num_archs < 3:
         raise LvsearchError(f"--archs must be ≥ 3 for a rank correlation, got {num_archs}")
     if steps < 1:
         raise LvsearchError(f"--steps must be ≥ 1, got {steps}")
-    from lvsearch.io import guard_output
-
     out = rank_check_out(supernet, out)
     guard_output(out, overwrite=overwrite, inputs=[("--supernet", supernet), ("--data", data), ("--reuse", reuse)])
     if out.is_dir() and any(out.iterdir()) and not any((out / n).exists() for n in ("rank_check.json", "standalone", "dispatch")):
@@ -520,36 +305,63 @@ def rank_check(supernet: str | Path, *, num_archs: int = 8, steps: int = 200, po
     m = pool if pool is not None else max(50, 5 * num_archs)
     if m < num_archs:
         raise LvsearchError(f"--pool {m} is smaller than --archs {num_archs}")
-    rng = random.Random(seed)
-    archs: dict[str, Arch] = {}
     evaluator = SupernetEvaluator(loaded.supernet, dev, seq_len=loaded.config.train.seq_len, device=info.device,
                                   fitness=fitness)
+    archs, picked = _pick(loaded, evaluator, reused, reuse, m, num_archs, seed)
     if reused is not None:
+        rows = _reused_rows(picked, reused)
+    else:
+        _train_picked(picked, archs, out, supernet, loaded, steps, data=data, dev_sequences=dev_sequences,
+                      device=device, show_progress=show_progress, dispatch=dispatch,
+                      inline_state={"loaded": loaded, "dev": dev, "prepared": prepared, "info": info})
+        rows = _standalone_rows(picked, out, steps, loaded.step)
+    report = {
+        "fitness": fitness, **_rank_statistics(rows, [archs[row["key"]] for row in rows], seed),
+        "archs": rows, "num_archs": len(rows), "steps": steps,
+        "pool": m if reused is not None else len(archs), "supernet": str(Path(supernet).resolve()), "supernet_step": loaded.step,
+        "standalone_from": str(Path(reuse).resolve()) if reuse is not None else None,
+        "dev_sequences": int(dev.input_ids.shape[0]), "seconds": time.perf_counter() - t0, "out": str(out),
+        "space": loaded.space.to_dict(), "standalone_sha256": standalone_digest(rows),
+    }
+    atomic_write_json(out / "rank_check.json", report)
+    _scatter([row["supernet_fitness"] for row in rows], [row["standalone_accuracy"] for row in rows], report,
+             out / "rank_check.png")
+    return report
 
+
+def _pick(loaded, evaluator, reused: dict | None, reuse, m: int, num_archs: int, seed: int) -> tuple[dict[str, Arch], list]:
+    """The architectures of the check and their supernet results (``EvalResult``), in order:
+    ``reused``'s (validated against the supernet's space), or ``num_archs`` picked at evenly
+    spaced fitness quantiles (:func:`quantile_pick`) of a pool of ``m`` sampled with ``seed``.
+    Returns ``({key: Arch} of every scored architecture, picked results)``."""
+    archs: dict[str, Arch] = {}
+    if reused is not None:
         for row in reused["archs"]:
             a = Arch.from_key(row["key"])
             loaded.space.validate(a, source=str(reuse))
             archs[a.key] = a
         by_key = {r.key: r for r in evaluator.evaluate_many(list(archs.values()))}
-        picked = [by_key[row["key"]] for row in reused["archs"]]
-    else:
-        for _ in range(100 * m):
-            a = loaded.space.sample(rng)
-            archs.setdefault(a.key, a)
-            if len(archs) >= m:
-                break
-        scored = evaluator.evaluate_many(list(archs.values()))
-        picked = quantile_pick(scored, num_archs)
-    rows = []
+        return archs, [by_key[row["key"]] for row in reused["archs"]]
+    rng = random.Random(seed)
+    for _ in range(100 * m):
+        a = loaded.space.sample(rng)
+        archs.setdefault(a.key, a)
+        if len(archs) >= m:
+            break
+    return archs, quantile_pick(evaluator.evaluate_many(list(archs.values())), num_archs)
+
+
+def _train_picked(picked: list, archs: dict[str, Arch], out: Path, supernet, loaded, steps: int, *, data,
+                  dev_sequences: int | None, device: str, show_progress: bool, dispatch, inline_state: dict) -> None:
+    """Train every picked architecture without a finished standalone run under
+    ``out/standalone/NN``, each an independent job (:func:`train_standalone`) run where
+    ``dispatch`` says; inline jobs share ``inline_state`` (this process's supernet, data, dev set)."""
     from lvsearch.dispatch import DispatchOptions, Job, run_jobs
 
     dispatch = dispatch if dispatch is not None else DispatchOptions()
-    # inline jobs share this process's supernet, data and dev set; dispatched ones load their own
-    shared = {"loaded": loaded, "dev": dev, "prepared": prepared, "info": info} if dispatch.inline else {}
+    shared = inline_state if dispatch.inline else {}
     jobs = []
     for i, r in enumerate(picked):
-        if reused is not None:
-            continue
         run = out / "standalone" / f"{i:02d}"
         if finished_standalone(run, r.key, steps, loaded.step) is None:
             jobs.append(Job(f"{i:02d}-{archs[r.key].compact}", train_standalone, {
@@ -558,19 +370,41 @@ def rank_check(supernet: str | Path, *, num_archs: int = 8, steps: int = 200, po
                 "dev_sequences": dev_sequences, "device": device, "show_progress": show_progress and dispatch.inline,
                 **shared}))
     run_jobs(jobs, dispatch, out / "dispatch", ui_label="standalone run")
+
+
+def _row(r, standalone_accuracy, standalone_loss) -> dict:
+    return {"key": r.key, "supernet_fitness": r.fitness, "supernet_accuracy": r.accuracy, "supernet_loss": r.loss,
+            "params": r.params, "standalone_accuracy": standalone_accuracy, "standalone_loss": standalone_loss}
+
+
+def _reused_rows(picked: list, reused: dict) -> list[dict]:
+    """One row per picked result with the standalone side taken from ``reused``."""
+    return [_row(r, old["standalone_accuracy"], old["standalone_loss"]) for r, old in zip(picked, reused["archs"])]
+
+
+def _standalone_rows(picked: list, out: Path, steps: int, supernet_step: int) -> list[dict]:
+    """One row per picked result with the final dev evaluation of its standalone run."""
+    rows = []
     for i, r in enumerate(picked):
-        if reused is not None:
-            old_row = reused["archs"][i]
-            rows.append({"key": r.key, "supernet_fitness": r.fitness, "supernet_accuracy": r.accuracy,
-                         "supernet_loss": r.loss, "params": r.params,
-                         "standalone_accuracy": old_row["standalone_accuracy"],
-                         "standalone_loss": old_row["standalone_loss"]})
-            continue
-        summary = finished_standalone(out / "standalone" / f"{i:02d}", r.key, steps, loaded.step)
+        summary = finished_standalone(out / "standalone" / f"{i:02d}", r.key, steps, supernet_step)
         final = (summary or {}).get("final_eval") or {}
-        rows.append({"key": r.key, "supernet_fitness": r.fitness, "supernet_accuracy": r.accuracy,
-                     "supernet_loss": r.loss, "params": r.params,
-                     "standalone_accuracy": final.get("accuracy"), "standalone_loss": final.get("loss")})
+        rows.append(_row(r, final.get("accuracy"), final.get("loss")))
+    return rows
+
+
+def _rank_statistics(rows: list[dict], picked_archs: list[Arch], seed: int) -> dict:
+    """The report's statistics of ``rows`` (supernet fitness against standalone accuracy):
+    τ and ρ with p-values and bootstrap intervals, τ of the losses, the top-k overlap and its
+    chance level, τ within strata, and :func:`rank_quality` for every fitness metric. Adds
+    each row's ``dc_count``, ``density`` and strata labels."""
+    import math
+    import warnings
+
+    from scipy.stats import kendalltau, spearmanr
+
+    def num(x) -> float | None:  # undefined (constant input, e.g. after too few steps) -> None
+        return None if x is None or math.isnan(float(x)) else float(x)
+
     xs = [row["supernet_fitness"] for row in rows]
     ys = [row["standalone_accuracy"] for row in rows]
     with warnings.catch_warnings():
@@ -583,14 +417,8 @@ def rank_check(supernet: str | Path, *, num_archs: int = 8, steps: int = 200, po
     k = max(1, len(rows) // 4)
     top_sn = {row["key"] for row in sorted(rows, key=lambda r: -r["supernet_fitness"])[:k]}
     top_sa = {row["key"] for row in sorted(rows, key=lambda r: -r["standalone_accuracy"])[:k]}
-    import math
-
-    def num(x) -> float | None:  # undefined (constant input, e.g. after too few steps) -> None
-        return None if x is None or math.isnan(float(x)) else float(x)
-
     tau_ci = bootstrap_interval(xs, ys, "kendall", seed=seed)
     rho_ci = bootstrap_interval(xs, ys, "spearman", seed=seed)
-    picked_archs = [archs[row["key"]] for row in rows]
     labels = strata(picked_archs)
     for row, a, dcl, dl in zip(rows, picked_archs, labels["dc_count"], labels["density"]):
         row.update(dc_count=a.ops.count("DC"), density=density(a), stratum_dc=dcl, stratum_density=dl)
@@ -598,8 +426,8 @@ def rank_check(supernet: str | Path, *, num_archs: int = 8, steps: int = 200, po
     for name in METRICS:
         by_fitness[name] = rank_quality([Fitness(name).of_row(r, accuracy="supernet_accuracy", loss="supernet_loss")
                                          for r in rows], ys, seed=seed)
-    report = {
-        "fitness": fitness, "by_fitness": by_fitness,
+    return {
+        "by_fitness": by_fitness,
         "kendall_tau": num(tau.statistic), "kendall_p": num(tau.pvalue), "kendall_tau_ci95": list(tau_ci),
         "spearman_rho": num(rho.statistic), "spearman_p": num(rho.pvalue), "spearman_rho_ci95": list(rho_ci),
         "ci_method": "percentile bootstrap over architectures (paired), 2000 resamples, seeded",
@@ -607,15 +435,8 @@ def rank_check(supernet: str | Path, *, num_archs: int = 8, steps: int = 200, po
         "strata": {"dc_count": stratified_tau(xs, ys, labels["dc_count"]),
                    "density": stratified_tau(xs, ys, labels["density"])},
         "kendall_tau_loss": num(tau_loss.statistic), "kendall_p_loss": num(tau_loss.pvalue),
-        "topk": k, "topk_overlap": len(top_sn & top_sa), "archs": rows, "num_archs": len(rows), "steps": steps,
-        "pool": m if reused is not None else len(archs), "supernet": str(Path(supernet).resolve()), "supernet_step": loaded.step,
-        "standalone_from": str(Path(reuse).resolve()) if reuse is not None else None,
-        "dev_sequences": int(dev.input_ids.shape[0]), "seconds": time.perf_counter() - t0, "out": str(out),
-        "space": loaded.space.to_dict(), "standalone_sha256": standalone_digest(rows),
+        "topk": k, "topk_overlap": len(top_sn & top_sa),
     }
-    atomic_write_json(out / "rank_check.json", report)
-    _scatter(xs, ys, report, out / "rank_check.png")
-    return report
 
 
 def _scatter(xs, ys, report: dict, path: Path) -> None:

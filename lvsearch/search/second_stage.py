@@ -25,7 +25,7 @@ import shutil
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Optional
+from typing import Any, Callable, Optional
 
 from lvsearch.arch import Arch
 from lvsearch.errors import LvsearchError
@@ -188,3 +188,118 @@ class SecondStageRecord(FileModel):
     dev_sequences: Count
     targets: Count
     seconds: float
+
+
+# --------------------------------------------------------------------------- in lvsearch evolve
+#: How a damaged ``second_stage.json`` is written again (named by the fix).
+SECOND_STAGE_AGAIN = ("delete it and run the same evolve command with --resume (the second stage runs again; the "
+                      "search is kept)")
+
+
+def check_second_stage_inputs(stage: SecondStage, topk: int, prepared, n_dev: int, seq_len: int, out: Path, *,
+                              resume: bool) -> None:
+    """Before anything runs: the second stage has fresh dev sequences to score on (``prepared``'s
+    dev split beyond the search's ``n_dev`` sequences of ``seq_len`` tokens), and a resume of the
+    search in ``out`` asks for the second stage its folders already hold (so the EA and its
+    random-search control never end up re-ranked with different compute, and best.json never
+    contradicts second_stage.json). ``topk``: the search's ``--topk`` (the default ``k``).
+
+    Raises:
+        LvsearchError: no fresh sequence left, ``--second-stage-dev`` above what is left, or a
+            resume whose second-stage switches differ from a recorded ``second_stage.json``.
+    """
+    from lvsearch.io import read_json
+    from lvsearch.search.folder import RANDOM_DIR
+
+    if stage.enabled:
+        left = len(prepared.sequences("dev", seq_len)) - n_dev
+        if left < 1:
+            raise LvsearchError(f"--second-stage {stage.method} needs dev sequences the fitness does not use, but "
+                                f"--dev-sequences takes all {n_dev} of {prepared.folder}'s dev split",
+                                fix="score the search on fewer --dev-sequences (e.g. 1024), or drop --second-stage")
+        if stage.dev_sequences is not None and stage.dev_sequences > left:
+            raise LvsearchError(f"--second-stage-dev {stage.dev_sequences} is above the {left} dev sequences the "
+                                f"fitness leaves fresh in {prepared.folder}",
+                                fix=f"pass --second-stage-dev ≤ {left}, or omit it to use all {left}")
+    if not resume:
+        return
+    want = {**stage.to_dict(), "k": stage.k if stage.k is not None else topk}
+    for folder in (out, out / RANDOM_DIR):
+        path = folder / SECOND_STAGE_FILE
+        if not path.is_file():
+            continue
+        rec = read_json(path, what="second stage", regenerate=SECOND_STAGE_AGAIN)
+        had = rec.get("settings") if isinstance(rec, dict) else None
+        if not stage.enabled or had != want:
+            shown = ", ".join(f"{k}={v}" for k, v in (had or {}).items())
+            raise LvsearchError(f"--resume with other second-stage switches than {path} ({shown})",
+                                fix="resume with the same --second-stage switches, or start again with --overwrite")
+
+
+def run_second_stage(stage: SecondStage, loaded, prepared, res, folder: Path, *, topk: int, label: str, fitness: str,
+                     dev_sequences: int, info, show: bool, best_meta: Callable[[Any], dict]) -> dict:
+    """Re-rank the finished search ``res``'s (:class:`~lvsearch.search.evolution.SearchResult`)
+    top-k by ``stage`` (:func:`rerank`); write ``folder/second_stage.json`` and point
+    ``folder/best.json`` at the pick, with ``best_meta(result of the pick)`` as its meta plus
+    the second stage's scores. A finished stage with the same settings and candidates is kept.
+    ``topk``: the search's ``--topk`` (the default ``k``); ``dev_sequences``: the size of the
+    search's dev set. Returns the record.
+
+    Raises:
+        LvsearchError: :func:`rerank`'s errors; a damaged recorded stage
+            (:func:`check_second_stage_record`).
+    """
+    from lvsearch import ui
+    from lvsearch.io import atomic_write_json, read_json
+
+    k = stage.k if stage.k is not None else topk
+    cands = [r for r in res.topk if r.complete][:k]
+    settings = {**stage.to_dict(), "k": k}
+    path = folder / SECOND_STAGE_FILE
+    rec = read_json(path, what="second stage", regenerate=SECOND_STAGE_AGAIN) if path.is_file() else None
+    if not (isinstance(rec, dict) and rec.get("settings") == settings and rec.get("candidates") == [r.key for r in cands]):
+        out = rerank(loaded, [Arch.from_key(r.key) for r in cands], stage, search_dev_sequences=dev_sequences,
+                     prepared=prepared, fitness=fitness, out=folder / SECOND_STAGE_DIR, info=info,
+                     show_progress=show)
+        rec = {"settings": settings, "candidates": [r.key for r in cands], "search_best": res.best.key, **out}
+        if info.is_main:
+            atomic_write_json(path, rec)
+    else:
+        check_second_stage_record(rec, path)
+    if info.is_main and rec["pick"] is not None:
+        row = next(r for r in rec["rows"] if r["key"] == rec["pick"])
+        meta = best_meta(next(r for r in cands if r.key == rec["pick"]))
+        meta["second_stage"] = {k2: rec[k2] for k2 in ("method", "steps", "dev_sequences", "targets")} | {
+            "accuracy": row["accuracy"], "loss": row["loss"], "score": row["score"],
+            "search_rank": rec["candidates"].index(rec["pick"]) + 1}
+        Arch.from_key(rec["pick"]).to_json(folder / "best.json", space=loaded.space.name, meta=meta)
+    if show:
+        rank = rec["candidates"].index(rec["pick"]) + 1 if rec["pick"] is not None else None
+        cost = (f"{rec['k']} candidates × {rec['steps']} steps" if rec["method"] == "finetune"
+                else f"{rec['k']} candidates")
+        ui.console.print(f"{label}: second stage ({rec['method']}, {cost}, {rec['targets']:,} fresh dev targets, "
+                         f"{rec['seconds']:.0f}s): pick {rec['pick']} (#{rank} of the search's top-{rec['k']})",
+                         highlight=False, markup=False, soft_wrap=True)
+    return rec
+
+
+def check_second_stage_record(rec: dict, path: Path) -> dict:
+    """Check a recorded ``second_stage.json`` before a resume reuses it: the fields it is read
+    for (:class:`SecondStageRecord`), and a pick that is one of its candidates with a row.
+
+    Raises:
+        LvsearchError: a field missing or of the wrong type, or a pick that is no candidate or
+            has no row (names the file and the field; an edit here was a StopIteration traceback).
+    """
+    from lvsearch.io import check_fields
+
+    fix = f"delete {path} and resume with the same command: the second stage runs again"
+    check_fields(rec, SecondStageRecord, path, what="second stage record", fix=fix)
+    if rec["pick"] is not None:
+        if rec["pick"] not in rec["candidates"]:
+            raise LvsearchError(f"second stage record {path} is malformed: field pick {rec['pick']!r} is not one of "
+                                f"its candidates", fix=fix)
+        if not any(r["key"] == rec["pick"] for r in rec["rows"]):
+            raise LvsearchError(f"second stage record {path} is malformed: field rows has no row for the pick "
+                                f"{rec['pick']!r}", fix=fix)
+    return rec

@@ -200,7 +200,7 @@ def select_config(
         check_step_memory(config, data)
     if info.is_main:
         guard_output(out, overwrite=overwrite, writes=RUN_WRITES,
-                     inputs=[("--data", getattr(data, "folder", None)), ("init_from", getattr(config, "init_from", None))])
+                     inputs=[("--data", getattr(data, "folder", None)), ("--few-shot-from (init_from)", getattr(config, "init_from", None))])
         check_new_run(out, overwrite=overwrite, run_format=run_format)
     barrier(info)
     return config, None

@@ -118,10 +118,10 @@ def check_fixed_op(cfg: SamplingConfig, space: SearchSpace) -> None:
         LvsearchError: a slot beyond ``space.num_slots`` or an op outside ``space.ops``.
     """
     if cfg.fix_slot > space.num_slots:
-        raise LvsearchError(f"sampling.fix_slot {cfg.fix_slot} is beyond the space's {space.num_slots} slots",
+        raise LvsearchError(f"--slot (sampling.fix_slot) {cfg.fix_slot} is beyond the space's {space.num_slots} slots",
                             fix=f"pass a slot in 1..{space.num_slots}")
     if cfg.fix_op not in space.ops:
-        raise LvsearchError(f"sampling.fix_op {cfg.fix_op!r} is not an op of space {space.name} ({', '.join(space.ops)})",
+        raise LvsearchError(f"--op (sampling.fix_op) {cfg.fix_op!r} is not an op of space {space.name} ({', '.join(space.ops)})",
                             fix=f"pass one of {', '.join(space.ops)}")
 
 
@@ -142,7 +142,7 @@ def warm_start(supernet: Supernet, run: str | Path, space: SearchSpace, dims) ->
     if src.supernet.mixing_per_op != supernet.mixing_per_op:
         diffs.append(f"model.mixing_per_op {src.supernet.mixing_per_op} vs {supernet.mixing_per_op}")
     if diffs:
-        raise LvsearchError(f"init_from {run}: its supernet differs from this run's ({'; '.join(diffs)}; "
+        raise LvsearchError(f"--few-shot-from (init_from) {run}: its supernet differs from this run's ({'; '.join(diffs)}; "
                             "theirs vs this run's)",
                             fix="warm-start from a supernet trained with the same space and model settings")
     supernet.load_state_dict(src.supernet.state_dict(), strict=True)
