@@ -119,3 +119,61 @@ def test_cli_predict_and_refusals(run, table_path, tmp_path, capsys):
     assert main(["latency", "predict", "--table", str(bad), "--arch", "bert"]) == 2
     err = capsys.readouterr().err
     assert str(bad) in err and "ops_ms" in err and "Traceback" not in err
+
+
+# ------------------------------------------------------------------------ latency in the search
+SEARCH = ["--population", "6", "--iterations", "2", "--topk", "3", "--crossover", "3", "--mutation", "3",
+          "--dev-sequences", "16", "--device", "cpu"]
+
+
+def test_evolve_records_predicted_latency_and_keeps_the_limit(run, table_path, tmp_path):
+    table = load_table(table_path)
+    space = table.search_space()
+    times = sorted(predict_ms(a, table) for a in sample_archs(space, 40, 0))
+    limit = times[len(times) // 2]  # about half of the space is too slow
+    out = tmp_path / "search"
+    assert main(["evolve", "--supernet", str(run), "--out", str(out), *SEARCH, "--latency-table", str(table_path),
+                 "--max-latency", f"{limit}"]) == 0
+    state = json.loads((out / "state.json").read_text())
+    entries = state["history"]  # every candidate evaluated: none above the limit
+    assert len(entries) >= 6
+    for e in entries:
+        assert e["latency_ms"] == pytest.approx(predict_ms(Arch.from_key(e["key"]), table))
+        assert e["latency_ms"] <= limit and e["rejected"] is None
+    topk = json.loads((out / "topk.json").read_text())["topk"]
+    assert topk and all(r["latency_ms"] <= limit for r in topk)
+    best = json.loads((out / "best.json").read_text())
+    assert best["meta"]["latency_ms"] == pytest.approx(topk[0]["latency_ms"])
+    assert state["extra"]["max_latency"] == limit
+    assert state["extra"]["latency_table"]["path"] == str(table_path.resolve())
+
+
+def test_nsga2_minimises_predicted_latency(run, table_path, tmp_path):
+    out = tmp_path / "nsga"
+    assert main(["evolve", "--supernet", str(run), "--out", str(out), *SEARCH, "--strategy", "nsga2",
+                 "--nsga2-cost", "latency", "--latency-table", str(table_path)]) == 0
+    pareto = json.loads((out / "pareto.json").read_text())
+    assert pareto["objectives"][1] == "latency ms (min)"
+    front = pareto["front"]
+    lat = [r["latency_ms"] for r in front]
+    fit = [r["fitness"] for r in front]
+    assert lat == sorted(lat) and fit == sorted(fit)  # a front: slower only if fitter
+
+
+def test_latency_options_without_a_fitting_table_are_refused(run, table_path, tmp_path, capsys):
+    def refused(*extra: str) -> str:
+        out = tmp_path / "s"
+        assert main(["evolve", "--supernet", str(run), "--out", str(out), *SEARCH, *extra]) == 2
+        assert not out.exists()
+        err = capsys.readouterr().err
+        assert "Traceback" not in err
+        return err
+
+    assert "needs predicted latencies" in refused("--max-latency", "5")
+    assert "needs predicted latencies" in refused("--strategy", "nsga2", "--nsga2-cost", "latency")
+    assert "--max-latency ≥" in refused("--latency-table", str(table_path), "--max-latency", "1e-6")
+    other = tmp_path / "other.json"
+    save_table(load_table(table_path).model_copy(update={"device_name": "another CPU"}), other)
+    assert "--latency-any-device" in refused("--latency-table", str(other))
+    assert main(["evolve", "--supernet", str(run), "--out", str(tmp_path / "ok"), *SEARCH, "--latency-table",
+                 str(other), "--latency-any-device"]) == 0

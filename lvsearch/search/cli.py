@@ -66,7 +66,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _register_evolve(sub: argparse._SubParsersAction) -> None:
-    from lvsearch.argtypes import finite_float, float_in
+    from lvsearch.argtypes import finite_float, float_in, positive_float
     from lvsearch.search.fitness import METRICS
     from lvsearch.search.job import DEFAULT_DEV_SEQUENCES, DEFAULT_FITNESS, DEFAULT_RACING
     from lvsearch.search.strategies import STRATEGIES
@@ -117,10 +117,20 @@ def _register_evolve(sub: argparse._SubParsersAction) -> None:
                         "without the rungs a smaller dev set cannot hold; off for --strategy nsga2)")
     p.add_argument("--racing-eta", type=finite_float, default=None, metavar="ETA", help="racing keep factor (default 4)")
     p.add_argument("--crossover-kind", choices=["uniform", "one-point", "two-point"], default=None, help="default: uniform")
-    p.add_argument("--nsga2-cost", choices=["params", "flops"], default=None, help="NSGA-II objective to minimise (default params)")
+    p.add_argument("--nsga2-cost", choices=["params", "flops", "latency"], default=None,
+                   help="NSGA-II objective to minimise (default params; latency: predicted from --latency-table)")
     p.add_argument("--max-params", type=_int, default=None, metavar="N", help="reject architectures with more parameters")
     p.add_argument("--min-params", type=_int, default=None, metavar="N", help="reject architectures with fewer parameters (with --max-params: an equal-size band)")
     p.add_argument("--max-flops", type=_int, default=None, metavar="N", help="reject architectures with more FLOPs per token")
+    p.add_argument("--latency-table", default=None, metavar="TABLE.json",
+                   help="a table of 'lvsearch latency measure' for this supernet: every candidate's predicted latency is "
+                        "recorded (best.json, topk.json), for --max-latency and --nsga2-cost latency")
+    p.add_argument("--max-latency", type=positive_float, default=None, metavar="MS",
+                   help="reject architectures predicted slower than MS milliseconds per batch (the table's batch and "
+                        "sequence length; needs --latency-table)")
+    p.add_argument("--latency-any-device", action="store_true",
+                   help="accept a latency table measured on another device than the search runs on (e.g. search on "
+                        "a GPU for a CPU target)")
     p.add_argument("--dev-sequences", type=_dev_count, default=None, metavar="N|all",
                    help="dev sequences of the fixed masked dev set, or 'all' (default: the recorded number on "
                         f"--resume, else {DEFAULT_DEV_SEQUENCES or 'the run eval.dev_sequences'})")
@@ -246,6 +256,7 @@ def _evolve(args: argparse.Namespace) -> int:
         racing_eta=eta, second_stage=SecondStage(args.second_stage, args.second_stage_k, args.second_stage_steps,
                                                  args.second_stage_dev),
         few_shot=tuple(args.few_shot) if args.few_shot else None,
+        latency_table=args.latency_table, max_latency=args.max_latency, latency_any_device=args.latency_any_device,
     )
     if args.second_stage == "none":
         given = [f for f, v in (("--second-stage-k", args.second_stage_k), ("--second-stage-dev", args.second_stage_dev),

@@ -30,7 +30,7 @@ chosen by slot ``n``'s op, which is part of the trie key ``(ops[n-1], inputs[n-1
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Callable, Sequence
 
 from lvsearch.arch import Arch
@@ -67,6 +67,8 @@ class EvalResult:
             entries written before it existed.
         sequences: dev sequences the candidate was scored on: the compute it cost, in
             dev-sequence passes (``None`` for plain functions, which count one per evaluation).
+        latency_ms: predicted forward latency in ms per batch (the search's latency table,
+            :func:`lvsearch.latency.predict.predict_ms`); ``None`` without a table.
     """
 
     key: str
@@ -80,6 +82,7 @@ class EvalResult:
     partial: bool = False
     scores: tuple[float, ...] | None = None
     sequences: int | None = None
+    latency_ms: float | None = None
 
     @property
     def complete(self) -> bool:
@@ -97,6 +100,8 @@ class EvalResult:
         d = asdict(self)
         if d["scores"] is not None:
             d["scores"] = list(d["scores"])
+        if d["latency_ms"] is None:  # only with a latency table: other searches' files are unchanged
+            del d["latency_ms"]
         return d
 
     @classmethod
@@ -104,7 +109,7 @@ class EvalResult:
         """Inverse of :meth:`to_dict`; entries written before ``accuracy``/``partial``/``scores``
         existed (accuracy fitness, always complete; no per-level scores) read as such."""
         r = {k: d.get(k) for k in ("key", "fitness", "loss", "params", "flops", "targets", "rejected", "accuracy",
-                                   "sequences")}
+                                   "sequences", "latency_ms")}
         if r["accuracy"] is None and r["fitness"] is not None and r["loss"] is not None and "accuracy" not in d:
             r["accuracy"] = r["fitness"]  # older states: the fitness was the accuracy
         scores = d.get("scores")
@@ -144,11 +149,14 @@ class Constraints:
         max_flops: maximum forward FLOPs per token at the supernet's seq_len, or None.
         min_params: minimum parameters on the path, or None; with ``max_params`` it holds a
             search to one size band (equal-size comparisons, e.g. a reference's count ± 5%).
+        max_latency: maximum predicted latency in ms per batch (the evaluator's latency table),
+            or None.
     """
 
     max_params: int | None = None
     max_flops: float | None = None
     min_params: int | None = None
+    max_latency: float | None = None
 
     def switches(self) -> str:
         """The limits in force as the ``evolve`` switches that set them, e.g. ``--min-params
@@ -156,6 +164,8 @@ class Constraints:
         parts = [f"{flag} {value:,.0f}" for flag, value in (("--min-params", self.min_params),
                                                            ("--max-params", self.max_params),
                                                            ("--max-flops", self.max_flops)) if value is not None]
+        if self.max_latency is not None:
+            parts.append(f"--max-latency {self.max_latency:g} ms")
         return " and ".join(parts) or "no constraint"
 
     def relax_fix(self) -> str:
@@ -171,16 +181,20 @@ class Constraints:
             how = "use a larger search space"
         if self.max_flops is not None and (self.min_params is not None or self.max_params is not None):
             how += ", or raise --max-flops"
+        if self.max_latency is not None:
+            how = "raise --max-latency" if how == "use a larger search space" else how + ", or raise --max-latency"
         return how
 
-    def violation(self, params: int | None, flops: float | None) -> str | None:
-        """A readable reason when ``params``/``flops`` exceed a limit, else None."""
+    def violation(self, params: int | None, flops: float | None, latency_ms: float | None = None) -> str | None:
+        """A readable reason when ``params``/``flops``/``latency_ms`` exceed a limit, else None."""
         if self.max_params is not None and params is not None and params > self.max_params:
             return f"params {params:,} > max {self.max_params:,}"
         if self.min_params is not None and params is not None and params < self.min_params:
             return f"params {params:,} < min {self.min_params:,}"
         if self.max_flops is not None and flops is not None and flops > self.max_flops:
             return f"flops/token {flops:,.0f} > max {self.max_flops:,.0f}"
+        if self.max_latency is not None and latency_ms is not None and latency_ms > self.max_latency:
+            return f"latency {latency_ms:.3f} ms > max {self.max_latency:g} ms"
         return None
 
 
@@ -214,8 +228,9 @@ class BaseEvaluator:
     progress.
     """
 
-    def __init__(self, constraints: Constraints | None = None, info=None):
+    def __init__(self, constraints: Constraints | None = None, info=None, latency_table=None):
         self.constraints = constraints or Constraints()
+        self.latency_table = latency_table
         self.info = info
         self.on_progress: Callable[[int, int], None] | None = None
         self.memo: dict[str, EvalResult] = {}
@@ -233,9 +248,17 @@ class BaseEvaluator:
             c = self._costs[arch.key] = self._cost(arch)
         return c
 
+    def latency_ms(self, arch: Arch) -> float | None:
+        """Predicted latency of ``arch`` from the latency table (ms per batch), or None without one."""
+        if self.latency_table is None:
+            return None
+        from lvsearch.latency.predict import predict_ms
+
+        return predict_ms(arch, self.latency_table)
+
     def violation(self, arch: Arch) -> str | None:
         """The constraint ``arch`` violates, or None (no evaluation is run)."""
-        return self.constraints.violation(*self.cost(arch))
+        return self.constraints.violation(*self.cost(arch), self.latency_ms(arch))
 
     # ---------------------------------------------------------------- evaluation
     def evaluate(self, arch: Arch) -> EvalResult:
@@ -276,7 +299,8 @@ class BaseEvaluator:
             why = self.violation(a)
             if why is not None:
                 params, flops = self.cost(a)
-                self.memo[a.key] = EvalResult(a.key, None, params=params, flops=flops, rejected=why)
+                self.memo[a.key] = EvalResult(a.key, None, params=params, flops=flops, rejected=why,
+                                              latency_ms=self.latency_ms(a))
                 self.stats.rejected += 1
                 continue
             pending[a.key] = a
@@ -286,6 +310,8 @@ class BaseEvaluator:
             results = self._compute_all(todo, min_complete)
             self.stats.seconds += time.perf_counter() - t0
             for k in sorted(results):
+                if self.latency_table is not None:
+                    results[k] = replace(results[k], latency_ms=self.latency_ms(pending[k]))
                 self.memo[k] = results[k]
                 self.stats.passes += results[k].passes
             self.stats.computed += len(results)

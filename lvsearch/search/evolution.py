@@ -47,6 +47,8 @@ from lvsearch.space import SearchSpace
 STATE_FORMAT = "lvsearch.search-state/v1"
 STATE = "state.json"
 CROSSOVER_KINDS = ("uniform", "one-point", "two-point")
+#: The second NSGA-II objective, minimised (EvalResult fields ``params``, ``flops``, ``latency_ms``).
+NSGA2_COSTS = ("params", "flops", "latency")
 #: Mutation moves: ``redraw`` (LV-BERT: each op re-drawn with p, each optional input flipped
 #: with the input rate) or ``one-op`` (exactly one slot's op changed to another op; the
 #: neighbourhood move of local search, inputs unchanged).
@@ -82,7 +84,8 @@ class SearchConfig:
             two strategies given one budget compare at equal compute.
         topk: ``k``, size of the top-k set (parents of the EA).
         crossover_kind: ``uniform`` (each slot swapped with prob. 0.5), ``one-point``, ``two-point``.
-        nsga2_cost: second NSGA-II objective, minimised: ``params`` or ``flops``.
+        nsga2_cost: second NSGA-II objective, minimised: ``params``, ``flops`` or ``latency``
+            (predicted from the search's latency table, ms per batch).
         seed: seed of the search's random stream.
         max_redraws: re-draws of a child before falling back to a random architecture.
         tournament: aging only: ``S``, members drawn per tournament (default ``max(2, P // 4)``).
@@ -120,8 +123,8 @@ class SearchConfig:
             raise LvsearchError(f"unknown search strategy {c.strategy!r}", fix=f"use one of {', '.join(STRATEGIES)}")
         if c.crossover_kind not in CROSSOVER_KINDS:
             raise LvsearchError(f"unknown crossover kind {c.crossover_kind!r}", fix=f"use one of {', '.join(CROSSOVER_KINDS)}")
-        if c.nsga2_cost not in ("params", "flops"):
-            raise LvsearchError(f"unknown NSGA-II cost {c.nsga2_cost!r}", fix="use params or flops")
+        if c.nsga2_cost not in NSGA2_COSTS:
+            raise LvsearchError(f"unknown NSGA-II cost {c.nsga2_cost!r}", fix=f"use one of {', '.join(NSGA2_COSTS)}")
         if c.population < 2:
             raise LvsearchError(f"--population must be ≥ 2, got {c.population}", fix="e.g. --population 50")
         if c.iterations < 1:

@@ -22,7 +22,8 @@ def topk_table(search: Search, title: str):
     from rich.table import Table
 
     tab = Table(title=title, caption="inputs: digest of the ELC connectivity (full keys in topk.json)")
-    for col in ("#", "fitness", "accuracy", "loss", "params", "MFLOPs/tok"):
+    with_latency = any(search.evaluator.memo[k].latency_ms is not None for k in search.topk)
+    for col in ("#", "fitness", "accuracy", "loss", "params", "MFLOPs/tok", *(["latency ms"] if with_latency else [])):
         tab.add_column(col, justify="right", no_wrap=True)
     tab.add_column("ops", overflow="fold")
     tab.add_column("inputs", no_wrap=True)
@@ -32,7 +33,9 @@ def topk_table(search: Search, title: str):
         tab.add_row(str(i), f"{r.fitness:.4f}", "-" if r.accuracy is None else f"{r.accuracy:.4f}",
                     "-" if r.loss is None else f"{r.loss:.4f}",
                     "-" if r.params is None else f"{r.params:,}",
-                    "-" if r.flops is None else f"{r.flops / 1e6:.2f}", ops, inputs_digest(k))
+                    "-" if r.flops is None else f"{r.flops / 1e6:.2f}",
+                    *([f"{r.latency_ms:.2f}" if r.latency_ms is not None else "-"] if with_latency else []),
+                    ops, inputs_digest(k))
     return tab
 
 

@@ -89,6 +89,12 @@ class EvolveOptions:
             (:mod:`lvsearch.search.few_shot`), or None. Every candidate (EA and random search)
             is then scored by its part on ``supernet``'s dev set with the same fitness, racing
             and constraints; ``supernet`` still defines the space, the dev set and the counts.
+        latency_table: a table of ``lvsearch latency measure`` for this supernet, or None: every
+            candidate's predicted latency is recorded (``latency_ms``), and ``max_latency`` and
+            the NSGA-II cost ``latency`` use it.
+        max_latency: reject candidates predicted slower than this (ms per batch at the table's
+            batch and sequence length), or None.
+        latency_any_device: accept a table measured on another device than the search's.
     """
 
     supernet: str | Path
@@ -110,6 +116,9 @@ class EvolveOptions:
     racing_eta: float = 4.0
     second_stage: SecondStage = SecondStage()
     few_shot: tuple[str | Path, ...] | None = None
+    latency_table: str | Path | None = None
+    max_latency: float | None = None
+    latency_any_device: bool = False
 
 
 @dataclass
@@ -212,6 +221,8 @@ def _best_meta(r: EvalResult, loaded, config: SearchConfig, strategy: str, metri
     }
     if few_shot is not None:  # only when used: best.json of a one-shot search is unchanged
         meta["few_shot"] = few_shot
+    if r.latency_ms is not None:  # likewise, with a latency table
+        meta["latency_ms"] = r.latency_ms
     return meta
 
 
@@ -299,7 +310,7 @@ def _check_bounds(opts: EvolveOptions) -> None:
     if opts.cache_mb < 0:
         raise LvsearchError(f"--cache-mb must be ≥ 0, got {opts.cache_mb}")
     for flag, limit in (("--max-params", opts.max_params), ("--max-flops", opts.max_flops),
-                        ("--min-params", opts.min_params)):
+                        ("--min-params", opts.min_params), ("--max-latency", opts.max_latency)):
         if limit is not None and not limit > 0:
             raise LvsearchError(f"{flag} must be a positive number, got {limit}",
                                 fix=f"pass a bound above 0 (e.g. {flag} 5e6), or omit {flag} for no bound")
@@ -340,13 +351,47 @@ def _check_against_supernet(opts: EvolveOptions, config: SearchConfig, loaded) -
                             fix="drop --racing, or use --strategy evolution/aging/random")
 
 
-def _make_evaluator(opts: EvolveOptions, config: SearchConfig, loaded, dev, split, few_shot, info):
+def load_latency_table(opts: EvolveOptions, config: SearchConfig, loaded, device):
+    """The search's latency table (:func:`lvsearch.latency.table.check_table`-ed against the
+    supernet and ``device``), or None when none is given.
+
+    Raises:
+        LvsearchError: ``--max-latency`` or ``--nsga2-cost latency`` without ``--latency-table``;
+            an unreadable table or one that does not fit (other sizes, missing entries, another
+            device without ``--latency-any-device``); a limit below the fastest architecture.
+    """
+    import torch
+
+    from lvsearch.latency.table import check_table, load_table
+
+    if opts.latency_table is None:
+        for flag, used in (("--max-latency", opts.max_latency is not None),
+                           ("--nsga2-cost latency", config.strategy == "nsga2" and config.nsga2_cost == "latency")):
+            if used:
+                raise LvsearchError(f"{flag} needs predicted latencies, and no --latency-table is given",
+                                    fix="measure one with 'lvsearch latency measure --supernet RUN --out T.json' "
+                                        "and pass --latency-table T.json")
+        return None
+    table = load_table(opts.latency_table)
+    check_table(table, opts.latency_table, space=loaded.space, dims=loaded.dims, device=torch.device(device),
+                any_device=opts.latency_any_device)
+    if opts.max_latency is not None:
+        fastest = table.overhead_ms + loaded.space.num_slots * min(table.ops_ms[op] for op in loaded.space.ops)
+        if fastest > opts.max_latency:
+            raise LvsearchError(
+                f"no architecture of space {loaded.space.name} fits --max-latency {opts.max_latency:g} ms: the fastest "
+                f"one is predicted at {fastest:.3f} ms ({table.where}, batch {table.batch} × {table.seq_len} tokens)",
+                fix=f"pass --max-latency ≥ {fastest:.3f}")
+    return table
+
+
+def _make_evaluator(opts: EvolveOptions, config: SearchConfig, loaded, dev, split, few_shot, info, latency=None):
     """The evaluator of a search (one-shot, or routed to few-shot parts), its racing, and the
     evaluator settings the search state records (``extra``: what a resume must match).
     Returns ``(evaluator, racing, extra)``."""
     from lvsearch.search.evaluator import SupernetEvaluator
 
-    constraints = Constraints(opts.max_params, opts.max_flops, opts.min_params)
+    constraints = Constraints(opts.max_params, opts.max_flops, opts.min_params, opts.max_latency)
     rungs = opts.racing
     if rungs == "default":  # NSGA-II ranks by two objectives: no racing unless asked (refused above)
         rungs = (() if STRATEGIES[config.strategy].multi_objective
@@ -373,6 +418,13 @@ def _make_evaluator(opts: EvolveOptions, config: SearchConfig, loaded, dev, spli
         extra["racing"] = {"rungs": list(racing.rungs), "eta": racing.eta}
     if few_shot is not None:  # likewise: a one-shot search's state is unchanged
         extra["few_shot"] = few_shot
+    if latency is not None:  # likewise
+        from lvsearch.io import sha256_file
+
+        evaluator.latency_table = latency
+        extra["latency_table"] = {"path": str(Path(opts.latency_table).resolve()),
+                                  "sha256": sha256_file(opts.latency_table), "where": latency.where}
+        extra["max_latency"] = opts.max_latency
     return evaluator, racing, extra
 
 
@@ -413,7 +465,8 @@ def evolve(opts: EvolveOptions, config: SearchConfig, *, show_progress: bool = T
         dev, prepared = load_dev(loaded, opts.data, opts.dev_sequences)
         check_second_stage_inputs(opts.second_stage, config.topk, prepared, int(dev.input_ids.shape[0]),
                                   loaded.config.train.seq_len, out, resume=opts.resume)
-        evaluator, racing, extra = _make_evaluator(opts, config, loaded, dev, split, few_shot, info)
+        latency = load_latency_table(opts, config, loaded, info.device)
+        evaluator, racing, extra = _make_evaluator(opts, config, loaded, dev, split, few_shot, info, latency)
         if info.is_main:
             if opts.overwrite and not opts.resume and out.is_dir():
                 _clear(out)

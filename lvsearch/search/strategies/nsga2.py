@@ -1,4 +1,5 @@
-"""NSGA-II (Deb et al. 2002, ``deap.tools.selNSGA2``) on (fitness ↑, params or FLOPs ↓).
+"""NSGA-II (Deb et al. 2002, ``deap.tools.selNSGA2``) on (fitness ↑, params, FLOPs or predicted
+latency ↓).
 
 Offspring (crossover and mutation of random parents of the current parent population) are
 evaluated and ``selNSGA2(parents + offspring, P)`` keeps the next parents; the Pareto front of
@@ -27,15 +28,16 @@ class NSGA2(Strategy):
         self.parents: list[str] = []  # the parent population (keys)
 
     def values(self, r: EvalResult) -> tuple:
-        """``(fitness, cost)``; cost = params or FLOPs per token (``nsga2_cost``).
+        """``(fitness, cost)``; cost = params, FLOPs per token or predicted latency in ms
+        (``nsga2_cost``).
 
         Raises:
-            LvsearchError: the evaluator gives no parameter/FLOP counts.
+            LvsearchError: the evaluator gives no such cost (no counts, or no latency table).
         """
-        cost = r.params if self.config.nsga2_cost == "params" else r.flops
+        cost = {"params": r.params, "flops": r.flops, "latency": r.latency_ms}[self.config.nsga2_cost]
         if cost is None:
-            raise LvsearchError("NSGA-II needs parameter/FLOP counts, which this evaluator does not give",
-                                fix="use --strategy evolution")
+            raise LvsearchError(f"NSGA-II minimises {self.config.nsga2_cost}, which this evaluator does not give",
+                                fix="pass --latency-table for --nsga2-cost latency; else use --strategy evolution")
         return (r.fitness, float(cost))
 
     def after_batch(self, keys: list[str]) -> None:
@@ -67,6 +69,7 @@ class NSGA2(Strategy):
 
     def files(self) -> dict[str, dict]:
         return {"pareto.json": {
-            "objectives": [f"{self.search.fitness_label} (max)", f"{self.config.nsga2_cost} (min)"],
+            "objectives": [f"{self.search.fitness_label} (max)",
+                           ("latency ms" if self.config.nsga2_cost == "latency" else self.config.nsga2_cost) + " (min)"],
             "front": [r.to_dict() for r in self.pareto()],
         }}
