@@ -16,13 +16,13 @@ inputs (LV-BERT, Yu et al. 2021, section 3; ELC-BERT, Charpentier & Samuel 2023,
   ``model.ff_inner``, DC ``kernel``), as ``((name, value), ...)`` sorted by name; ``()`` (and
   any dimension left out) means the op's default (today's layer: ``model.heads`` heads,
   ``model.ff_inner`` units, ``model.conv_kernel`` taps). Values are never normalised against
-  a model's dims, so ``s`` and ``s[h4]`` are different architectures even where
+  a model's dims, so ``s`` and ``s(h4)`` are different architectures even where
   ``model.heads`` is 4.
 
-The compact form writes a variant as a bracketed suffix of the slot's letter, one
+The compact form writes a variant as a parenthesised suffix of the slot's letter, one
 ``letter value`` per dimension (the dimension's :attr:`~lvsearch.ops.base.Elastic.letter`,
-comma-separated, sorted by name): ``s[h2]`` = SA with 2 heads, ``f[i0.5]`` = FF at half
-``model.ff_inner``, ``c[k3]`` = DC with kernel 3, e.g. ``"c[k3]s[h2]f[i0.5]f..."``.
+comma-separated, sorted by name): ``s(h2)`` = SA with 2 heads, ``f(i0.5)`` = FF at half
+``model.ff_inner``, ``c(k3)`` = DC with kernel 3, e.g. ``"c(k3)s(h2)f(i0.5)f..."``.
 
 An :class:`Arch` is frozen and hashable; :attr:`Arch.key` is a canonical string used for
 memoisation and de-duplication (an architecture without variants keeps its key of before
@@ -71,7 +71,7 @@ ARCH_FORMAT_V2 = "lvsearch.arch/v2"
 ARCH_FORMATS = (ARCH_FORMAT, ARCH_FORMAT_V2)
 _ARCH_KEYS = ("format", "ops", "variants", "inputs", "num_slots", "space", "meta")
 
-_SLOT_RE = re.compile(r"([a-z])(?:\[([^\]]*)\])?")
+_SLOT_RE = re.compile(r"([a-z])(?:\(([^)]*)\))?")
 
 
 def _where(source: str | os.PathLike | None) -> str:
@@ -85,7 +85,7 @@ def _parse_ops(ops: str | Iterable[str], source: str | os.PathLike | None = None
 
 def _parse_slots(ops: str | Iterable[str], source: str | os.PathLike | None = None
                  ) -> tuple[tuple[str, ...], tuple[tuple, ...] | None]:
-    """``(codes, variants)`` of a compact string (variants from its ``[...]`` suffixes) or of a
+    """``(codes, variants)`` of a compact string (variants from its ``(...)`` suffixes) or of a
     sequence of op codes (variants ``None``)."""
     where = _where(source)
     if isinstance(ops, str):
@@ -100,7 +100,7 @@ def _parse_slots(ops: str | Iterable[str], source: str | os.PathLike | None = No
                     f"{where}: slot {n} has unknown op letter {ch!r} in {ops!r}",
                     fix="use the letters of the registered ops: "
                     + ", ".join(f"{c} = {op}" for c, op in letters.items())
-                    + " (a variant as a suffix, e.g. s[h2])",
+                    + " (a variant as a suffix, e.g. s(h2))",
                 )
             code = letters[m.group(1)]
             out.append(code)
@@ -139,7 +139,7 @@ def _parse_suffix(code: str, text: str, n: int, ops: str, where: str) -> tuple:
             value = float(raw) if any(c in raw for c in ".eE") else int(raw)
         except ValueError:
             raise LvsearchError(f"{where}: slot {n} ({code}) has variant {part!r} without a number in {ops!r}",
-                                fix="write the letter then the value, e.g. s[h2], f[i0.5], c[k3]") from None
+                                fix="write the letter then the value, e.g. s(h2), f(i0.5), c(k3)") from None
         pairs[by_letter[letter]] = value
     return _parse_variant(code, pairs, n, where)
 
@@ -181,11 +181,11 @@ def _format_value(value: Any) -> str:
 
 
 def variant_suffix(code: str, variant: tuple) -> str:
-    """The compact suffix of a variant: ``""`` for the default, else ``"[h2]"``."""
+    """The compact suffix of a variant: ``""`` for the default, else ``"(h2)"``."""
     if not variant:
         return ""
     spec = op_registry.get(code)
-    return "[" + ",".join(f"{spec.dimension(name).letter}{_format_value(v)}" for name, v in variant) + "]"
+    return "(" + ",".join(f"{spec.dimension(name).letter}{_format_value(v)}" for name, v in variant) + ")"
 
 
 def variant_label(code: str, variant: tuple) -> str:
@@ -250,7 +250,7 @@ class Arch:
 
     Args:
         ops: op codes per slot (``("SA", "FF", ...)``) or the compact string (``"sf..."``,
-            with variant suffixes ``"s[h2]f..."``).
+            with variant suffixes ``"s(h2)f..."``).
         inputs: per slot, the indices of the earlier outputs it mixes (0 = embedding
             output); slot ``n`` (1-based) may use ``0..n-1``. ``None`` = sequential
             (``inputs[n-1] = (n-1,)``).
@@ -386,7 +386,7 @@ class Arch:
     @property
     def compact(self) -> str:
         """The ops as one letter per slot (``c`` = DC, ``s`` = SA, ``f`` = FF, ... :mod:`lvsearch.ops`),
-        each non-default variant as a suffix (``s[h2]``, :func:`variant_suffix`)."""
+        each non-default variant as a suffix (``s(h2)``, :func:`variant_suffix`)."""
         table = op_registry.specs()
         return "".join(table[op].letter + variant_suffix(op, v) for op, v in zip(self.ops, self.variants))
 

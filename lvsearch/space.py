@@ -18,7 +18,7 @@ nothing has none::
       DC: {kernel: [3, 9, 15]}     # odd kernel widths
       LA: {}
 
-A slot then chooses an op and a value per listed dimension (``lvsearch.arch``: ``s[h2]``);
+A slot then chooses an op and a value per listed dimension (``lvsearch.arch``: ``s(h2)``);
 an architecture may leave a dimension out (the op's default, e.g. the reference ``bert``).
 
 ``connectivity: sequential`` fixes ``inputs[n] = {n-1}`` (LV-BERT, Yu et al. 2021).

@@ -75,7 +75,7 @@ class Elastic:
 
     Attributes:
         name: the dimension (``"heads"``), also the keyword of the op's functions.
-        letter: one lower-case letter for the compact architecture form (``s[h2]``).
+        letter: one lower-case letter for the compact architecture form (``s(h2)``).
         unit: what a value means, for messages and docs (``"attention heads"``).
         default: ``default(dims) -> value`` of the op without a variant (today's layer).
         check: ``check(value) -> message or None``: why ``value`` is not a valid value,
