@@ -405,6 +405,11 @@ class Arch:
         """Slot ``n``'s (1-based) choice: ``(op, variant)``."""
         return self.ops[n - 1], self.variants[n - 1]
 
+    def slot_code(self, n: int) -> str:
+        """Slot ``n``'s (1-based) choice as its op code plus variant suffix (``"SA"``, ``"SA(h2)"``)."""
+        op, variant = self.choice(n)
+        return op + variant_suffix(op, variant)
+
     def label(self, n: int) -> str:
         """Slot ``n``'s (1-based) choice for humans (``"SA heads=2"``, :func:`variant_label`)."""
         return variant_label(*self.choice(n))

@@ -90,7 +90,7 @@ class SearchSpace:
     elastic: tuple = ()
 
     def __post_init__(self) -> None:
-        where = f"search space {self.source or self.name!r}"
+        where = f"search space {self.source}" if self.source else f"search space {self.name!r}"
         if not isinstance(self.num_slots, int) or isinstance(self.num_slots, bool) or self.num_slots < 1:
             raise LvsearchError(f"{where}: num_slots must be a positive integer, got {self.num_slots!r}",
                                 fix="e.g. num_slots: 24")

@@ -197,6 +197,16 @@ def test_mutation_redraws_a_slots_whole_choice():
     assert seen == set(SPACE.choices())
 
 
+def test_latency_keys_are_one_per_op_and_variant():
+    from lvsearch.latency.table import choice_key, choice_keys
+
+    arch = Arch("s(h1)sf(i2)c")
+    assert [choice_key(arch, n) for n in range(1, 5)] == ["SA(h1)", "SA", "FF(i2)", "DC"]
+    keys = choice_keys(SPACE)
+    assert keys[:4] == ["SA", "FF", "DC", "LA"] and len(keys) == len(set(keys)) == 4 + 8
+    assert choice_keys(SearchSpace.load("lvbert-elc")) == ["SA", "FF", "DC"]  # unchanged without variants
+
+
 # ----------------------------------------------------------------------------------------- export
 def test_every_variant_exports_with_hf_parity(small_corpus, tmp_path):
     from test_ops import _parity
@@ -241,6 +251,15 @@ def test_a_variant_arch_trains_retrains_exports_and_evaluates(prepared_corpus, t
     mask[1, 15:] = False
     with torch.no_grad():
         assert float((enc(ids, mask) - supernet(ids, arch, mask)).abs().max()) <= TOL
+
+    # the latency table measures every variant as a standalone layer, and predicts the variant arch
+    from lvsearch.latency.predict import predict_ms
+    from lvsearch.latency.table import MeasureOptions, check_table, choice_keys, measure_table
+
+    table = measure_table(sn, MeasureOptions(batch=2, seq_len=16, warmup=0, repeats=1), show_progress=False)
+    assert list(table.ops_ms) == choice_keys(supernet.space) and "DC(k3)" in table.ops_ms
+    check_table(table, "t.json", space=supernet.space, dims=supernet.dims)
+    assert predict_ms(arch, table) > 0
 
     arch_file = tmp_path / "variant.json"
     arch.to_json(arch_file, space="lvbert-elastic@4")
