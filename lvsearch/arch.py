@@ -11,11 +11,33 @@ inputs (LV-BERT, Yu et al. 2021, section 3; ELC-BERT, Charpentier & Samuel 2023,
   ``n`` mixes (0 = embedding output). ``inputs[n-1] == (n-1,)`` for every slot is the plain
   sequential stack.
 
+- ``variants[n-1]`` is the slot's *variant*: a value per elastic dimension of its op
+  (:class:`lvsearch.ops.base.Elastic`: SA ``heads``, FF ``inner`` as a multiple of
+  ``model.ff_inner``, DC ``kernel``), as ``((name, value), ...)`` sorted by name; ``()`` (and
+  any dimension left out) means the op's default (today's layer: ``model.heads`` heads,
+  ``model.ff_inner`` units, ``model.conv_kernel`` taps). Values are never normalised against
+  a model's dims, so ``s`` and ``s(h4)`` are different architectures even where
+  ``model.heads`` is 4.
+
+The compact form writes a variant as a parenthesised suffix of the slot's letter, one
+``letter value`` per dimension (the dimension's :attr:`~lvsearch.ops.base.Elastic.letter`,
+comma-separated, sorted by name): ``s(h2)`` = SA with 2 heads, ``f(i0.5)`` = FF at half
+``model.ff_inner``, ``c(k3)`` = DC with kernel 3, e.g. ``"c(k3)s(h2)f(i0.5)f..."``.
+
 An :class:`Arch` is frozen and hashable; :attr:`Arch.key` is a canonical string used for
-memoisation and de-duplication. On disk it is JSON with a format tag::
+memoisation and de-duplication (an architecture without variants keeps its key of before
+variants existed). On disk it is JSON with a format tag; without variants the v1 form::
 
     {"format": "lvsearch.arch/v1", "ops": "ccsffs...", "inputs": [[0], [1], ...],
      "num_slots": 24, "space": "lvbert", "meta": {...}}
+
+and with some variant v2, which adds one object per slot (``{}`` = default)::
+
+    {"format": "lvsearch.arch/v2", "ops": "ccsffs...", "variants": [{"kernel": 3}, {}, {"heads": 2}, ...],
+     "inputs": [...], "num_slots": 24, ...}
+
+Both formats load; v2 is written only when needed, so v1 readers keep reading every
+architecture without variants.
 
 ``space`` and ``meta`` are optional and informative; validation against a search space is
 done by :meth:`lvsearch.space.SearchSpace.validate`.
@@ -29,6 +51,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
@@ -40,9 +63,15 @@ from lvsearch.io import atomic_write_json, read_json
 if TYPE_CHECKING:  # pragma: no cover
     from lvsearch.space import SearchSpace
 
-#: Format tag written into (and required in) every architecture JSON file.
+#: Format tag of an architecture JSON file without variants (every file before variants).
 ARCH_FORMAT = "lvsearch.arch/v1"
-_ARCH_KEYS = ("format", "ops", "inputs", "num_slots", "space", "meta")
+#: Format tag of an architecture JSON file with per-slot variants.
+ARCH_FORMAT_V2 = "lvsearch.arch/v2"
+#: Every format tag :meth:`Arch.from_dict` reads.
+ARCH_FORMATS = (ARCH_FORMAT, ARCH_FORMAT_V2)
+_ARCH_KEYS = ("format", "ops", "variants", "inputs", "num_slots", "space", "meta")
+
+_SLOT_RE = re.compile(r"([a-z])(?:\(([^)]*)\))?")
 
 
 def _where(source: str | os.PathLike | None) -> str:
@@ -50,20 +79,34 @@ def _where(source: str | os.PathLike | None) -> str:
 
 
 def _parse_ops(ops: str | Iterable[str], source: str | os.PathLike | None = None) -> tuple[str, ...]:
-    """Normalise a compact string (``"csf"``) or a sequence of op codes to a tuple of codes."""
+    """Normalise a compact string (``"csf"``, variant suffixes dropped) or a sequence of op codes to a tuple of codes."""
+    return _parse_slots(ops, source)[0]
+
+
+def _parse_slots(ops: str | Iterable[str], source: str | os.PathLike | None = None
+                 ) -> tuple[tuple[str, ...], tuple[tuple, ...] | None]:
+    """``(codes, variants)`` of a compact string (variants from its ``(...)`` suffixes) or of a
+    sequence of op codes (variants ``None``)."""
     where = _where(source)
     if isinstance(ops, str):
         letters = op_registry.letters()
-        out = []
-        for n, ch in enumerate(ops, start=1):
-            if ch not in letters:
+        out, variants, pos, n = [], [], 0, 0
+        while pos < len(ops):
+            n += 1
+            m = _SLOT_RE.match(ops, pos)
+            if m is None or m.group(1) not in letters:
+                ch = ops[pos]
                 raise LvsearchError(
                     f"{where}: slot {n} has unknown op letter {ch!r} in {ops!r}",
                     fix="use the letters of the registered ops: "
-                    + ", ".join(f"{c} = {op}" for c, op in letters.items()),
+                    + ", ".join(f"{c} = {op}" for c, op in letters.items())
+                    + " (a variant as a suffix, e.g. s(h2))",
                 )
-            out.append(letters[ch])
-        return tuple(out)
+            code = letters[m.group(1)]
+            out.append(code)
+            variants.append(_parse_suffix(code, m.group(2), n, ops, where) if m.group(2) is not None else ())
+            pos = m.end()
+        return tuple(out), tuple(variants)
     codes = op_registry.codes()
     out = []
     for n, op in enumerate(ops, start=1):
@@ -73,7 +116,81 @@ def _parse_ops(ops: str | Iterable[str], source: str | os.PathLike | None = None
                 fix=f"use a registered op: {op_registry.describe()}",
             )
         out.append(op.upper())
-    return tuple(out)
+    return tuple(out), None
+
+
+def _dims_of(code: str) -> str:
+    spec = op_registry.get(code)
+    if not spec.elastic:
+        return f"{code} has no elastic dimensions"
+    return f"{code}'s elastic dimensions: " + ", ".join(f"{e.name} ({e.letter}, {e.unit})" for e in spec.elastic)
+
+
+def _parse_suffix(code: str, text: str, n: int, ops: str, where: str) -> tuple:
+    spec = op_registry.get(code)
+    by_letter = {e.letter: e.name for e in spec.elastic}
+    pairs = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        letter, raw = part[0], part[1:]
+        if letter not in by_letter:
+            raise LvsearchError(f"{where}: slot {n} ({code}) has unknown variant letter {letter!r} in {ops!r}",
+                                fix=_dims_of(code))
+        try:
+            value = float(raw) if any(c in raw for c in ".eE") else int(raw)
+        except ValueError:
+            raise LvsearchError(f"{where}: slot {n} ({code}) has variant {part!r} without a number in {ops!r}",
+                                fix="write the letter then the value, e.g. s(h2), f(i0.5), c(k3)") from None
+        pairs[by_letter[letter]] = value
+    return _parse_variant(code, pairs, n, where)
+
+
+def _parse_variant(code: str, variant: Any, n: int, where: str) -> tuple:
+    """``variant`` (a mapping or pairs ``name -> value``) of slot ``n``'s op ``code`` as sorted,
+    normalised pairs.
+
+    Raises:
+        LvsearchError: not a mapping, an unknown dimension, or an invalid value (naming ``where``).
+    """
+    if isinstance(variant, (dict, tuple, list)) and not variant:
+        return ()
+    if isinstance(variant, dict):
+        items = list(variant.items())
+    else:
+        try:
+            items = [(k, v) for k, v in variant]
+        except (TypeError, ValueError):
+            raise LvsearchError(f"{where}: the variant of slot {n} must be an object, got {variant!r}",
+                                fix='e.g. {"heads": 2} for SA, {} for the default') from None
+    spec = op_registry.get(code)
+    out = {}
+    for name, value in items:
+        try:
+            dim = spec.dimension(name)
+        except KeyError:
+            raise LvsearchError(f"{where}: slot {n} ({code}) has unknown variant dimension {name!r}",
+                                fix=_dims_of(code)) from None
+        try:
+            out[name] = dim.normalise(value)
+        except ValueError as e:
+            raise LvsearchError(f"{where}: slot {n} ({code}) has {name} {value!r}: {e}", fix=_dims_of(code)) from None
+    return tuple(sorted(out.items()))
+
+
+def _format_value(value: Any) -> str:
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+def variant_suffix(code: str, variant: tuple) -> str:
+    """The compact suffix of a variant: ``""`` for the default, else ``"(h2)"``."""
+    if not variant:
+        return ""
+    spec = op_registry.get(code)
+    return "(" + ",".join(f"{spec.dimension(name).letter}{_format_value(v)}" for name, v in variant) + ")"
+
+
+def variant_label(code: str, variant: tuple) -> str:
+    """A slot's choice for humans: ``"SA"``, ``"SA heads=2"``, ``"FF inner=0.5"``."""
+    return code + "".join(f" {name}={_format_value(v)}" for name, v in variant)
 
 
 def _parse_inputs(
@@ -115,39 +232,67 @@ def _parse_inputs(
     return tuple(out)
 
 
+def _check_variants(ops: tuple[str, ...], variants: Any, source: str | os.PathLike | None) -> tuple:
+    where = _where(source)
+    if isinstance(variants, (str, bytes, dict)) or not isinstance(variants, Iterable):
+        raise LvsearchError(f"{where}: 'variants' must be a list with one object per slot",
+                            fix='e.g. [{"kernel": 3}, {}, {"heads": 2}] ({} = the default)')
+    variants = list(variants)
+    if len(variants) != len(ops):
+        raise LvsearchError(f"{where}: {len(variants)} variants for {len(ops)} slots",
+                            fix="give exactly one variant object per slot ({} = the default)")
+    return tuple(_parse_variant(op, v, n, where) for n, (op, v) in enumerate(zip(ops, variants), start=1))
+
+
 @dataclass(frozen=True)
 class Arch:
     """One architecture: an op and a set of inputs per slot.
 
     Args:
-        ops: op codes per slot (``("SA", "FF", ...)``) or the compact string (``"sf..."``).
+        ops: op codes per slot (``("SA", "FF", ...)``) or the compact string (``"sf..."``,
+            with variant suffixes ``"s(h2)f..."``).
         inputs: per slot, the indices of the earlier outputs it mixes (0 = embedding
             output); slot ``n`` (1-based) may use ``0..n-1``. ``None`` = sequential
             (``inputs[n-1] = (n-1,)``).
+        variants: per slot, its variant (a mapping or pairs ``name -> value`` of its op's
+            elastic dimensions; empty = default). ``None`` = the compact string's suffixes,
+            or every slot at its default.
 
     Raises:
         LvsearchError: unknown op, wrong number of input lists, an input referring to the
-            slot itself or a later slot, or an empty input set.
+            slot itself or a later slot, an empty input set, a variant dimension the op does
+            not have or an invalid value (e.g. an even DC kernel), or variants given both as
+            suffixes and as ``variants``.
     """
 
     ops: tuple[str, ...]
     inputs: tuple[tuple[int, ...], ...] = None  # type: ignore[assignment]
+    variants: tuple[tuple[tuple[str, Any], ...], ...] = None  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
-        ops = _parse_ops(self.ops)
+        ops, from_text = _parse_slots(self.ops)
         if not ops:
             raise LvsearchError("architecture has no slots", fix="give at least one op")
         inputs = self.inputs
         if inputs is None:
             inputs = [(n - 1,) for n in range(1, len(ops) + 1)]
+        variants = self.variants
+        if variants is not None and from_text is not None and any(from_text):
+            raise LvsearchError("architecture: variants given both as suffixes and as variants",
+                                fix="give them in one place")
+        if variants is None:
+            variants = from_text or ((),) * len(ops)
+        variants = _check_variants(ops, variants, None)
         object.__setattr__(self, "ops", ops)
         object.__setattr__(self, "inputs", _parse_inputs(inputs, len(ops)))
+        object.__setattr__(self, "variants", variants)
 
     # ----------------------------------------------------------------- constructors
     @classmethod
     def sequential(cls, ops: str | Iterable[str]) -> "Arch":
-        """The plain stack: slot ``n`` reads only output ``n-1`` (LV-BERT)."""
-        return cls(_parse_ops(ops), None)
+        """The plain stack: slot ``n`` reads only output ``n-1`` (LV-BERT); a compact string keeps
+        its variant suffixes."""
+        return cls(ops if isinstance(ops, str) else tuple(ops), None)
 
     @classmethod
     def from_dict(cls, d: Any, source: str | os.PathLike | None = None) -> "Arch":
@@ -165,8 +310,8 @@ class Arch:
         if fmt is None:
             raise LvsearchError(f"{where} has no format tag",
                                 fix=f'add "format": "{ARCH_FORMAT}"')
-        if fmt != ARCH_FORMAT:
-            raise LvsearchError(f"{where} has format {fmt!r}, expected {ARCH_FORMAT!r}",
+        if fmt not in ARCH_FORMATS:
+            raise LvsearchError(f"{where} has format {fmt!r}, expected {' or '.join(map(repr, ARCH_FORMATS))}",
                                 fix="regenerate the file with this version of lvsearch")
         unknown = [k for k in d if k not in _ARCH_KEYS]
         if unknown:
@@ -178,9 +323,17 @@ class Arch:
             raise LvsearchError(f"{where}: unknown key {k!r}", fix=hint)
         if "ops" not in d:
             raise LvsearchError(f"{where} has no 'ops'", fix='add "ops": "ccsffs..."')
-        ops = _parse_ops(d["ops"], source)
+        ops, suffixes = _parse_slots(d["ops"], source)
         if not ops:
             raise LvsearchError(f"{where}: 'ops' is empty", fix="give one op per slot")
+        variants = d.get("variants")
+        if variants is not None and fmt == ARCH_FORMAT:
+            raise LvsearchError(f"{where}: 'variants' needs format {ARCH_FORMAT_V2!r}",
+                                fix=f'set "format": "{ARCH_FORMAT_V2}"')
+        if variants is not None and suffixes is not None and any(suffixes):
+            raise LvsearchError(f"{where}: variants given both as 'ops' suffixes and as 'variants'",
+                                fix="give them in one place")
+        variants = _check_variants(ops, variants if variants is not None else (suffixes or ((),) * len(ops)), source)
         if "num_slots" in d and d["num_slots"] != len(ops):
             raise LvsearchError(
                 f"{where}: num_slots is {d['num_slots']} but 'ops' has {len(ops)} slots",
@@ -192,7 +345,7 @@ class Arch:
         if not isinstance(inputs, list):
             raise LvsearchError(f"{where}: 'inputs' must be a list of lists",
                                 fix="e.g. [[0], [1], [0, 2]]")
-        return cls(ops, _parse_inputs(inputs, len(ops), source))
+        return cls(ops, _parse_inputs(inputs, len(ops), source), variants)
 
     @classmethod
     def from_key(cls, key: str) -> "Arch":
@@ -232,9 +385,34 @@ class Arch:
 
     @property
     def compact(self) -> str:
-        """The ops as one letter per slot (``c`` = DC, ``s`` = SA, ``f`` = FF, ... :mod:`lvsearch.ops`)."""
+        """The ops as one letter per slot (``c`` = DC, ``s`` = SA, ``f`` = FF, ... :mod:`lvsearch.ops`),
+        each non-default variant as a suffix (``s(h2)``, :func:`variant_suffix`)."""
+        table = op_registry.specs()
+        return "".join(table[op].letter + variant_suffix(op, v) for op, v in zip(self.ops, self.variants))
+
+    @property
+    def letters(self) -> str:
+        """The ops as one letter per slot, without variants."""
         table = op_registry.specs()
         return "".join(table[op].letter for op in self.ops)
+
+    @property
+    def has_variants(self) -> bool:
+        """True when some slot has a non-default variant."""
+        return any(self.variants)
+
+    def choice(self, n: int) -> tuple[str, tuple]:
+        """Slot ``n``'s (1-based) choice: ``(op, variant)``."""
+        return self.ops[n - 1], self.variants[n - 1]
+
+    def slot_code(self, n: int) -> str:
+        """Slot ``n``'s (1-based) choice as its op code plus variant suffix (``"SA"``, ``"SA(h2)"``)."""
+        op, variant = self.choice(n)
+        return op + variant_suffix(op, variant)
+
+    def label(self, n: int) -> str:
+        """Slot ``n``'s (1-based) choice for humans (``"SA heads=2"``, :func:`variant_label`)."""
+        return variant_label(*self.choice(n))
 
     @property
     def is_sequential(self) -> bool:
@@ -243,7 +421,8 @@ class Arch:
 
     @property
     def key(self) -> str:
-        """Canonical key: the compact string, plus ``|`` and the inputs when not sequential.
+        """Canonical key: the compact string (with variant suffixes), plus ``|`` and the inputs
+        when not sequential.
 
         The inputs part lists, per slot, its sorted inputs joined by ``,``, slots joined by
         ``;``. Two archs are equal iff their keys are equal.
@@ -256,19 +435,21 @@ class Arch:
         """The first ``n`` slots as an Arch (its key identifies a shared prefix)."""
         if not 1 <= n <= self.num_slots:
             raise ValueError(f"prefix length {n} outside 1..{self.num_slots}")
-        return Arch(self.ops[:n], self.inputs[:n])
+        return Arch(self.ops[:n], self.inputs[:n], self.variants[:n])
 
     def __str__(self) -> str:
         return self.key
 
     def to_dict(self, *, space: str | None = None, meta: dict | None = None) -> dict:
-        """JSON-ready dict with the format tag; ``space`` and ``meta`` are informative."""
+        """JSON-ready dict with the format tag (v1 without variants, v2 with, module docstring);
+        ``space`` and ``meta`` are informative."""
         d: dict[str, Any] = {
-            "format": ARCH_FORMAT,
-            "ops": self.compact,
-            "inputs": [list(inp) for inp in self.inputs],
-            "num_slots": self.num_slots,
+            "format": ARCH_FORMAT_V2 if self.has_variants else ARCH_FORMAT,
+            "ops": self.letters,
         }
+        if self.has_variants:
+            d["variants"] = [dict(v) for v in self.variants]
+        d.update({"inputs": [list(inp) for inp in self.inputs], "num_slots": self.num_slots})
         if space is not None:
             d["space"] = space
         if meta is not None:

@@ -8,6 +8,19 @@ A search space is a YAML file in the top-level ``search_spaces/`` folder::
     ops: [SA, FF, DC]
     connectivity: elc        # sequential | elc
 
+``ops`` may instead be a mapping that gives an op's *variants* (its elastic dimensions,
+:class:`lvsearch.ops.base.Elastic`) as lists of allowed values; an op mapped to ``{}`` or
+nothing has none::
+
+    ops:
+      SA: {heads: [2, 4]}          # heads of width model.hidden / model.heads
+      FF: {inner: [0.5, 1, 2]}     # multiples of model.ff_inner (a space works at any size)
+      DC: {kernel: [3, 9, 15]}     # odd kernel widths
+      LA: {}
+
+A slot then chooses an op and a value per listed dimension (``lvsearch.arch``: ``s(h2)``);
+an architecture may leave a dimension out (the op's default, e.g. the reference ``bert``).
+
 ``connectivity: sequential`` fixes ``inputs[n] = {n-1}`` (LV-BERT, Yu et al. 2021).
 ``connectivity: elc`` makes connectivity searchable: slot ``n`` always mixes the previous
 output ``n-1`` and may mix any earlier output ``0..n-2`` (ELC-BERT, Charpentier & Samuel
@@ -63,6 +76,9 @@ class SearchSpace:
         connectivity: ``"sequential"`` or ``"elc"`` (see module docstring).
         description: free text.
         source: the YAML file it was loaded from, or ``None``.
+        elastic: per op with variants, ``(code, ((dimension, allowed values), ...))``, in
+            canonical op order, dimensions sorted by name, values sorted (filled from the
+            mapping form of ``ops``, module docstring).
     """
 
     name: str
@@ -71,12 +87,15 @@ class SearchSpace:
     connectivity: str = "sequential"
     description: str = ""
     source: Path | None = field(default=None, compare=False)
+    elastic: tuple = ()
 
     def __post_init__(self) -> None:
-        where = f"search space {self.source or self.name!r}"
+        where = f"search space {self.source}" if self.source else f"search space {self.name!r}"
         if not isinstance(self.num_slots, int) or isinstance(self.num_slots, bool) or self.num_slots < 1:
             raise LvsearchError(f"{where}: num_slots must be a positive integer, got {self.num_slots!r}",
                                 fix="e.g. num_slots: 24")
+        if isinstance(self.ops, dict):
+            self._parse_variants(where)
         ops = list(self.ops) if isinstance(self.ops, (list, tuple)) else None
         if not ops:
             raise LvsearchError(f"{where}: ops must be a non-empty list", fix="e.g. ops: [SA, FF, DC]")
@@ -93,6 +112,43 @@ class SearchSpace:
                 f"{where}: unknown connectivity {self.connectivity!r}",
                 fix=(f"did you mean {close[0]!r}? " if close else "") + f"use one of {', '.join(CONNECTIVITIES)}",
             )
+
+    def _parse_variants(self, where: str) -> None:
+        registered = op_registry.codes()
+        elastic = {}
+        for op, dims in self.ops.items():
+            code = op.upper() if isinstance(op, str) else op
+            if code not in registered:
+                raise LvsearchError(f"{where}: unknown op {op!r}", fix=f"use registered ops: {op_registry.describe()}")
+            spec = op_registry.get(code)
+            listing = "; ".join(f"{e.name} ({e.unit})" for e in spec.elastic) or "none"
+            if dims is None:
+                dims = {}
+            if not isinstance(dims, dict):
+                raise LvsearchError(f"{where}: ops.{code} must map variant dimensions to lists of values, got {dims!r}",
+                                    fix=f"e.g. ops: {{SA: {{heads: [2, 4]}}, FF: {{}}}}; {code}'s dimensions: {listing}")
+            pairs = []
+            for name, values in dims.items():
+                try:
+                    dim = spec.dimension(name)
+                except KeyError:
+                    raise LvsearchError(f"{where}: ops.{code} has unknown variant dimension {name!r}",
+                                        fix=f"{code}'s elastic dimensions: {listing}") from None
+                if not isinstance(values, list) or not values:
+                    raise LvsearchError(f"{where}: ops.{code}.{name} must be a non-empty list of values, got {values!r}",
+                                        fix=f"give a list of {dim.unit}, e.g. {name}: [...]")
+                norm = set()
+                for v in values:
+                    try:
+                        norm.add(dim.normalise(v))
+                    except ValueError as e:
+                        raise LvsearchError(f"{where}: ops.{code}.{name} has {v!r}: {e}",
+                                            fix=f"{name} takes {dim.unit}") from None
+                pairs.append((name, tuple(sorted(norm))))
+            if pairs:
+                elastic[code] = tuple(sorted(pairs))
+        object.__setattr__(self, "ops", tuple(self.ops))
+        object.__setattr__(self, "elastic", tuple((c, elastic[c]) for c in registered if c in elastic))
 
     # ----------------------------------------------------------------- loading
     @classmethod
@@ -119,7 +175,8 @@ class SearchSpace:
         return cls(
             name=str(d.get("name", default_name)),
             num_slots=d["num_slots"],
-            ops=tuple(d["ops"]) if isinstance(d["ops"], list) else d["ops"],
+            ops=tuple(d["ops"]) if isinstance(d["ops"], list) else (dict(d["ops"]) if isinstance(d["ops"], dict)
+                                                                     else d["ops"]),
             connectivity=d.get("connectivity", "sequential"),
             description=str(d.get("description", "")),
             source=Path(source) if source is not None else None,
@@ -163,13 +220,38 @@ class SearchSpace:
 
     def to_dict(self) -> dict:
         """The YAML mapping of this space (round-trips through :meth:`from_dict`)."""
+        variants = self.variant_values
         return {
             "name": self.name,
             "description": self.description,
             "num_slots": self.num_slots,
-            "ops": list(self.ops),
+            "ops": ({op: {k: list(v) for k, v in variants(op).items()} for op in self.ops} if self.elastic
+                    else list(self.ops)),
             "connectivity": self.connectivity,
         }
+
+    def variant_values(self, op: str) -> dict[str, tuple]:
+        """``{dimension: allowed values}`` of op ``op`` in this space (``{}``: no variants)."""
+        return dict(dict(self.elastic).get(op, ()))
+
+    def choices(self) -> list[tuple[str, tuple]]:
+        """Every choice a slot has, ``(op, variant)``, in canonical order: each op, and for an
+        op with variants every combination of its listed values (the product, dimensions
+        sorted by name); ``(op, ())`` for an op without."""
+        import itertools
+
+        out = []
+        for op in self.ops:
+            listed = self.variant_values(op)
+            names = sorted(listed)
+            for values in itertools.product(*(listed[n] for n in names)):
+                out.append((op, tuple(zip(names, values))))
+        return out
+
+    def _draw_variant(self, op: str, rng: random.Random) -> tuple:
+        # No random numbers are drawn for an op without variants (spaces without variants
+        # sample exactly as before variants existed).
+        return tuple((name, rng.choice(values)) for name, values in sorted(self.variant_values(op).items()))
 
     # ----------------------------------------------------------------- queries
     @property
@@ -213,14 +295,15 @@ class SearchSpace:
     def size(self) -> int:
         """Number of distinct architectures in the space."""
         conn = 2 ** sum(len(self.optional_inputs(n)) for n in range(1, self.num_slots + 1))
-        return len(self.ops) ** self.num_slots * conn
+        return len(self.choices()) ** self.num_slots * conn
 
     def validate(self, arch: Arch, source: str | os.PathLike | None = None) -> Arch:
         """Check that ``arch`` belongs to this space; returns it unchanged.
 
         Raises:
-            LvsearchError: wrong slot count, an op the space does not allow, or inputs the
-                connectivity rule forbids (sequential: exactly ``{n-1}``; elc: must contain
+            LvsearchError: wrong slot count, an op the space does not allow, a variant value
+                the space does not list (a dimension left out is the op's default and
+                allowed), or inputs the connectivity rule forbids (sequential: exactly ``{n-1}``; elc: must contain
                 ``n-1``). The message names ``source`` and the space.
         """
         where = f"{source}" if source is not None else "architecture"
@@ -230,12 +313,19 @@ class SearchSpace:
                 f"{where} has {arch.num_slots} slots, but {sp} has {self.num_slots}",
                 fix="use an architecture made for this space, or a space with the same slot count",
             )
-        for n, (op, inp) in enumerate(zip(arch.ops, arch.inputs), start=1):
+        for n, (op, inp, variant) in enumerate(zip(arch.ops, arch.inputs, arch.variants), start=1):
             if op not in self.ops:
                 raise LvsearchError(
                     f"{where}: slot {n} uses op {op}, which {sp} does not allow",
                     fix=f"allowed ops: {', '.join(self.ops)}",
                 )
+            listed = self.variant_values(op)
+            for name, value in variant:
+                if value not in listed.get(name, ()):
+                    allowed = (f"{sp} allows {name} in {list(listed[name])} for {op}" if name in listed
+                               else f"{sp} lists no {name} variants for {op}: leave {name} out (the default)")
+                    raise LvsearchError(f"{where}: slot {n} uses {op} with {name} {value}, which {sp} does not allow",
+                                        fix=allowed)
             if self.searchable_inputs:
                 if n - 1 not in inp:
                     raise LvsearchError(
@@ -254,16 +344,20 @@ class SearchSpace:
         """Draw one architecture.
 
         Each slot's op is uniform over :attr:`ops`, independently (uniform single-path
-        sampling, LV-BERT eq. 6-7). With searchable connectivity the previous output is
+        sampling, LV-BERT eq. 6-7), then each of the op's listed variant dimensions uniform
+        over its values. With searchable connectivity the previous output is
         always kept; first, with probability ``dense_prob`` the whole architecture gets the
         dense mask (every slot reads all earlier outputs, ELC-BERT); otherwise each earlier
         output ``0..n-2`` is kept independently with probability ``keep_input_prob``.
         In sequential spaces the connectivity arguments are ignored and no extra random
         numbers are drawn.
         """
-        ops = [rng.choice(self.ops) for _ in range(self.num_slots)]
+        ops, variants = [], []
+        for _ in range(self.num_slots):
+            ops.append(rng.choice(self.ops))
+            variants.append(self._draw_variant(ops[-1], rng))
         if not self.searchable_inputs:
-            return Arch.sequential(ops)
+            return Arch(tuple(ops), None, tuple(variants))
         dense = dense_prob > 0 and rng.random() < dense_prob
         inputs = []
         for n in range(1, self.num_slots + 1):
@@ -272,25 +366,27 @@ class SearchSpace:
             else:
                 kept = [i for i in self.optional_inputs(n) if rng.random() < keep_input_prob]
                 inputs.append(tuple(kept) + (n - 1,))
-        return Arch(tuple(ops), tuple(inputs))
+        return Arch(tuple(ops), tuple(inputs), tuple(variants))
 
     def mutate(self, arch: Arch, rng: random.Random, p: float = 0.1, input_p: float | None = None) -> Arch:
         """Mutation (LV-BERT section 3.3, probability 0.1 in the paper).
 
-        Each slot's op is re-drawn uniformly from :attr:`ops` with probability ``p`` (the
-        re-draw may return the same op). In searchable spaces each optional input
+        Each slot's whole choice is re-drawn with probability ``p``: its op uniformly from
+        :attr:`ops`, then its variant as in :meth:`sample` (the re-draw may return the same
+        choice). In searchable spaces each optional input
         (``0..n-2`` of slot ``n``) is then flipped with probability ``input_p`` (``p`` when
         None, as before the two rates were separate; ``0`` draws no random numbers for the
         inputs: LV-BERT's mutation re-draws op genes only); the previous output is never
         removed. Returns a new Arch (``arch`` is not validated against the space).
         """
-        ops = list(arch.ops)
+        ops, variants = list(arch.ops), list(arch.variants)
         for i in range(len(ops)):
             if rng.random() < p:
                 ops[i] = rng.choice(self.ops)
+                variants[i] = self._draw_variant(ops[i], rng)
         input_p = p if input_p is None else input_p
         if not self.searchable_inputs or input_p == 0:
-            return Arch(tuple(ops), arch.inputs)
+            return Arch(tuple(ops), arch.inputs, tuple(variants))
         inputs = []
         for n, inp in enumerate(arch.inputs, start=1):
             s = set(inp)
@@ -299,15 +395,17 @@ class SearchSpace:
                     s ^= {i}
             s.add(n - 1)
             inputs.append(tuple(sorted(s)))
-        return Arch(tuple(ops), tuple(inputs))
+        return Arch(tuple(ops), tuple(inputs), tuple(variants))
 
     def mutate_one_op(self, arch: Arch, rng: random.Random) -> Arch:
-        """The one-op neighbourhood move: one slot, uniform, gets another op, uniform over the
-        space's other ops; inputs unchanged. Every child differs from its parent in exactly one
-        op (a space with one op returns ``arch`` unchanged)."""
-        if len(self.ops) < 2:
+        """The one-op neighbourhood move: one slot, uniform, gets another choice (op and
+        variant, :meth:`choices`), uniform over the space's other choices; inputs unchanged.
+        Every child differs from its parent in exactly one slot (a space with one choice
+        returns ``arch`` unchanged)."""
+        choices = self.choices()
+        if len(choices) < 2:
             return arch
-        ops = list(arch.ops)
+        ops, variants = list(arch.ops), list(arch.variants)
         i = rng.randrange(len(ops))
-        ops[i] = rng.choice([o for o in self.ops if o != ops[i]])
-        return Arch(tuple(ops), arch.inputs)
+        ops[i], variants[i] = rng.choice([c for c in choices if c != (ops[i], variants[i])])
+        return Arch(tuple(ops), arch.inputs, tuple(variants))

@@ -117,7 +117,8 @@ def test_all_spaces_load():
         s = SearchSpace.load(n)
         assert s.num_slots == 24
         assert s.ops == expected.get(n, ("SA", "FF", "DC"))
-        assert s.searchable_inputs == (n == "lvbert-elc")
+        assert s.searchable_inputs == (n in ("lvbert-elc", "lvbert-elastic"))
+        assert bool(s.elastic) == (n == "lvbert-elastic")
 
 
 def test_space_errors(tmp_path):

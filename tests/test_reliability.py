@@ -341,6 +341,18 @@ def ws(prepared_corpus: Path, small_corpus: Path, shared_data: Path, tmp_path_fa
     (w / "arch-seq-bad.json").write_text(json.dumps({"format": "lvsearch.arch/v1", "ops": ["SA", "FF", "SA", "FF"],
                                                      "inputs": [[0], [0], [1, 2], [3]]}))
     (w / "report-broken.json").write_text("{}")
+    # bad variants (issue 38): in a search space YAML and in an architecture file
+    for name, ops_text in (("space-variant-dim", "{SA: {kernel: [3]}, FF: {}}"),
+                           ("space-variant-value", "{SA: {heads: [2]}, FF: {inner: [0.5, -1]}}"),
+                           ("space-variant-even", "{DC: {kernel: [3, 4]}, FF: {}}")):
+        (w / f"{name}.yaml").write_text(f"name: {name}\nnum_slots: 4\nops: {ops_text}\nconnectivity: elc\n")
+        paths[name.upper().replace("-", "_")] = w / f"{name}.yaml"
+    for name, variants in (("arch-variant-dim", [{"kernel": 3}, {}, {}, {}]),
+                           ("arch-variant-value", [{"heads": 3}, {}, {}, {}]),
+                           ("arch-variant-even", [{}, {}, {"kernel": 4}, {}])):
+        (w / f"{name}.json").write_text(json.dumps({"format": "lvsearch.arch/v2", "ops": "sfcf", "variants": variants,
+                                                    "inputs": [[0], [1], [2], [3]]}))
+        paths[name.upper().replace("-", "_")] = w / f"{name}.json"
     (w / "bomb.json").write_text("[" * 100_000 + "]" * 100_000)  # a recursion bomb
     paths["BOMB"] = w / "bomb.json"
     paths.update(BROKEN_JSON=w / "broken.json", ARCH_SEQ_BAD=w / "arch-seq-bad.json",
@@ -748,6 +760,19 @@ CASES = [
       "--set sampling.paths=4", "sampling.paths=4 is read by the sandwich rule only"),
     C("arch-show-unknown", "arch show zzz --space lvbert", "zzz"),
     C("arch-show-broken-file", "arch show {BROKEN_JSON}", "{BROKEN_JSON}"),
+    # bad variants (issue 38): a search space YAML, an architecture file
+    C("space-variant-unknown-dimension", "train-supernet --config quickstart --data {CORPUS} --out {W}/s30 "
+      "--set space={SPACE_VARIANT_DIM}", "{SPACE_VARIANT_DIM}: ops.SA has unknown variant dimension 'kernel'"),
+    C("space-variant-value-not-allowed", "train-supernet --config quickstart --data {CORPUS} --out {W}/s31 "
+      "--set space={SPACE_VARIANT_VALUE}", "{SPACE_VARIANT_VALUE}: ops.FF.inner has -1"),
+    C("space-variant-even-kernel", "arch show bert --space {SPACE_VARIANT_EVEN}",
+      "{SPACE_VARIANT_EVEN}: ops.DC.kernel has 4: kernel must be an odd positive integer"),
+    C("arch-variant-unknown-dimension", "retrain --arch {ARCH_VARIANT_DIM} " + T + " --out {W}/r30",
+      "{ARCH_VARIANT_DIM}: slot 1 (SA) has unknown variant dimension 'kernel'"),
+    C("arch-variant-value-not-allowed", "retrain --arch {ARCH_VARIANT_VALUE} " + T + " --out {W}/r31 "
+      "--set space=lvbert-elastic --set num_slots=4", "{ARCH_VARIANT_VALUE}: slot 1 uses SA with heads 3, which search space"),
+    C("arch-variant-even-kernel", "arch show {ARCH_VARIANT_EVEN}",
+      "{ARCH_VARIANT_EVEN}: slot 3 (DC) has kernel 4: kernel must be an odd positive integer"),
     C("rank-check-missing-supernet", "rank-check --supernet {W}/nosn --archs 3 --steps 2", "{W}/nosn"),
     # evaluate / report
     C("evaluate-missing-model", "evaluate --model {W}/nomodel --no-blimp --mlm-data {CORPUS}", "{W}/nomodel"),

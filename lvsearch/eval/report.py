@@ -198,7 +198,8 @@ def floor_notes(reports: Sequence[dict], names: Sequence[str]) -> list[str]:
 
 
 def arch_compact(report: dict) -> str:
-    """Compact op string of the report's model (``"sfsf"``), with ``+mixing`` when some slot
+    """Compact op string of the report's model (``"sfsf"``, variants as suffixes ``"s(h2)f"``),
+    with ``+mixing`` when some slot
     reads several inputs (the full inputs are in the α heatmap and the JSON)."""
     from lvsearch.arch import Arch
 
@@ -425,7 +426,8 @@ def plot_alpha(alpha, ops: Sequence[str], title: str, path: str | Path) -> None:
 
     Args:
         alpha: ``(N, N)`` array-like; row ``n-1`` = slot ``n``, column ``i`` = input ``i``.
-        ops: the N op codes (``"SA"``, ``"FF"``, ...), used as row labels.
+        ops: the N slots' op codes with their variant suffixes (``"SA"``, ``"FF(i0.5)"``, ...,
+            :meth:`Arch.slot_code`), used as row labels.
         title: figure title (the arch's compact string).
         path: output PNG, written atomically.
     """
@@ -468,7 +470,7 @@ def _alpha_section(label: str, arch, alpha) -> list[str]:
     for n, inputs in enumerate(arch.inputs, start=1):
         if len(inputs) > 1:
             parts = ", ".join(f"h{i} {float(alpha[n - 1, i]):.3f}" for i in inputs)
-            lines.append(f"- {label}, slot {n} ({arch.ops[n - 1]}): {parts}")
+            lines.append(f"- {label}, slot {n} ({arch.label(n)}): {parts}")
     return lines
 
 
@@ -526,7 +528,7 @@ def write_report(sources: Sequence[str], out: str | Path, *, overwrite: bool = F
         alpha = loaded.encoder.alpha_matrix()
         title = f"{lab}: {loaded.arch.compact}"
         path = out / heatmap_name(lab)
-        plot_alpha(alpha.numpy(), loaded.arch.ops, title, path)
+        plot_alpha(alpha.numpy(), [loaded.arch.slot_code(n) for n in range(1, loaded.arch.num_slots + 1)], title, path)
         heatmaps[lab] = path
         alpha_lines += _alpha_section(lab, loaded.arch, alpha)
 

@@ -2,7 +2,7 @@
 
 Layout of the export (``trust_remote_code=True`` loads it; no lvsearch needed)::
 
-    OUT/config.json                  model_type "lvsearch", the architecture (ops, inputs) and
+    OUT/config.json                  model_type "lvsearch", the architecture (ops, inputs, op_sizes) and
                                      dims, auto_map -> the two files below, architectures
     OUT/configuration_lvsearch.py    LvsearchConfig        (copied from hf_template/)
     OUT/modeling_lvsearch.py         LvsearchModel, ...ForMaskedLM, ...ForSequenceClassification,
@@ -180,6 +180,8 @@ def hf_config(arch, dims, *, architectures: list[str], extra: dict | None = None
     ``lvsearch`` for provenance; they do not change a loaded model."""
     import transformers
 
+    from lvsearch.model.encoder import slot_sizes
+
     cfg = {
         "model_type": MODEL_TYPE,
         "architectures": architectures,
@@ -201,6 +203,8 @@ def hf_config(arch, dims, *, architectures: list[str], extra: dict | None = None
         "relative_max_distance": dims.relative_max_distance,
         "ops": list(arch.ops),
         "inputs": [list(i) for i in arch.inputs],
+        **({"op_sizes": [slot_sizes(op, dims, v) if v else {} for op, v in zip(arch.ops, arch.variants)]}
+           if arch.has_variants else {}),
         "num_hidden_layers": arch.num_slots,
         "layer_norm_eps": 1e-12,
         "initializer_range": 0.02,

@@ -6,7 +6,9 @@ Every entry is the forward time of one module in eval mode under ``torch.inferen
 on a ``(batch, seq_len)`` input with a padding mask of real tokens, in milliseconds per batch:
 
 * ``ops_ms[choice]``: slot layer of one choice (op, residual, LayerNorm, dropout off), keyed by
-  :func:`choice_key`;
+  :func:`choice_key`: one entry per op at its default size and one per variant of a space with
+  variants (``SA(h2)``, ``FF(i0.5)``, ``DC(k3)``: a standalone layer built at the variant's size,
+  as an extracted model runs it);
 * ``mixing_ms[k]``: ELC-BERT mixing of ``k ≥ 2`` inputs (softmax of the α̂ row and the weighted
   sum, Charpentier & Samuel 2023 eq. 1);
 * ``overhead_ms``: embeddings plus the output stage (weighted output, final LayerNorm).
@@ -82,8 +84,23 @@ class LatencyTable(FileModel):
 
 
 def choice_key(arch: "Arch", n: int) -> str:
-    """The table key of slot ``n``'s choice (1-based): the op code (``"SA"``)."""
-    return arch.ops[n - 1]
+    """The table key of slot ``n``'s choice (1-based): the op code (``"SA"``), with the
+    variant's compact suffix when it has one (``"SA(h2)"``, :func:`lvsearch.arch.variant_suffix`)."""
+    return arch.slot_code(n)
+
+
+def space_choices(space: "SearchSpace") -> list[tuple[str, tuple]]:
+    """Every ``(op, variant)`` a table for ``space`` measures: each op at its default, then each
+    of its variants in the space (:meth:`SearchSpace.choices`)."""
+    out = [(op, ()) for op in space.ops]
+    return out + [c for c in space.choices() if c[1]]
+
+
+def choice_keys(space: "SearchSpace") -> list[str]:
+    """The :func:`choice_key` of every entry of :func:`space_choices`."""
+    from lvsearch.arch import variant_suffix
+
+    return [op + variant_suffix(op, v) for op, v in space_choices(space)]
 
 
 def device_name(device) -> str:
@@ -212,12 +229,18 @@ def _entries(bench: Bench) -> dict[str, Callable[[], object]]:
     """Every entry of the table as a thunk: ``op:CHOICE``, ``mix:K`` and ``overhead``."""
     from lvsearch.model.mixing import mix_inputs
 
+    from lvsearch import ops as op_registry
+    from lvsearch.arch import variant_suffix
+
     net, space = bench.loaded.supernet, bench.loaded.space
     n_slots, x, mask = space.num_slots, bench.x, bench.mask
     out: dict[str, Callable[[], object]] = {}
-    for op in space.ops:
-        layer = net.slots["1"][op]
-        out[f"op:{op}"] = lambda layer=layer: layer(x, mask)
+    for op, variant in space_choices(space):
+        if not space.variant_values(op):  # no variants: the supernet's layer is the op's layer
+            layer = net.slots["1"][op]
+        else:  # a standalone layer at the variant's size (what an extracted model runs)
+            layer = op_registry.get(op).make(bench.loaded.dims, variant).to(device=x.device, dtype=x.dtype).eval()
+        out[f"op:{op}{variant_suffix(op, variant)}"] = lambda layer=layer: layer(x, mask)
     if net.mixing is not None:
         states = [x] * n_slots
         for k in range(2, n_slots + 1):
@@ -308,7 +331,7 @@ def check_table(table: LatencyTable, path: str | os.PathLike, *, space: "SearchS
         diff = sorted(k for k in set(table.dims) | set(dims.to_dict()) if table.dims.get(k) != dims.to_dict().get(k))
         raise LvsearchError(f"latency table {path} was measured for other model sizes ({', '.join(diff)} differ "
                             f"from the supernet's)", fix=fix)
-    missing = [op for op in space.ops if op not in table.ops_ms]
+    missing = [key for key in choice_keys(space) if key not in table.ops_ms]
     if space.searchable_inputs:
         missing += [f"mixing of {k} inputs" for k in range(2, space.num_slots + 1) if str(k) not in table.mixing_ms]
     if missing:

@@ -10,7 +10,8 @@ Execution is slot by slot so the search can cache hidden states of shared slot p
 ``forward`` is exactly that loop. Parameter names (also the safetensors keys):
 ``embeddings.{word,position,norm,project}.*``, ``slots.{n}.{OP}.*`` (n 1-based, OP a
 registered op code, :mod:`lvsearch.ops`), ``mixing.logits`` (N, N), ``output_mixing.logits`` (N+1,), ``final_norm.*``
-(pre-LN only), ``mlm_head.{dense,norm,bias}``. An Encoder's keys are a subset of the
+(pre-LN only), ``mlm_head.{dense,norm,bias}``. A slot with a variant (``arch.variants``) holds
+its op's layer built at the variant's sizes under the same names. An Encoder's keys are a subset of the
 Supernet's, which is how weights are inherited (a supernet with per-op α̂,
 ``model.mixing_per_op``, holds ``mixing.logits`` as ``(num_ops, N, N)``; ``Supernet.extract``
 gathers the path's rows into the Encoder's ``(N, N)``).
@@ -18,6 +19,7 @@ gathers the path's rows into the Encoder's ``(N, N)``).
 
 from __future__ import annotations
 
+import functools
 from typing import Sequence
 
 import torch
@@ -25,6 +27,7 @@ from torch import nn
 
 from lvsearch import ops as op_registry
 from lvsearch.arch import Arch
+from lvsearch.errors import LvsearchError
 from lvsearch.model.dims import ModelDims
 from lvsearch.model.embeddings import Embeddings
 from lvsearch.model.heads import MLMHead
@@ -37,8 +40,9 @@ INIT_STD = 0.02
 def flops_per_token(arch: Arch, dims: ModelDims, seq_len: int, include_head: bool = False) -> float:
     """Forward FLOPs per token of ``arch`` (1 multiply-add = 2 FLOPs), matmuls only.
 
-    Per slot, the op's own count (``OpSpec.flops(dims, seq_len)``, documented in each op module
-    of :mod:`lvsearch.ops`: e.g. SA ``8 H^2 + 4 L H``, FF ``4 H I``), plus for slots mixing more
+    Per slot, the op's own count at the slot's variant (``OpSpec.count_flops(dims, seq_len,
+    variant)``, documented in each op module of :mod:`lvsearch.ops`: e.g. SA ``8 H^2 + 4 L H``,
+    FF ``4 H I``), plus for slots mixing more
     than one input ``2 H |inputs|``; weighted output ``2 H (N+1)``.
 
     Plus the embedding projection ``2 E H`` when E != H and, with ``include_head``, the MLM
@@ -47,8 +51,8 @@ def flops_per_token(arch: Arch, dims: ModelDims, seq_len: int, include_head: boo
     H, E = dims.hidden, dims.embedding
     table = op_registry.specs()
     total = 2.0 * E * H if E != H else 0.0
-    for op, inputs in zip(arch.ops, arch.inputs):
-        total += table[op].flops(dims, seq_len)
+    for op, inputs, variant in zip(arch.ops, arch.inputs, arch.variants):
+        total += table[op].count_flops(dims, seq_len, variant) if variant else table[op].flops(dims, seq_len)
         if len(inputs) > 1:
             total += 2 * H * len(inputs)
     if dims.weighted_output:
@@ -82,18 +86,56 @@ def scale_residual_init(slots, num_slots: int) -> None:
             nn.init.normal_(getattr(layer, table[code].residual).weight, std=std)
 
 
+@functools.lru_cache(maxsize=4096)
+def slot_sizes(code: str, dims: ModelDims, variant: tuple) -> dict[str, int]:
+    """Layer sizes of op ``code`` at ``variant`` for ``dims`` (``OpSpec.sizes``, cached; ``{}``
+    for an op without elastic dimensions).
+
+    Raises:
+        LvsearchError: a variant value that does not fit ``dims`` (e.g. FF ``inner`` 0.3 of an
+            ``ff_inner`` it does not divide into whole units).
+    """
+    try:
+        return op_registry.get(code).sizes(dims, variant)
+    except ValueError as e:
+        raise LvsearchError(f"{code} variant {dict(variant)} does not fit the model: {e}",
+                            fix="choose variant values that fit model.hidden / ff_inner / heads") from None
+
+
+@functools.lru_cache(maxsize=4096)
+def slot_params(code: str, dims: ModelDims, variant: tuple) -> int:
+    """Parameters of one slot running op ``code`` at ``variant`` (the standalone layer's numel)."""
+    return op_registry.get(code).num_params(dims, variant)
+
+
+def _slot_layer(code: str, dims: ModelDims, choices: dict | None, variant: tuple = ()) -> nn.Module:
+    spec = op_registry.get(code)
+    if choices:
+        return spec.make_shared(dims, choices)
+    if variant:
+        return spec.build(dims, **slot_sizes(code, dims, variant))
+    return spec.build(dims)
+
+
 class _Backbone(nn.Module):
-    """Embeddings, slot storage, output stage and MLM head shared by Encoder and Supernet."""
+    """Embeddings, slot storage, output stage and MLM head shared by Encoder and Supernet.
+
+    ``slot_ops[n-1]`` lists slot n's ops; ``slot_variants[n-1]`` (Encoder) the variant of each,
+    ``slot_choices`` (Supernet) per op the layer sizes the slot's layer must run
+    (``{code: {dimension: sizes}}``; the layer is then built by ``OpSpec.make_shared``)."""
 
     def __init__(self, dims: ModelDims, num_slots: int, slot_ops: Sequence[Sequence[str]], with_mixing: bool,
-                 mixing_ops: Sequence[str] | None = None):
+                 mixing_ops: Sequence[str] | None = None, slot_variants: Sequence[Sequence[tuple]] | None = None,
+                 slot_choices: dict | None = None):
         super().__init__()
         self.dims = dims
         self.num_slots = num_slots
         self.embeddings = Embeddings(dims.vocab_size, dims.embedding, dims.hidden, dims.max_len, dims.dropout,
                                      absolute=dims.position == "absolute")
+        variants = slot_variants or [[()] * len(ops) for ops in slot_ops]
         self.slots = nn.ModuleDict(
-            {str(n): nn.ModuleDict({op: op_registry.build(op, dims) for op in ops}) for n, ops in enumerate(slot_ops, start=1)}
+            {str(n): nn.ModuleDict({op: _slot_layer(op, dims, (slot_choices or {}).get(op), v) for op, v in zip(ops, vs)})
+             for n, (ops, vs) in enumerate(zip(slot_ops, variants), start=1)}
         )
         self.mixing = (LayerMixing(num_slots, dims.mixing_init, dims.mixing_normalized, ops=mixing_ops)
                        if with_mixing else None)
@@ -117,9 +159,10 @@ class _Backbone(nn.Module):
                   attention_mask: torch.Tensor | None) -> torch.Tensor:
         if len(states) < n:
             raise ValueError(f"slot {n} needs states h_0..h_{n - 1}, got {len(states)}")
-        op = arch.ops[n - 1]
+        op, variant = arch.ops[n - 1], arch.variants[n - 1]
         x = mix_inputs(self.mixing, n, arch.inputs[n - 1], states, op)
-        return self.slots[str(n)][op](x, _bool_mask(attention_mask))
+        # The variant's sizes (the layer's own for an Encoder; slices of the largest for a Supernet).
+        return self.slots[str(n)][op](x, _bool_mask(attention_mask), **slot_sizes(op, self.dims, variant))
 
     def finish(self, states: Sequence[torch.Tensor]) -> torch.Tensor:
         """``h_0..h_N`` -> the hidden states the MLM head reads ``(B, L, H)``: ``h_N`` or the
@@ -149,8 +192,8 @@ class _Backbone(nn.Module):
         # A supernet with per-op logits holds (num_ops, N, N) but its extracted Encoder (N, N):
         # the count is the Encoder's either way.
         n = self._shared_params()
-        for slot, op in enumerate(arch.ops, start=1):
-            n += sum(p.numel() for p in self.slots[str(slot)][op].parameters())
+        for op, variant in zip(arch.ops, arch.variants):
+            n += slot_params(op, self.dims, variant)
         if any(len(inputs) > 1 for inputs in arch.inputs):
             n += self.num_slots * self.num_slots
         return n
@@ -174,7 +217,8 @@ class Encoder(_Backbone):
 
     def __init__(self, arch: Arch, dims: ModelDims):
         super().__init__(dims, arch.num_slots, [[op] for op in arch.ops],
-                         with_mixing=any(len(i) > 1 for i in arch.inputs))
+                         with_mixing=any(len(i) > 1 for i in arch.inputs),
+                         slot_variants=[[v] for v in arch.variants])
         self.arch = arch
 
     def run_slot(self, n: int, states: Sequence[torch.Tensor],

@@ -13,7 +13,7 @@ from lvsearch import ops as op_registry
 from lvsearch.arch import Arch
 from lvsearch.errors import LvsearchError
 from lvsearch.model.dims import ModelDims
-from lvsearch.model.encoder import Encoder, _Backbone, flops_per_token
+from lvsearch.model.encoder import Encoder, _Backbone, flops_per_token, slot_sizes
 from lvsearch.model.mixing import alpha_matrix
 from lvsearch.space import SearchSpace
 
@@ -21,7 +21,9 @@ from lvsearch.space import SearchSpace
 class Supernet(_Backbone):
     """Weight-sharing supernet over ``space``.
 
-    Holds ``slots.{n}.{OP}`` for every slot n and every op of the space, shared embeddings
+    Holds ``slots.{n}.{OP}`` for every slot n and every op of the space (an op with variants
+    in the space at its largest listed size, ``OpSpec.make_shared``: a variant runs on slices
+    of those weights, and DC adds ``kernel_transforms.{k}``), shared embeddings
     and MLM head, and ``mixing.logits`` when the space's connectivity is searchable: ``(N, N)``
     shared by every candidate op of a slot, or with ``mixing_per_op`` ``(len(space.ops), N, N)``,
     one matrix per op in the order of ``space.ops``. A forward pass runs only the ops on the
@@ -46,9 +48,16 @@ class Supernet(_Backbone):
                 "(every slot reads only the previous output, so there are no α̂ logits)",
                 fix="use space lvbert-elc, or drop model.mixing_per_op",
             )
+        choices = {}
+        for op in space.ops:
+            listed = space.variant_values(op)
+            if listed or op_registry.get(op).elastic:
+                choices[op] = {name: sorted({slot_sizes(op, dims, ((name, v),))[name] for v in values})
+                               for name, values in listed.items()}
         super().__init__(dims, space.num_slots, [space.ops] * space.num_slots,
                          with_mixing=space.searchable_inputs,
-                         mixing_ops=space.ops if mixing_per_op else None)
+                         mixing_ops=space.ops if mixing_per_op else None,
+                         slot_choices={op: c for op, c in choices.items() if c})
         self.space = space
         self.mixing_per_op = bool(mixing_per_op)
         self._valid: set[Arch] = set()
@@ -88,17 +97,19 @@ class Supernet(_Backbone):
 
         With per-op logits the Encoder's ``mixing.logits (N, N)`` gets, as row ``n-1``, row
         ``n-1`` of the matrix of ``arch.ops[n-1]`` (every row, also of single-input slots, whose
-        rows the Encoder saves but never reads). Slot ``n``'s layer takes
-        ``OpSpec.path_weights`` of the supernet's ``slots.{n}.{op}`` (the whole layer for every
-        op today, :mod:`lvsearch.ops`)."""
+        rows the Encoder saves but never reads). Slot ``n``'s layer is built at its variant's
+        sizes and takes ``OpSpec.path_weights(layer, **sizes)`` of the supernet's
+        ``slots.{n}.{op}`` (the sliced weights, DC's transformed kernel; the whole layer for an
+        op without variants, :mod:`lvsearch.ops`)."""
         self._check(arch)
         ref = self.embeddings.word.weight
         enc = Encoder(arch, self.dims).to(device=ref.device, dtype=ref.dtype)
         sd = self.state_dict()
         table = op_registry.specs()
         path = {}
-        for n, op in enumerate(arch.ops, start=1):
-            for k, v in table[op].path_weights(self.slots[str(n)][op]).items():
+        for n, (op, variant) in enumerate(zip(arch.ops, arch.variants), start=1):
+            sizes = slot_sizes(op, self.dims, variant)
+            for k, v in table[op].path_weights(self.slots[str(n)][op], **sizes).items():
                 path[f"slots.{n}.{op}.{k}"] = v
         wanted = {}
         for k in enc.state_dict():

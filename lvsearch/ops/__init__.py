@@ -74,6 +74,22 @@ def check_spec(spec: Any, module: str) -> None:
             raise bad(f"{name} is not callable")
     if not isinstance(spec.residual, str) or not spec.residual:
         raise bad("residual names no projection")
+    from .base import Elastic
+
+    if not isinstance(spec.elastic, tuple) or not all(isinstance(e, Elastic) for e in spec.elastic):
+        raise bad("elastic must be a tuple of Elastic")
+    for attr in ("name", "letter"):
+        seen = [getattr(e, attr) for e in spec.elastic]
+        if len(seen) != len(set(seen)):
+            raise bad(f"two elastic dimensions share a {attr}")
+    for e in spec.elastic:
+        if not re.fullmatch(r"[a-z][a-z_]*", e.name) or not re.fullmatch(r"[a-z]", e.letter):
+            raise bad(f"elastic dimension {e.name!r} needs a lower-case name and a one-letter letter")
+        for name in ("default", "check", "size"):
+            if not callable(getattr(e, name)):
+                raise bad(f"elastic dimension {e.name}: {name} is not callable")
+    if spec.build_shared is not None and not callable(spec.build_shared):
+        raise bad("build_shared is not callable")
 
 
 @functools.lru_cache(maxsize=None)

@@ -8,8 +8,9 @@ from pathlib import Path
 
 def plot_arch_strips(archs: dict[str, object], path: Path) -> None:
     """One row per arm: slots as boxes coloured by op (each op's ``OpSpec.colour``,
-    :mod:`lvsearch.ops`), arcs for every input other than the previous slot (ELC connectivity).
-    The legend lists the ops the rows use."""
+    :mod:`lvsearch.ops`) and labelled with the op and, below it, the slot's variant in compact
+    form (``h2``, ``i0.5``, ``k3``; :func:`lvsearch.arch.variant_suffix`), arcs for every input
+    other than the previous slot (ELC connectivity). The legend lists the ops the rows use."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -17,6 +18,7 @@ def plot_arch_strips(archs: dict[str, object], path: Path) -> None:
     from matplotlib.patches import Arc, Patch, Rectangle
 
     from lvsearch import ops as op_registry
+    from lvsearch.arch import variant_suffix
     from lvsearch.io import save_figure
 
     rows = list(archs.items())
@@ -28,9 +30,11 @@ def plot_arch_strips(archs: dict[str, object], path: Path) -> None:
         y = (len(rows) - 1 - r) * 1.25
         ax.add_patch(Rectangle((0, y), 0.8, 0.5, facecolor="#DDDDDD", edgecolor="black"))
         ax.text(0.4, y + 0.25, "emb", ha="center", va="center", fontsize=7)
-        for s, (op, inputs) in enumerate(zip(arch.ops, arch.inputs), start=1):
+        for s, (op, inputs, variant) in enumerate(zip(arch.ops, arch.inputs, arch.variants), start=1):
             ax.add_patch(Rectangle((s, y), 0.8, 0.5, facecolor=colours.get(op, "white"), edgecolor="black"))
-            ax.text(s + 0.4, y + 0.25, op, ha="center", va="center", fontsize=7, color="white")
+            text = op + ("\n" + variant_suffix(op, variant)[1:-1] if variant else "")
+            ax.text(s + 0.4, y + 0.25, text, ha="center", va="center", fontsize=7 if not variant else 6,
+                    color="white", linespacing=0.9)
             for i in inputs:
                 if i == s - 1:
                     continue

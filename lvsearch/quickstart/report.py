@@ -480,13 +480,13 @@ def architectures_section(inp: ReportInputs) -> list[str]:
     ea_model = load_model(out / "retrain" / "ea" / "model")
     alpha = ea_model.encoder.alpha_matrix().numpy()
     alpha_png = out / "alpha_ea.png"
-    plot_alpha(alpha, list(archs["ea"].ops), f"α of the searched model ({archs['ea'].compact})", alpha_png)
+    plot_alpha(alpha, [archs["ea"].slot_code(n) for n in range(1, archs["ea"].num_slots + 1)], f"α of the searched model ({archs['ea'].compact})", alpha_png)
     lines += ["### α of the searched model (ELC-BERT Figure 1 style)\n", f"![alpha]({alpha_png.name})\n"]
     multi = [(n, inp_) for n, inp_ in enumerate(archs["ea"].inputs, start=1) if len(inp_) > 1]
     if multi:
         lines.append("Learned α of the slots that read several earlier outputs (h0 = embeddings):\n")
         for n, inp_ in multi:
-            lines.append(f"- slot {n} ({archs['ea'].ops[n - 1]}): " + ", ".join(f"h{i} {alpha[n - 1, i]:.3f}" for i in inp_))
+            lines.append(f"- slot {n} ({archs['ea'].label(n)}): " + ", ".join(f"h{i} {alpha[n - 1, i]:.3f}" for i in inp_))
         lines.append("")
     else:
         lines.append("The searched model reads only the previous slot everywhere (α is one-hot).\n")

@@ -307,6 +307,7 @@ def _supernet_space(run) -> str | None:
 # ------------------------------------------------------------------------------- arch show
 def _arch_show(args: argparse.Namespace) -> int:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     from lvsearch import ops as op_registry
@@ -315,7 +316,7 @@ def _arch_show(args: argparse.Namespace) -> int:
     view = arch_view(args.arch, supernet=args.supernet, space=args.space)
     arch, space, alpha = view.arch, view.space, view.alpha
     out = Console()
-    out.print(f"[bold]{arch.compact}[/bold]  ({arch.num_slots} slots, "
+    out.print(f"[bold]{escape(arch.compact)}[/bold]  ({arch.num_slots} slots, "
               f"{'sequential' if arch.is_sequential else 'ELC connectivity'}"
               + (f", space {space.name}" if space is not None else "") + ")", highlight=False)
     shown = space.ops if space is not None else [op for op in op_registry.codes() if op in arch.ops]
@@ -324,13 +325,16 @@ def _arch_show(args: argparse.Namespace) -> int:
     tab = Table()
     tab.add_column("slot", justify="right")
     tab.add_column("op")
+    if arch.has_variants:
+        tab.add_column("variant")
     tab.add_column("inputs" if alpha is None else "inputs (α)")
     for n, (op, inp) in enumerate(zip(arch.ops, arch.inputs), start=1):
         if alpha is None or len(inp) == 1:
             cell = ", ".join(map(str, inp))
         else:
             cell = ", ".join(f"{i} ({float(alpha[n - 1, i]):.2f})" for i in inp)
-        tab.add_row(str(n), op, cell)
+        variant = [", ".join(f"{k}={v}" for k, v in arch.variants[n - 1]) or "default"] if arch.has_variants else []
+        tab.add_row(str(n), op, *variant, cell)
     out.print(tab)
     if view.params is not None and view.seq_len is not None:
         out.print(f"params {view.params:,}; forward FLOPs/token at seq {view.seq_len}: {view.flops / 1e6:.2f} M",

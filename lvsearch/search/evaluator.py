@@ -484,7 +484,7 @@ class SupernetEvaluator(BaseEvaluator):
                 return
             children: dict[tuple, list[Arch]] = {}
             for a in group:  # same slot d+1  <=>  same prefix(d+1).key, given the same prefix(d)
-                children.setdefault((a.ops[d], a.inputs[d]), []).append(a)
+                children.setdefault((a.ops[d], a.inputs[d], a.variants[d]), []).append(a)
             for sub in children.values():
                 h = net.run_slot(d + 1, sub[0], states, mask)
                 self.stats.slot_runs += 1

@@ -362,7 +362,7 @@ def load_latency_table(opts: EvolveOptions, config: SearchConfig, loaded, device
     """
     import torch
 
-    from lvsearch.latency.table import check_table, load_table
+    from lvsearch.latency.table import check_table, choice_keys, load_table
 
     if opts.latency_table is None:
         for flag, used in (("--max-latency", opts.max_latency is not None),
@@ -376,7 +376,7 @@ def load_latency_table(opts: EvolveOptions, config: SearchConfig, loaded, device
     check_table(table, opts.latency_table, space=loaded.space, dims=loaded.dims, device=torch.device(device),
                 any_device=opts.latency_any_device)
     if opts.max_latency is not None:
-        fastest = table.overhead_ms + loaded.space.num_slots * min(table.ops_ms[op] for op in loaded.space.ops)
+        fastest = table.overhead_ms + loaded.space.num_slots * min(table.ops_ms[k] for k in choice_keys(loaded.space))
         if fastest > opts.max_latency:
             raise LvsearchError(
                 f"no architecture of space {loaded.space.name} fits --max-latency {opts.max_latency:g} ms: the fastest "

@@ -55,10 +55,12 @@ RUN_FORMAT = "lvsearch.supernet-run/v1"
 class ArchSampler:
     """The architecture trained at each step: a pure function of ``(seed, step)``.
 
-    ``uniform``: every slot's op uniform over the space's ops, connectivity per
-    :meth:`SearchSpace.sample`. ``fair`` (strict fairness, FairNAS): steps are grouped in blocks
-    of ``k = |ops|``; within a block each slot walks through a seeded permutation of the ops, so
-    every op of every slot is trained exactly once per block; connectivity as in ``uniform``.
+    ``uniform``: every slot's op uniform over the space's ops, then each of its listed variant
+    dimensions uniform over its values, connectivity per :meth:`SearchSpace.sample`. ``fair``
+    (strict fairness, FairNAS): steps are grouped in blocks of ``k = |ops|``; within a block
+    each slot walks through a seeded permutation of the ops, so every op of every slot is
+    trained exactly once per block; its variant is drawn uniformly (from its own seeded
+    generator); connectivity as in ``uniform``.
     """
 
     def __init__(self, space: SearchSpace, cfg: SamplingConfig, seed: int, extremes: tuple[Arch, Arch] | None = None):
@@ -84,20 +86,25 @@ class ArchSampler:
             return self._fixed(arch)
         k = len(self.space.ops)
         block, pos = divmod(step, k)
-        ops = []
+        ops, variants = [], []
         for n in range(self.space.num_slots):
             perm = list(self.space.ops)
             random.Random(step_seed(self.seed, block, n, "fair")).shuffle(perm)
             ops.append(perm[pos])
-        return self._fixed(Arch(tuple(ops), arch.inputs))
+            listed = self.space.variant_values(perm[pos])
+            vrng = random.Random(step_seed(self.seed, step, n, "variant")) if listed else None
+            variants.append(tuple((name, vrng.choice(vals)) for name, vals in sorted(listed.items())))
+        return self._fixed(Arch(tuple(ops), arch.inputs, tuple(variants)))
 
     def _fixed(self, arch: Arch) -> Arch:
         """A sub-supernet's architecture: ``fix_op`` at ``fix_slot`` (unchanged without them)."""
         if self.cfg.fix_slot is None:
             return arch
-        ops = list(arch.ops)
-        ops[self.cfg.fix_slot - 1] = self.cfg.fix_op
-        return Arch(tuple(ops), arch.inputs)
+        ops, variants = list(arch.ops), list(arch.variants)
+        if ops[self.cfg.fix_slot - 1] != self.cfg.fix_op:
+            ops[self.cfg.fix_slot - 1] = self.cfg.fix_op
+            variants[self.cfg.fix_slot - 1] = ()  # the fixed op at its default size
+        return Arch(tuple(ops), arch.inputs, tuple(variants))
 
 
 def unigram_accuracy(data: PreparedData, dev: DevSet) -> float:
@@ -166,16 +173,25 @@ def resolve_panel(names: list[str], space: SearchSpace) -> tuple[dict[str, Arch]
 
 def sandwich_extremes(supernet: Supernet) -> tuple[Arch, Arch]:
     """``(largest, smallest)`` architectures of the supernet's space for the sandwich rule: the
-    op with the most (fewest) parameters at every slot, with the dense (sequential)
-    connectivity where the space searches it. Parameters are counted by
-    :meth:`Supernet.num_params` on the uniform-op stacks."""
+    choice (op and variant, :meth:`SearchSpace.choices`) with the most (fewest) parameters at
+    every slot, so the largest and smallest variants (once-for-all / HAT), with the dense
+    (sequential) connectivity where the space searches it. Parameters are counted by
+    :meth:`Supernet.num_params` on the uniform-choice stacks (ties: the later choice in
+    canonical order for the largest, the earlier for the smallest)."""
     space = supernet.space
     n = space.num_slots
     seq = tuple((i,) for i in range(n))
     dense = tuple(tuple(range(i + 1)) for i in range(n)) if space.searchable_inputs else seq
-    size = {op: supernet.num_params(Arch((op,) * n, seq)) for op in space.ops}
-    big, small = max(space.ops, key=lambda o: (size[o], o)), min(space.ops, key=lambda o: (size[o], o))
-    return Arch((big,) * n, dense), Arch((small,) * n, seq)
+    choices = space.choices()
+    size = [supernet.num_params(Arch((op,) * n, seq, (var,) * n)) for op, var in choices]
+    if not space.elastic:  # ops only: the tie-break of before variants (the op code)
+        big = max(range(len(choices)), key=lambda i: (size[i], choices[i][0]))
+        small = min(range(len(choices)), key=lambda i: (size[i], choices[i][0]))
+    else:
+        big = max(range(len(choices)), key=lambda i: (size[i], i))
+        small = min(range(len(choices)), key=lambda i: (size[i], i))
+    (bo, bv), (so, sv) = choices[big], choices[small]
+    return Arch((bo,) * n, dense, (bv,) * n), Arch((so,) * n, seq, (sv,) * n)
 
 
 class SupernetObjective:

@@ -10,6 +10,9 @@ self-attention, ``FF`` feed-forward, ``DC`` span-based dynamic convolution of LV
 al. 2021, ``LA`` local self-attention), on a mixture of earlier outputs
 ``inputs[n-1]`` (a subset of ``0..n-1``, 0 = embedding output; ELC-BERT layer mixing,
 Charpentier & Samuel 2023). ``inputs[n-1] == [n-1]`` everywhere is the plain stack.
+``op_sizes[n-1]`` holds the layer sizes of slot ``n``'s variant (e.g. ``{"heads": 2}``,
+``{"inner": 512}``, ``{"kernel": 3}``; ``{}`` = the op at the sizes above), the keywords of
+the op module's ``build``.
 """
 
 from transformers import PretrainedConfig
@@ -37,6 +40,8 @@ class LvsearchConfig(PretrainedConfig):
         relative_buckets, relative_max_distance: bucketing of relative distances.
         ops: op code per slot (a key of ``ops_index.OPS``).
         inputs: per slot, the indices of the earlier outputs it mixes.
+        op_sizes: per slot, the layer sizes of its variant (``build`` keywords of its op
+            module, e.g. ``{"heads": 2}``); None or ``{}`` = the sizes above.
         layer_norm_eps: LayerNorm epsilon (1e-12, BERT).
         initializer_range: std of the normal init of fresh weights.
         classifier_dropout: dropout before classification heads (None = 0.1, as lvsearch).
@@ -51,7 +56,7 @@ class LvsearchConfig(PretrainedConfig):
                  num_attention_heads=4, conv_kernel_size=9, max_position_embeddings=512, hidden_dropout_prob=0.1,
                  pre_ln=False, ff_activation="gelu", mixing_normalized=False, weighted_output=False,
                  position="absolute", relative_buckets=32, relative_max_distance=128, ops=("SA", "FF"),
-                 inputs=None, layer_norm_eps=1e-12, initializer_range=0.02, classifier_dropout=None,
+                 inputs=None, op_sizes=None, layer_norm_eps=1e-12, initializer_range=0.02, classifier_dropout=None,
                  pad_token_id=0, tie_word_embeddings=True, **kwargs):
         kwargs.pop("num_hidden_layers", None)  # derived from ops
         ops = [str(op).upper() for op in ops]
@@ -65,6 +70,13 @@ class LvsearchConfig(PretrainedConfig):
         for n, inp in enumerate(inputs, start=1):
             if not inp or any(i < 0 or i >= n for i in inp):
                 raise ValueError(f"slot {n} may read outputs 0..{n - 1}, got {inp}")
+        op_sizes = [dict(s or {}) for s in (op_sizes or [{}] * len(ops))]
+        if len(op_sizes) != len(ops):
+            raise ValueError(f"{len(op_sizes)} op_sizes for {len(ops)} slots")
+        for n, (op, sizes) in enumerate(zip(ops, op_sizes), start=1):
+            known = {e.name for e in OPS[op].elastic}
+            if set(sizes) - known or any(not isinstance(v, int) or v < 1 for v in sizes.values()):
+                raise ValueError(f"slot {n} ({op}): op_sizes {sizes} must map {sorted(known)} to positive integers")
         if hidden_size % num_attention_heads:
             raise ValueError(f"hidden_size {hidden_size} is not divisible by num_attention_heads {num_attention_heads}")
         if conv_kernel_size % 2 == 0:
@@ -90,6 +102,7 @@ class LvsearchConfig(PretrainedConfig):
         self.relative_max_distance = relative_max_distance
         self.ops = ops
         self.inputs = inputs
+        self.op_sizes = op_sizes
         self.num_hidden_layers = len(ops)
         self.layer_norm_eps = layer_norm_eps
         self.initializer_range = initializer_range

@@ -164,7 +164,8 @@ class LvsearchModel(LvsearchPreTrainedModel):
         n = len(config.ops)
         self.embeddings = LvsearchEmbeddings(config)
         dims = _op_dims(config)
-        self.layers = nn.ModuleList([OPS[op].build(dims) for op in config.ops])
+        sizes = getattr(config, "op_sizes", None) or [{}] * n
+        self.layers = nn.ModuleList([OPS[op].build(dims, **s) for op, s in zip(config.ops, sizes)])
         mixes = any(len(inp) > 1 for inp in config.inputs)
         self.mixing_logits = nn.Parameter(torch.eye(n)) if mixes else None
         self.output_mixing_logits = nn.Parameter(torch.zeros(n + 1)) if config.weighted_output else None

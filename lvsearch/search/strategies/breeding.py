@@ -1,6 +1,6 @@
 """The children policy every strategy shares, on DEAP: new, valid, unseen architectures.
 
-An architecture is a DEAP individual: the list of its ``(op, inputs)`` slots (slots are
+An architecture is a DEAP individual: the list of its ``(op, inputs, variant)`` slots (slots are
 immutable tuples, so a shallow copy is a full clone). The toolbox registers ``mate`` =
 ``deap.tools.cxUniform(indpb=0.5)`` / ``cxOnePoint`` / ``cxTwoPoint`` on the slot list (children
 stay valid: slot n's inputs only refer to 0..n−1), ``mutate`` = :meth:`SearchSpace.mutate`
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 def deap_creator():
     """DEAP's ``creator`` with lvsearch's classes: ``LvsFitnessMax``/``LvsIndividual`` (one
     fitness, maximised) and ``LvsFitnessMO``/``LvsIndividualMO`` (weights ``(1, −1)``: fitness ↑,
-    cost ↓); each an individual is a list of ``(op, inputs)`` slots."""
+    cost ↓); each an individual is a list of ``(op, inputs, variant)`` slots."""
     if not hasattr(creator, "LvsFitnessMax"):
         creator.create("LvsFitnessMax", base.Fitness, weights=(1.0,))
         creator.create("LvsIndividual", list, fitness=creator.LvsFitnessMax)
@@ -43,7 +43,7 @@ def deap_creator():
 
 def arch_of(ind) -> Arch:
     """The architecture of a DEAP individual (its slot list)."""
-    return Arch(tuple(s[0] for s in ind), tuple(s[1] for s in ind))
+    return Arch(tuple(s[0] for s in ind), tuple(s[1] for s in ind), tuple(s[2] for s in ind))
 
 
 class Breeding:
@@ -75,7 +75,7 @@ class Breeding:
 
     def individual(self, arch: Arch):
         """``arch`` as an individual, its fitness set from the memo when it was scored."""
-        ind = self.Individual(zip(arch.ops, arch.inputs))
+        ind = self.Individual(zip(arch.ops, arch.inputs, arch.variants))
         r = self.search.evaluator.memo.get(arch.key)
         if r is not None and r.fitness is not None:
             ind.fitness.values = self.strategy.values(r)
@@ -88,7 +88,7 @@ class Breeding:
             child = self.search.space.mutate_one_op(arch, random)
         else:
             child = self.search.space.mutate(arch, random, c.mutation_prob, input_p=c.input_mutation_prob)
-        ind[:] = list(zip(child.ops, child.inputs))
+        ind[:] = list(zip(child.ops, child.inputs, child.variants))
         return (ind,)
 
     def acceptable(self, arch: Arch, taken: set[str]) -> bool:
