@@ -161,7 +161,7 @@ def test_engine_crossover_exchanges_whole_slots_and_children_stay_valid(kind: st
     most = 0
     for seed in range(20):
         a, b = space.sample(random.Random(2 * seed)), space.sample(random.Random(2 * seed + 1))
-        pa, pb = breeding.Individual(zip(a.ops, a.inputs)), breeding.Individual(zip(b.ops, b.inputs))
+        pa, pb = breeding.individual(a), breeding.individual(b)
         c1, c2 = tb.mate(tb.clone(pa), tb.clone(pb))
         assert arch_of(pa) == a and arch_of(pb) == b
         space.validate(arch_of(c1)), space.validate(arch_of(c2))
