@@ -173,9 +173,13 @@ def test_pick_comparison_file_is_validated(tmp_path: Path):
     good = tmp_path / "compare_random.json"
     good.write_text(json.dumps(pick_comparison(out, "a", "b", "loss")))
     assert read_pick_comparison(good)["ea"]["key"] == "a"
-    for bad in ({}, [], {"ea": {"fitness": "x"}, "random": {}, "diff": None}):
+    rec = json.loads(good.read_text())
+    for bad, field in (({}, "field metric is missing"), ([], "input should be a valid dictionary"),
+                       ({**rec, "ea": {"fitness": "x"}}, "field ea.fitness: input should be a valid number"),
+                       ({**rec, "verdict": "EA wins"}, "field verdict"), ({**rec, "z": float("nan"), "diff": None},
+                                                                         "field diff")):
         good.write_text(json.dumps(bad))
-        with pytest.raises(LvsearchError, match="not a search comparison"):
+        with pytest.raises(LvsearchError, match=f"search comparison {good} is malformed: {field}"):
             read_pick_comparison(good)
 
 

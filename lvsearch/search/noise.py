@@ -20,7 +20,7 @@ the mean over targets is the evaluator's fitness.
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated, Literal, Optional
 
 import numpy as np
 from pydantic import Field
@@ -126,30 +126,37 @@ def pick_comparison(outcomes: dict[str, dict], ea_key: str, rs_key: str, metric:
             "verdict": verdict}
 
 
+class _Pick(FileModel):
+    fitness: float
+
+
+class SearchComparison(FileModel):
+    """A ``compare_random.json`` (:func:`pick_comparison`): the fields
+    :func:`pick_comparison_lines` reads."""
+
+    metric: Literal[METRICS]
+    targets: float
+    ea: _Pick
+    random: _Pick
+    diff: float
+    paired_se: float
+    z: Optional[float] = None
+    verdict: Literal["same architecture", "EA ahead", "random search ahead", "within noise"]
+
+
 def read_pick_comparison(path) -> dict:
-    """A ``compare_random.json`` (:func:`pick_comparison`), checked.
+    """A ``compare_random.json`` (:func:`pick_comparison`), checked against :class:`SearchComparison`.
 
     Raises:
-        LvsearchError: the file is missing, not JSON, or lacks the fields
-            :func:`pick_comparison_lines` reads.
+        LvsearchError: the file is missing, not JSON, or a field :func:`pick_comparison_lines`
+            reads is missing or of the wrong type (named).
     """
-    from lvsearch.errors import LvsearchError
-    from lvsearch.io import read_json
+    from lvsearch.io import read_checked
 
-    d = read_json(path, what="search comparison")
-
-    def num(v) -> bool:
-        return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-    ok = (isinstance(d, dict) and d.get("metric") in METRICS and num(d.get("targets"))
-          and all(isinstance(d.get(k), dict) and num(d[k].get("fitness")) for k in ("ea", "random"))
-          and num(d.get("diff")) and num(d.get("paired_se")) and (d.get("z") is None or num(d.get("z")))
-          and d.get("verdict") in ("same architecture", "EA ahead", "random search ahead", "within noise"))
-    if not ok:
-        raise LvsearchError(f"{path} is not a search comparison written by lvsearch evolve --compare-random",
-                            fix=f"delete {path} (a report then leaves the comparison out), or run lvsearch evolve "
-                                "--resume --compare-random on its search folder to write it again")
-    return d
+    return read_checked(path, SearchComparison, what="search comparison",
+                        regenerate="lvsearch evolve --resume --compare-random on its search folder",
+                        fix=f"delete {path} (a report then leaves the comparison out), or run lvsearch evolve "
+                            "--resume --compare-random on its search folder to write it again")
 
 
 def pick_comparison_lines(report: dict) -> list[str]:
