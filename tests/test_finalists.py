@@ -298,14 +298,16 @@ def test_a_damaged_job_state_is_one_clear_error(prepared_corpus: Path, tmp_path:
 
     base = ["retrain", "--config", "retrain-quickstart", "--data", str(prepared_corpus), *sets(),
             "--arch", "bert,sandwich", "--finalists", "2", "--budget", "32"]
-    good_round = {"alive": ["01-a", "02-b"], "budget_steps": 16, "decision": {"kept": ["01-a"]}}
+    good_round = {"round": 1, "alive": ["01-a", "02-b"], "budget_steps": 16,
+                  "decision": {"kept": ["01-a"], "ranking": ["01-a", "02-b"], "candidates": {}}}
     for name, state, field in (
             ("rounds", {"rounds": [{**good_round, "budget_steps": "16"}]}, "field rounds.0.budget_steps"),
             ("kept", {"rounds": [{**good_round, "decision": {"kept": "01-a"}}]}, "field rounds.0.decision.kept"),
             ("done", {"rounds": [good_round], "status": "done", "final": None}, "status 'done' needs 'final', 'best'")):
         out = tmp_path / name
         out.mkdir()
-        text = json.dumps({"format": FORMAT, "settings": {}, "final": None, "comparison": None, **state})
+        text = json.dumps({"format": FORMAT, "settings": {"finalists": []}, "rungs_steps": [16], "final": None,
+                           "comparison": None, **state})
         (out / STATE).write_text(text)
         code, printed = run_cli(capsys, *base, "--out", str(out))
         assert code == 2 and "Traceback" not in printed, printed

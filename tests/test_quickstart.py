@@ -237,6 +237,10 @@ DAMAGED_STAGE_FILES = [
     ("eval/ea.json", {}, "eval/ea.json is not an lvsearch evaluation report"),
     ("search/state.json", "curve", "search/state.json is malformed: field curve: input should be a valid list"),
     ("retrain/ea/summary.json", [], "retrain/ea/summary.json is malformed: input should be a valid dictionary"),
+    ("supernet/summary.json", "panel", "supernet/summary.json is malformed: field final_eval.panel: input should be "
+                                       "a valid dictionary"),
+    ("supernet/config.json", "slots", "supernet/config.json is malformed: field space.num_slots: input should be a "
+                                      "valid integer"),
     ("retrain/bert/config.json", {"arch": "bert"}, "retrain/bert/config.json is malformed: field arch: input should be "
                                                    "a valid dictionary"),
 ]
@@ -253,10 +257,14 @@ def test_a_damaged_stage_file_is_one_message_naming_file_and_field(finished, tmp
     out = tmp_path / "run"
     shutil.copytree(finished["out"], out)
     path = out / name
-    if content == "curve":
-        state = json.loads(path.read_text())
-        state["curve"] = "garbage"
-        content = state
+    if content in ("curve", "panel", "slots"):  # one field of the real file damaged
+        content, state = json.loads(path.read_text()), content
+        if state == "curve":
+            content["curve"] = "garbage"
+        elif state == "panel":
+            content["final_eval"]["panel"] = "x"
+        else:
+            content["space"]["num_slots"] = "4"
     path.write_text(json.dumps(content))
     (out / "report.md").unlink()  # else the finished run is left as it is (nothing re-read, nothing rewritten)
     argv = [out if a == str(finished["out"]) else a for a in finished["argv"]]

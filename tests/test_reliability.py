@@ -69,6 +69,36 @@ def test_diverging_run_never_writes_a_nonfinite_checkpoint(prepared_corpus: Path
 
 
 # ------------------------------------------------------------------ 2. finished runs
+def test_damaged_run_summaries_are_one_message_and_incomplete_ones_are_run_again(tmp_path: Path):
+    """A summary.json without its final evaluation is incomplete (the run is resumed: None); one
+    whose fields have the wrong type is one LvsearchError naming the file and the field (it was
+    returned, and its reader raised TypeError/AttributeError). The same for a rank check's
+    standalone summary, which was returned with ``final_eval`` a string."""
+    from lvsearch.search.rank_check import finished_standalone
+    from lvsearch.train.run import finished_summary
+
+    path = tmp_path / "summary.json"
+    for incomplete in ({"steps": 12}, {"steps": 12, "final_eval": {}}, {"steps": 8, "final_eval": {"loss": 1.0}}, [],
+                       "{not json"):
+        path.write_text(incomplete if isinstance(incomplete, str) else json.dumps(incomplete))
+        assert finished_summary(tmp_path, 12) is None
+    for bad, field in (({"steps": "12", "final_eval": {}}, "field steps"),
+                       ({"steps": 12, "final_eval": {"panel": {"bert": {"accuracy": "0.5"}}}},
+                        "field final_eval.panel.bert.accuracy"),
+                       ({"steps": 12, "final_eval": {"loss": 1.0}, "floors": {"unigram": {}}}, "field floors")):
+        path.write_text(json.dumps(bad))
+        with pytest.raises(LvsearchError, match=f"run summary {path} is malformed: {field}") as e:
+            finished_summary(tmp_path, 12)
+        assert "delete it and resume" in e.value.fix
+    path.write_text(json.dumps({"arch": "k", "steps": 4, "supernet_step": 8, "final_eval": "x"}))
+    with pytest.raises(LvsearchError, match=f"standalone summary {path} is malformed: field final_eval") as e:
+        finished_standalone(tmp_path, "k", 4, 8)
+    assert "rank-check" in e.value.fix
+    path.write_text(json.dumps({"arch": "k", "steps": 4, "supernet_step": 8, "final_eval": {"loss": 2.0, "accuracy": 0.5}}))
+    assert finished_standalone(tmp_path, "k", 4, 8)["final_eval"]["loss"] == 2.0
+    assert finished_standalone(tmp_path, "other", 4, 8) is None
+
+
 def test_resume_of_finished_supernet_changes_nothing_and_kill_before_summary_recovers(
         prepared_corpus: Path, tmp_path: Path, capsys):
     run = tmp_path / "sn"
@@ -389,7 +419,9 @@ def ws(prepared_corpus: Path, small_corpus: Path, shared_data: Path, tmp_path_fa
 
 def _broken_json_copies(w: Path, corpus: Path, sn: Path, search: Path) -> dict[str, Path]:
     """Copies of the supernet run, the search and the prepared corpus, each with one of its JSON
-    files cut short (its config.json, state.json, manifest.json)."""
+    files cut short (its config.json, state.json, manifest.json); a copy of the supernet run
+    whose summary.json records its final evaluation as a string; copies of the search's pick
+    whose meta names a supernet run with a damaged config.json, or names it with a number."""
     out = {}
     for name, src, file in (("SN_BROKEN_CONFIG", sn, "config.json"), ("SEARCH_BROKEN_STATE", search, "state.json"),
                             ("CORPUS_BROKEN_MANIFEST", corpus, "manifest.json")):
@@ -397,6 +429,19 @@ def _broken_json_copies(w: Path, corpus: Path, sn: Path, search: Path) -> dict[s
         shutil.copytree(src, out[name], symlinks=True)
         text = (out[name] / file).read_text()
         (out[name] / file).write_text(text[:len(text) // 2])
+    out["SN_SUMMARY_TYPE"] = w / "sn-summary-type"  # resume raised TypeError printing the finished run
+    shutil.copytree(sn, out["SN_SUMMARY_TYPE"], symlinks=True)
+    summary = json.loads((sn / "summary.json").read_text())
+    (out["SN_SUMMARY_TYPE"] / "summary.json").write_text(json.dumps({**summary, "final_eval": "done"}))
+    sn_data_string = w / "sn-pick-data-string"  # a supernet run whose config.json has data as a string
+    (sn_data_string / "checkpoints").mkdir(parents=True)
+    config = json.loads((sn / "config.json").read_text())
+    (sn_data_string / "config.json").write_text(json.dumps({**config, "data": "/x"}))
+    best = json.loads((search / "best.json").read_text())
+    for name, supernet in (("ARCH_SN_DATA_STRING", str(sn_data_string)), ("ARCH_SN_NUMBER", 5)):  # AttributeError,
+        out[name] = w / f"{name.lower().replace('_', '-')}.json"                                  # TypeError
+        out[name].write_text(json.dumps({**best, "meta": {**best["meta"], "supernet": supernet}}))
+    out["SN_PICK_DATA_STRING"] = sn_data_string
     return out
 
 
@@ -642,6 +687,10 @@ CASES = [
     C("evaluate-out-a-folder", "evaluate --model {MODEL} --no-blimp --mlm-data {CORPUS} --out {W}/", "is a folder"),
     C("retrain-arch-file-a-list", "retrain --arch {ARCH_LIST} " + T + " --out {W}/r10", "{ARCH_LIST}"),
     C("retrain-arch-meta-nan", "retrain --arch {ARCH_META_NAN} " + T + " --out {W}/r11", "field meta"),
+    C("retrain-arch-supernet-config-data-string", "retrain --arch {ARCH_SN_DATA_STRING} " + T + " --out {W}/r12",
+      "supernet run config {SN_PICK_DATA_STRING}/config.json is malformed: field data: input should be a valid dictionary"),
+    C("retrain-arch-meta-supernet-number", "retrain --arch {ARCH_SN_NUMBER} " + T + " --out {W}/r13",
+      "architecture file {ARCH_SN_NUMBER} is malformed: field meta.supernet: input should be a valid string"),
     C("evolve-supernet-config-no-space", "evolve --supernet {SN_NO_SPACE} --out {W}/e20", "field space"),
     C("evolve-supernet-config-data-string", "evolve --supernet {SN_DATA_STRING} --out {W}/e21", "field data"),
     C("evolve-supernet-config-null", "evolve --supernet {SN_CONFIG_NULL} --out {W}/e22", "field config"),
@@ -964,6 +1013,8 @@ CASES = [
     C("rank-check-reuse-absurd-pool", "rank-check --supernet {SN} --out {W}/rc3 --reuse {RC_HUGE_POOL}",
       "{RC_HUGE_POOL}: 'pool' 1,000,000,000,000,000,000,000,000,000,000 is more architectures than the search space"),
     # a damaged JSON file: the fix names the command that writes it again
+    C("supernet-resume-summary-type", "train-supernet --data {CORPUS} --out {SN_SUMMARY_TYPE} --resume",
+      "run summary {SN_SUMMARY_TYPE}/summary.json is malformed: field final_eval: input should be a valid dictionary"),
     C("supernet-resume-broken-config", "train-supernet --data {CORPUS} --out {SN_BROKEN_CONFIG} --resume",
       "write it again: lvsearch train-supernet --config RECIPE --data DATA --out {SN_BROKEN_CONFIG} --overwrite"),
     C("evolve-resume-broken-state", "evolve --supernet {SN} --out {SEARCH_BROKEN_STATE} --resume",

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lvsearch.eval.job import EvaluateOptions
-from lvsearch.io import read_json
 from lvsearch.quickstart.context import Context
 from lvsearch.quickstart.files import RetrainSummary, read_stage_file
 
@@ -79,7 +78,9 @@ def supernet_slots(ctx: Context) -> int:
 
     path = ctx.supernet_dir / "config.json"
     if path.exists():
-        return int(read_json(path, what="supernet run config")["space"]["num_slots"])
+        from lvsearch.train.run import SupernetRunConfig, read_config_file
+
+        return read_config_file(ctx.supernet_dir, "supernet", SupernetRunConfig, what="supernet run config")["space"]["num_slots"]
     cfg, _ = load_config(SupernetConfig, ctx.settings.supernet_recipe, supernet_overrides(ctx))
     return build_space(cfg).num_slots
 
@@ -143,7 +144,7 @@ def arm_arch_key(ctx: Context, arm: str) -> str | None:
 
     if arm not in ("ea", "random-search"):
         return None
-    return Arch.from_dict(read_json(Path(arm_arch_spec(ctx, arm)), what="search pick")).key
+    return Arch.from_json(Path(arm_arch_spec(ctx, arm))).key
 
 
 

@@ -32,7 +32,7 @@ import numpy as np
 from lvsearch.eval.finetune import FAILED_TEXT
 from lvsearch.eval.floors import NOT_ARCH_EFFECT, NOT_PAST_FLOOR
 from lvsearch.eval.report import read_report
-from lvsearch.io import atomic_write_bytes, copy_file, read_json
+from lvsearch.io import atomic_write_bytes, copy_file
 from lvsearch.quickstart.figures import plot_arch_strips, plot_learning_curves
 from lvsearch.quickstart.fingerprint import fingerprint_section
 from lvsearch.quickstart.files import QUICKSTART_AGAIN, Rank, RetrainRunConfig, RetrainSummary, read_stage_file
@@ -43,6 +43,7 @@ from lvsearch.quickstart.sentences import (ARCH_LEGEND, fmt, interval_text, one_
                                            search_fitness_phrase, search_gap_sentence, search_noise_lines, signed,
                                            summary_sentences)
 from lvsearch.search.folder import SearchFolder
+from lvsearch.train.run import RunConfigFile, RunSummary, SupernetRunConfig
 from lvsearch.stats import RESAMPLES, mean_difference_interval
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -230,10 +231,12 @@ def write_quickstart_report(ctx: "Context") -> Path:
     lines += architectures_section(inp) + curves_section(inp) + search_section(inp)
     fin_path = inp.out / "finalists" / "finalists.json"
     if fin_path.exists():
-        lines += finalists_section(read_json(fin_path, what="finalist decision log"))
+        from lvsearch.scaling.finalists import FinalistState
+
+        lines += finalists_section(read_stage_file(fin_path, FinalistState, what="finalist decision log"))
     sn_summary_path = ctx.supernet_dir / "summary.json"
     if sn_summary_path.exists():
-        lines += supernet_floor_section(read_json(sn_summary_path, what="supernet summary"))
+        lines += supernet_floor_section(read_stage_file(sn_summary_path, RunSummary, what="supernet summary"))
     lines += rank_section(inp) + wall_time_section(inp) + cuts_section(inp) + fingerprint_section(inp.out, inp.names)
     path = inp.out / "report.md"
     atomic_write_bytes(path, ("\n".join(lines) + "\n").encode("utf-8"))
@@ -595,11 +598,12 @@ def cuts_section(inp: ReportInputs) -> list[str]:
     the recipes actually used) and the whole plan."""
     plan = inp.plan
     lines = ["## What was cut to fit the budget\n", "| stage | this run | paper scale |", "|---|---|---|"]
-    sn_rc = read_json(inp.ctx.supernet_dir / "config.json")
+    sn_rc = read_stage_file(inp.ctx.supernet_dir / "config.json", SupernetRunConfig, what="supernet run config")
     sn_t, sn_d = sn_rc["config"]["train"], sn_rc["dims"]
     sn_desc = (f"batch {sn_t['batch_size']} × seq {sn_t['seq_len']}, {sn_rc['space']['num_slots']} slots, "
                f"hidden {sn_d['hidden']}")
-    rt_t = read_json(inp.out / "retrain" / "bert" / "config.json")["config"]["train"]
+    rt_t = read_stage_file(inp.out / "retrain" / "bert" / "config.json", RunConfigFile,
+                           what="retrain run config")["config"]["train"]
     for stage, this, paper in plan.cuts(sn_desc, rt_t["batch_size"] * rt_t["seq_len"]):
         lines.append(f"| {stage} | {this} | {paper} |")
     lines.append("")

@@ -100,11 +100,27 @@ DISPATCH = "dispatch"  # submitit's files of --executor local/slurm (lvsearch.di
 PROBES = "cooldown_probes.json"  # in a finalist's run folder: {rung step: cooldown_probe result}
 
 
+class _Candidate(FileModel):
+    last_loss: float
+    score: float
+    lo: float
+    hi: float
+    scored_by: str
+    decision: str
+    reason: str
+
+
 class _Decision(FileModel):
+    """One round's decision log (:func:`lvsearch.scaling.halving.halving_step`)."""
+
     kept: list[str]
+    ranking: list[str]
+    candidates: dict[str, _Candidate]
+    n_keep_by_rank: Optional[Count] = None
 
 
 class _Round(FileModel):
+    round: Count
     alive: list[str]
     budget_steps: Count
     decision: _Decision
@@ -118,6 +134,12 @@ class _Final(FileModel):
     compute_steps: Count
     compute_all_steps: Count
     compute_fraction: Finite
+    reason: str
+
+
+class _Settings(FileModel):
+    finalists: list[dict]
+    eta: Optional[Finite] = None
 
 
 class _Best(FileModel):
@@ -125,10 +147,13 @@ class _Best(FileModel):
 
 
 class FinalistState(FileModel):
-    """The fields of ``finalists.json`` a re-run reads to continue the job (others are kept;
-    ``format`` is checked first, with its own message)."""
+    """The fields of ``finalists.json`` a re-run reads to continue the job and the quickstart
+    report reads (others are kept; ``format`` is checked first, with its own message)."""
 
-    settings: dict
+    settings: _Settings
+    rungs_steps: list[Count]
+    eps0: Optional[Finite] = None
+    rule: Optional[str] = None
     rounds: list[_Round]
     final: Optional[_Final] = None
     best: Optional[_Best] = None

@@ -296,11 +296,11 @@ def _supernet_space(run) -> str | None:
     from pathlib import Path
 
     from lvsearch.errors import LvsearchError
-    from lvsearch.io import read_json
+    from lvsearch.train.run import SupernetRunConfig, read_config_file
 
     try:
-        return read_json(Path(run) / "config.json", what="supernet run config")["space"]["name"]
-    except (LvsearchError, KeyError, TypeError):
+        return read_config_file(Path(run), "supernet", SupernetRunConfig, what="supernet run config")["space"]["name"]
+    except LvsearchError:
         return None
 
 

@@ -26,6 +26,7 @@ import random
 import shutil
 from dataclasses import replace
 from pathlib import Path
+from typing import Optional
 
 import torch
 from torch import nn
@@ -33,8 +34,10 @@ from torch import nn
 from lvsearch.arch import Arch
 from lvsearch.errors import LvsearchError
 from lvsearch.stats import bootstrap_interval
+from lvsearch.train.run import RunSummary, summary_fix
 from lvsearch.search.fitness import DEFAULT, METRICS, Fitness
 from lvsearch.lock import holds_output
+from lvsearch.schema import Count
 from lvsearch.search.rank_stats import density, rank_quality, strata, stratified_tau, topk_chance
 
 
@@ -180,15 +183,38 @@ def standalone_train_config(train_config, steps: int):
                    checkpoint_every=0, keep_checkpoints=1, log_every=max(1, steps // 5))
 
 
+class FixedArchSummary(RunSummary):
+    """The ``summary.json`` of a fixed-architecture run (a rank check's standalone run, a second
+    stage's fine-tune): the training summary (``final_eval``: ``loss``, ``accuracy``) plus the
+    ``arch`` key and the ``supernet_step`` it started from, which decide whether it is reused."""
+
+    arch: Optional[str] = None
+    supernet_step: Optional[Count] = None
+
+
+def read_fixed_arch_summary(path: Path, *, what: str, rerun: str) -> dict:
+    """The :class:`FixedArchSummary` at ``path``, checked.
+
+    Raises:
+        LvsearchError: not JSON, or a field of the wrong type (named; the fix: delete the
+            file and ``rerun``, which trains that run again)."""
+    from lvsearch.io import read_checked
+
+    fix = summary_fix(path, rerun)
+    return read_checked(path, FixedArchSummary, what=what, fix=fix, regenerate=f"delete it and {rerun}")
+
+
 def finished_standalone(run: Path, arch_key: str, steps: int, supernet_step: int) -> dict | None:
     """The ``summary.json`` of a finished standalone run of ``arch_key`` (``steps`` steps, from
-    the supernet checkpoint of ``supernet_step``) in ``run``, else None."""
-    from lvsearch.io import read_json
+    the supernet checkpoint of ``supernet_step``) in ``run``, else None.
 
+    Raises:
+        LvsearchError: the summary is not JSON or has a field of the wrong type."""
     done = Path(run) / "summary.json"
     if done.is_file():
-        rec = read_json(done, what="standalone summary")
-        if isinstance(rec, dict) and rec.get("arch") == arch_key and rec.get("steps") == steps \
+        rec = read_fixed_arch_summary(done, what="standalone summary", rerun="run the same rank-check command again "
+                                      "(only that standalone run is trained again)")
+        if rec.get("arch") == arch_key and rec.get("steps") == steps \
                 and rec.get("supernet_step") == supernet_step:
             return rec
     return None

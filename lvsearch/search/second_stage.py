@@ -104,7 +104,7 @@ def rerank(loaded, archs: list[Arch], stage: SecondStage, *, search_dev_sequence
         LvsearchError: nothing left of the dev split for fresh targets, an empty ``archs``.
     """
     from lvsearch.data.loader import held_out_dev_set
-    from lvsearch.io import atomic_write_json, read_json
+    from lvsearch.io import atomic_write_json
     from lvsearch.search.evaluator import SupernetEvaluator
 
     if not archs:
@@ -122,7 +122,7 @@ def rerank(loaded, archs: list[Arch], stage: SecondStage, *, search_dev_sequence
         for r in ev.evaluate_many(archs):
             rows.append({"key": r.key, "accuracy": r.accuracy, "loss": r.loss})
     elif stage.method == "finetune":
-        from lvsearch.search.rank_check import FixedArchObjective
+        from lvsearch.search.rank_check import FixedArchObjective, read_fixed_arch_summary
         from lvsearch.train.loop import train
 
         tcfg = replace(cfg.train, steps=stage.steps, warmup_steps=stage.steps // 10, eval_every=0, checkpoint_every=0,
@@ -133,8 +133,10 @@ def rerank(loaded, archs: list[Arch], stage: SecondStage, *, search_dev_sequence
             done = run / "summary.json"
             summary = None
             if done.is_file():
-                rec = read_json(done, what="second-stage run summary")
-                if isinstance(rec, dict) and rec.get("arch") == arch.key and all(rec.get(k) == v for k, v in want.items()):
+                rec = read_fixed_arch_summary(done, what="second-stage run summary",
+                                              rerun="run the same evolve command with --resume (only that run of "
+                                              "the second stage is trained again; the search is kept)")
+                if rec.get("arch") == arch.key and all(rec.get(k) == v for k, v in want.items()):
                     summary = rec
             if summary is None:
                 if info.is_main:

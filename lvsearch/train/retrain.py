@@ -34,7 +34,7 @@ MLM accuracy — the generator's for ELECTRA — is above the neighbour-count fl
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 import torch
@@ -48,14 +48,16 @@ from lvsearch.data.loader import fixed_dev_set
 from lvsearch.data.masking import IGNORE_INDEX
 from lvsearch.data.shards import TOKENIZER, PreparedData
 from lvsearch.errors import LvsearchError
-from lvsearch.io import atomic_write_json, read_json
+from lvsearch.io import atomic_write_json, check_fields, read_checked, read_json
 from lvsearch.lock import holds_output
 from lvsearch.model import Encoder, ModelDims
 from lvsearch.space import SearchSpace
 from lvsearch.train.distributed import DistInfo, barrier, init_distributed, shutdown
 from lvsearch.train.loop import train
 from lvsearch.train.objectives import MaskedBatches, evaluate_mlm, mlm_log_metrics, mlm_sums
-from lvsearch.train.run import begin_run, finished_summary, normalise, report_finished, select_config
+from lvsearch.schema import FileModel
+from lvsearch.train.run import (CONFIG, begin_run, finished_summary, normalise, read_config_file, report_finished,
+                                select_config)
 
 RUN_FORMAT = "lvsearch.retrain-run/v1"
 MODEL_DIR = "model"
@@ -280,11 +282,36 @@ def check_arch_file_provenance(arch_spec: str, data: PreparedData) -> None:
     if not (path.is_file() and path.suffix == ".json"):
         return
     Arch.from_json(path)  # a file that is no architecture (a list, a wrong field) is one message first
-    meta = read_json(path, what="architecture file").get("meta")
-    if meta is not None and not isinstance(meta, dict):
-        raise LvsearchError(f"architecture file {path} is malformed: field meta must be an object (found "
-                            f"{type(meta).__name__})", fix="restore the file, or drop its meta field")
-    check_provenance(meta or {}, path, data)
+    check_provenance(read_arch_record(path).get("meta") or {}, path, data)
+
+
+class ArchFileMeta(FileModel):
+    """The provenance an architecture file's ``meta`` may record (``evolve``'s pick, a finalist):
+    the tokenizer it was searched with, or the supernet run it was searched on."""
+
+    tokenizer_sha256: Optional[str] = None
+    supernet: Optional[str] = None
+
+
+class ArchFileRecord(FileModel):
+    """The fields of an architecture file retrain reads besides the architecture itself
+    (checked by :meth:`lvsearch.arch.Arch.from_dict`): the ``space`` it was searched in and
+    its ``meta``."""
+
+    space: Optional[str] = None
+    meta: Optional[ArchFileMeta] = None
+
+
+def read_arch_record(path: str | Path) -> dict:
+    """The architecture file ``path`` checked against :class:`ArchFileRecord`.
+
+    Raises:
+        LvsearchError: missing, not JSON, or ``space``/``meta`` of the wrong type (named)."""
+    return read_checked(path, ArchFileRecord, what="architecture file", fix=ARCH_FILE_FIX)
+
+
+#: The fix for an architecture file whose ``space`` or ``meta`` is malformed.
+ARCH_FILE_FIX = "restore the file from a copy (or write it again with the command that wrote it), or drop the field"
 
 
 def check_provenance(meta: dict, source: str | Path, data: PreparedData) -> None:
@@ -292,13 +319,14 @@ def check_provenance(meta: dict, source: str | Path, data: PreparedData) -> None
     ``supernet`` run it was searched on) must match ``data``'s.
 
     Raises:
-        LvsearchError: the tokenizers differ (the message names ``source``).
+        LvsearchError: the tokenizers differ (the message names ``source``), or the supernet
+            run's ``config.json`` is malformed (:func:`lvsearch.train.run.read_config_file`).
     """
     sha = meta.get("tokenizer_sha256")
     if sha is None and meta.get("supernet"):
-        sn_config = Path(meta["supernet"]) / "config.json"
+        sn_config = Path(meta["supernet"]) / CONFIG
         if sn_config.is_file():
-            sha = read_json(sn_config, what="supernet run config").get("data", {}).get("tokenizer_sha256")
+            sha = read_config_file(sn_config.parent, "supernet", what="supernet run config")["data"]["tokenizer_sha256"]
     if sha is not None and sha != data.tokenizer_sha256:
         raise LvsearchError(
             f"architecture {source} was searched on data with another tokenizer than {data.folder} "
@@ -593,16 +621,26 @@ def space_from_arch_file(arch_spec: str | None, overrides: Overrides, info=None)
     ELC architecture from an ``lvbert-elc`` search retrains in ``lvbert-elc`` whatever the
     recipe's default). A recorded name that does not load (a custom space file moved away)
     is ignored, and the recipe's space applies. Returns the overrides as
-    :func:`lvsearch.config.override_map` gives them."""
+    :func:`lvsearch.config.override_map` gives them.
+
+    Raises:
+        LvsearchError: the file's ``space`` or ``meta`` has the wrong type (:class:`ArchFileRecord`);
+            a file that is not JSON or no object is left to the architecture's reader."""
     overrides = override_map(overrides)
     if arch_spec is None or not Path(arch_spec).is_file() or "space" in overrides:
         return overrides
     try:
-        recorded = read_json(arch_spec, what="architecture file").get("space")
-        if not isinstance(recorded, str) or not recorded:
-            return overrides
+        record = read_json(arch_spec, what="architecture file")
+    except LvsearchError:
+        return overrides  # reported by the architecture's own reader
+    if not isinstance(record, dict):
+        return overrides
+    recorded = check_fields(record, ArchFileRecord, arch_spec, what="architecture file", fix=ARCH_FILE_FIX).get("space")
+    if not recorded:
+        return overrides
+    try:
         SearchSpace.load(recorded)
-    except (LvsearchError, AttributeError):
+    except LvsearchError:
         return overrides
     if info is None or info.is_main:
         from lvsearch import ui

@@ -20,13 +20,15 @@ import json
 import os
 import shutil
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Union
+
+from pydantic import Field
 
 from lvsearch.config import Overrides, build_dataclass, load_config, to_jsonable
 from lvsearch.errors import LvsearchError
 from lvsearch.io import check_writable_folder, copy_file, differing_keys, guard_output, read_json
 from lvsearch.train.checkpoint import CHECKPOINTS, latest_checkpoint, latest_step, verify_checkpoint
-from lvsearch.schema import FileModel
+from lvsearch.schema import Count, FileModel
 
 CONFIG = "config.json"
 SUMMARY = "summary.json"
@@ -80,14 +82,66 @@ class RunData(FileModel):
     tokenizer_sha256: str
 
 
+class RunSpace(FileModel):
+    """The search space a supernet run trained (:meth:`lvsearch.space.SearchSpace.to_dict`)."""
+
+    name: str
+    num_slots: Count
+
+
+class RunTrain(FileModel):
+    batch_size: Count
+    seq_len: Count
+
+
+class RunRecipe(FileModel):
+    """The resolved recipe (checked in full by :func:`read_run_config`'s dataclass)."""
+
+    train: RunTrain
+
+
+class RunDims(FileModel):
+    hidden: Count
+
+
 class RunConfigFile(FileModel):
     """The fields of a run's ``config.json`` its readers use (a supernet run's also holds the
-    ``space`` it trained, an object)."""
+    ``space`` it trained and its model ``dims``)."""
 
     format: str
-    config: dict
+    config: RunRecipe
     data: RunData
-    space: Optional[dict] = None
+    space: Optional[RunSpace] = None
+    dims: Optional[RunDims] = None
+
+
+class SupernetRunConfig(RunConfigFile):
+    """A supernet run's ``config.json``: a run config with the ``space`` it trained and its ``dims``."""
+
+    space: RunSpace
+    dims: RunDims
+
+
+def read_config_file(run_dir: str | os.PathLike, run_format: str, schema: type = RunConfigFile, *,
+                     what: str = "run config") -> dict:
+    """A run's ``config.json`` checked against ``schema`` (:class:`RunConfigFile`,
+    :class:`SupernetRunConfig`); the job's format tag is not checked (:func:`read_run_config`
+    does that). ``run_format`` names the job that trains the run again, for the fix.
+
+    Raises:
+        LvsearchError: missing, not JSON, or a field of the wrong type (named, with the command
+            that trains the run again).
+    """
+    from lvsearch.io import read_checked
+
+    run_dir = Path(run_dir)
+    return read_checked(run_dir / CONFIG, schema, what=what, regenerate=restart_command(run_format, run_dir),
+                        fix=config_fix(run_format, run_dir))
+
+
+def config_fix(run_format: str, run_dir: str | os.PathLike) -> str:
+    """The fix for a damaged ``config.json`` of the ``run_format`` run in ``run_dir``."""
+    return f"restore it from a copy, or train the run again: {restart_command(run_format, run_dir)}"
 
 
 def read_run_config(run_dir: Path, run_format: str, cls: type, *, missing_fix: str) -> tuple[Any, dict]:
@@ -104,8 +158,7 @@ def read_run_config(run_dir: Path, run_format: str, cls: type, *, missing_fix: s
         raise LvsearchError(f"{run_dir / CONFIG} is not a {run_format} run config", fix="check the path")
     from lvsearch.io import check_fields
 
-    check_fields(recorded, RunConfigFile, run_dir / CONFIG, what="run config",
-                 fix=f"restore it from a copy, or train the run again: {restart_command(run_format, run_dir)}")
+    check_fields(recorded, RunConfigFile, run_dir / CONFIG, what="run config", fix=config_fix(run_format, run_dir))
     return build_dataclass(cls, recorded["config"], str(run_dir / CONFIG)), recorded
 
 
@@ -309,6 +362,86 @@ def begin_run(out: Path, record: dict, data, info, *, resume: bool) -> None:
     barrier(info)
 
 
+Score = Optional[float]  # NaN kept: a diverged run records it
+
+
+class EvalScores(FileModel):
+    """One evaluation: ``loss`` (nats per masked target) and ``accuracy`` (0..1)."""
+
+    loss: Score = None
+    accuracy: Score = None
+
+
+class FinalEval(FileModel):
+    """A run's final evaluation (``summary.json``'s ``final_eval``): the fields readers use,
+    each job writing its own: a supernet ``panel`` and ``unigram_accuracy``; a retrain run
+    ``dev_mlm`` or ``generator_mlm`` and ``curve``; a fixed-architecture run (rank check,
+    second stage) ``loss`` and ``accuracy``."""
+
+    panel: Optional[dict[str, EvalScores]] = None
+    unigram_accuracy: Score = None
+    dev_mlm: Optional[EvalScores] = None
+    generator_mlm: Optional[EvalScores] = None
+    curve: Optional[dict[str, Score]] = None
+    loss: Score = None
+    accuracy: Score = None
+
+
+class FloorRecord(FileModel):
+    """One reference floor (:func:`lvsearch.eval.floors.compact_floors`)."""
+
+    accuracy: float
+    predicted_tokens: Optional[Count] = None
+    tokens_seen: Optional[Count] = None
+
+
+class Floors(FileModel):
+    neighbour_count: FloorRecord = Field(alias="neighbour-count")
+    unigram: FloorRecord
+
+
+class RunSummary(FileModel):
+    """The fields of a run's ``summary.json`` its readers use (written by
+    :func:`lvsearch.train.loop.train` plus each job's own entries). Every field may be absent:
+    :func:`finished_summary` treats a summary without ``steps`` or ``final_eval`` as incomplete.
+    ``beats_floor``: per panel architecture (supernet) or one verdict (retrain)."""
+
+    steps: Optional[Count] = None
+    tokens: Optional[Count] = None
+    tokens_per_s: Score = None
+    final_eval: Optional[FinalEval] = None
+    floors: Optional[Floors] = None
+    beats_floor: Union[None, bool, dict[str, bool]] = None
+
+
+def summary_fix(path: Path, rerun: str = "resume the run (its final checkpoint is evaluated again and the summary "
+                                           "written anew)") -> str:
+    """The fix for a damaged ``summary.json`` at ``path``: delete it and ``rerun``."""
+    return f"restore {path} from a copy, or delete it and {rerun}"
+
+
+def read_summary(path: Path, schema: type = RunSummary, *, what: str = "run summary",
+                 rerun: str | None = None) -> dict | None:
+    """The ``summary.json`` at ``path`` checked against ``schema`` (a :class:`RunSummary`), or
+    None when it is missing or unreadable (not JSON: the caller runs again and rewrites it).
+
+    Raises:
+        LvsearchError: a JSON object whose field has the wrong type (named, with the fix:
+            delete the file and ``rerun``).
+    """
+    from lvsearch.io import check_fields
+
+    if not path.is_file():
+        return None
+    try:
+        summary = read_json(path, what=what)
+    except LvsearchError:
+        return None  # rewritten by the run
+    if not isinstance(summary, dict):
+        return None
+    return check_fields(summary, schema, path, what=what, fix=summary_fix(path, *([rerun] if rerun else [])))
+
+
 def finished_summary(out: Path, target_steps: int) -> dict | None:
     """The recorded summary when the run in ``out`` is finished at ``target_steps``, else None.
 
@@ -319,17 +452,12 @@ def finished_summary(out: Path, target_steps: int) -> dict | None:
     the summary write) gives None: the caller resumes, which evaluates the checkpoint again.
 
     Raises:
-        LvsearchError: ``checkpoints/latest.json`` is malformed, or the checkpoint it names is
-            missing, truncated or modified.
+        LvsearchError: a field of ``summary.json`` has the wrong type (:class:`RunSummary`;
+            the fix: delete it and resume), ``checkpoints/latest.json`` is malformed, or the
+            checkpoint it names is missing, truncated or modified.
     """
-    path = out / SUMMARY
-    if not path.is_file():
-        return None
-    try:
-        summary = read_json(path, what="run summary")
-    except LvsearchError:
-        return None  # rewritten by the resume
-    if not isinstance(summary, dict) or summary.get("steps") != target_steps or not summary.get("final_eval"):
+    summary = read_summary(out / SUMMARY)
+    if summary is None or summary.get("steps") != target_steps or not summary.get("final_eval"):
         return None
     if latest_step(out) != target_steps:
         return None
