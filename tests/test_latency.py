@@ -121,6 +121,28 @@ def test_cli_predict_and_refusals(run, table_path, tmp_path, capsys):
     assert str(bad) in err and "ops_ms" in err and "Traceback" not in err
 
 
+
+@pytest.mark.parametrize("field, edit", [
+    ("ops_ms.SA", lambda t: t["ops_ms"].update(SA=-5.0)),
+    ("ops_ms.FF", lambda t: t["ops_ms"].update(FF=0)),
+    ("mixing_ms.2", lambda t: t["mixing_ms"].update({"2": -1.0})),
+    ("overhead_ms", lambda t: t.update(overhead_ms=-0.1)),
+    ("batch", lambda t: t.update(batch=0)),
+    ("threads", lambda t: t.update(threads=0)),
+])
+def test_an_edited_table_with_nonpositive_times_or_sizes_is_refused(table_path, tmp_path, capsys, field, edit):
+    """A negative time made a prediction negative (-0.013 ms) and a search took it (fresh-user pass)."""
+    table = json.loads(table_path.read_text())
+    edit(table)
+    bad = tmp_path / "edited.json"
+    bad.write_text(json.dumps(table))
+    before = bad.read_bytes()
+    assert main(["latency", "predict", "--table", str(bad), "--arch", "bert"]) == 2
+    err = capsys.readouterr().err
+    assert f"latency table {bad} is malformed: field {field}" in err and "Traceback" not in err
+    assert "lvsearch latency measure" in err and bad.read_bytes() == before
+
+
 # ------------------------------------------------------------------------ latency in the search
 SEARCH = ["--population", "6", "--iterations", "2", "--topk", "3", "--crossover", "3", "--mutation", "3",
           "--dev-sequences", "16", "--device", "cpu"]

@@ -30,10 +30,12 @@ import platform
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Literal
+from typing import TYPE_CHECKING, Annotated, Callable, Literal
 
 from lvsearch.errors import LvsearchError
-from lvsearch.schema import FileModel, Finite
+from pydantic import Field
+
+from lvsearch.schema import FileModel, Finite, PositiveFinite
 
 if TYPE_CHECKING:  # pragma: no cover
     from lvsearch.arch import Arch
@@ -51,19 +53,19 @@ class LatencyTable(FileModel):
     format: Literal["lvsearch.latency-table/v1"]
     device: str
     device_name: str
-    threads: int
+    threads: Annotated[int, Field(ge=1)]
     torch: str
-    batch: int
-    seq_len: int
+    batch: Annotated[int, Field(ge=1)]
+    seq_len: Annotated[int, Field(ge=1)]
     dtype: str
     supernet: str
     space: dict
     dims: dict
-    warmup: int
-    repeats: int
-    ops_ms: dict[str, Finite]
-    mixing_ms: dict[str, Finite]
-    overhead_ms: Finite
+    warmup: Annotated[int, Field(ge=0)]
+    repeats: Annotated[int, Field(ge=1)]
+    ops_ms: dict[str, PositiveFinite]
+    mixing_ms: dict[str, PositiveFinite]
+    overhead_ms: PositiveFinite
     spread_ms: dict[str, Finite] = {}
     measured_at: str = ""
 
