@@ -143,6 +143,20 @@ def test_an_edited_table_with_nonpositive_times_or_sizes_is_refused(table_path, 
     assert "lvsearch latency measure" in err and bad.read_bytes() == before
 
 
+
+def test_predict_with_a_table_missing_an_entry_names_it(table_path, tmp_path, capsys):
+    """``latency predict`` raised KeyError: 'DC' with a traceback (fresh-user pass)."""
+    table = json.loads(table_path.read_text())
+    del table["ops_ms"]["DC"]
+    bad = tmp_path / "no-dc.json"
+    bad.write_text(json.dumps(table))
+    arch = tmp_path / "dc.json"  # uses DC
+    arch.write_text(json.dumps({"format": "lvsearch.arch/v1", "ops": "cccc", "inputs": [[0], [1], [2], [3]]}))
+    assert main(["latency", "predict", "--table", str(bad), "--arch", str(arch)]) == 2
+    err = capsys.readouterr().err
+    assert f"latency table {bad} has no entry for DC" in err and "Traceback" not in err
+
+
 # ------------------------------------------------------------------------ latency in the search
 SEARCH = ["--population", "6", "--iterations", "2", "--topk", "3", "--crossover", "3", "--mutation", "3",
           "--dev-sequences", "16", "--device", "cpu"]

@@ -311,6 +311,23 @@ def load_table(path: str | os.PathLike) -> LatencyTable:
     return LatencyTable.model_validate(data)
 
 
+def check_entries(table: LatencyTable, path: str | os.PathLike, space: "SearchSpace") -> None:
+    """Refuse a table without an entry for one of ``space``'s choices (every op and variant, and
+    every mixing width when the connectivity is searchable), so that :func:`predict_ms
+    <lvsearch.latency.predict.predict_ms>` finds every key it needs.
+
+    Raises:
+        LvsearchError: naming the file, the first missing entries and the command that measures one.
+    """
+    missing = [key for key in choice_keys(space) if key not in table.ops_ms]
+    if space.searchable_inputs:
+        missing += [f"mixing of {k} inputs" for k in range(2, space.num_slots + 1) if str(k) not in table.mixing_ms]
+    if missing:
+        raise LvsearchError(f"latency table {path} has no entry for {', '.join(missing[:4])}"
+                            f"{' …' if len(missing) > 4 else ''} (space {space.name!r})",
+                            fix=f"measure a table for this supernet: {MEASURE_COMMAND}")
+
+
 def check_table(table: LatencyTable, path: str | os.PathLike, *, space: "SearchSpace", dims, device=None,
                 any_device: bool = False) -> None:
     """Refuse a table that cannot predict latency for this search.
@@ -328,17 +345,11 @@ def check_table(table: LatencyTable, path: str | os.PathLike, *, space: "SearchS
         LvsearchError: sizes differ, an op or mixing width is missing, or (without
             ``any_device``) the table was measured on another device kind or another GPU/CPU model.
     """
-    fix = f"measure a table for this supernet: {MEASURE_COMMAND}"
     if table.dims != dims.to_dict():
         diff = sorted(k for k in set(table.dims) | set(dims.to_dict()) if table.dims.get(k) != dims.to_dict().get(k))
         raise LvsearchError(f"latency table {path} was measured for other model sizes ({', '.join(diff)} differ "
-                            f"from the supernet's)", fix=fix)
-    missing = [key for key in choice_keys(space) if key not in table.ops_ms]
-    if space.searchable_inputs:
-        missing += [f"mixing of {k} inputs" for k in range(2, space.num_slots + 1) if str(k) not in table.mixing_ms]
-    if missing:
-        raise LvsearchError(f"latency table {path} has no entry for {', '.join(missing[:4])}"
-                            f"{' …' if len(missing) > 4 else ''} (space {space.name!r})", fix=fix)
+                            f"from the supernet's)", fix=f"measure a table for this supernet: {MEASURE_COMMAND}")
+    check_entries(table, path, space)
     if device is not None and not any_device:
         here = device_name(device)
         if table.device != device.type or table.device_name != here:
