@@ -248,6 +248,11 @@ def _evolve(args: argparse.Namespace) -> int:
                                 racing_eta=args.racing_eta, dev_sequences=args.dev_sequences)
     config, fitness, racing, eta, dev_sequences = (settings.config, settings.fitness, settings.racing,
                                                     settings.racing_eta, settings.dev_sequences)
+    if args.nsga2_cost is not None and config.strategy != "nsga2":
+        raise LvsearchError(f"--nsga2-cost {args.nsga2_cost} sets NSGA-II's second objective, and this search's "
+                            f"strategy is {config.strategy}: it would be ignored",
+                            fix="add --strategy nsga2, or drop --nsga2-cost (--max-params, --max-flops and "
+                                "--max-latency bound any strategy)")
     opts = EvolveOptions(
         supernet=args.supernet, out=args.out, data=args.data, dev_sequences=dev_sequences,
         batch_size=args.batch_size, cache_mb=args.cache_mb, max_params=args.max_params, max_flops=args.max_flops,
