@@ -213,3 +213,27 @@ def test_latency_options_without_a_fitting_table_are_refused(run, table_path, tm
     assert "--latency-any-device" in refused("--latency-table", str(other))
     assert main(["evolve", "--supernet", str(run), "--out", str(tmp_path / "ok"), *SEARCH, "--latency-table",
                  str(other), "--latency-any-device"]) == 0
+
+
+def test_resume_of_a_latency_search_names_the_recorded_table_and_takes_a_copy(run, table_path, tmp_path, capsys):
+    """A resume without the table, or with another limit, said only "made with different inputs
+    (latency_table, max_latency)"; a byte-identical copy of the table was refused (fresh-user pass)."""
+    out = tmp_path / "search"
+    first = ["evolve", "--supernet", str(run), "--out", str(out), *SEARCH]  # 2 iterations: resuming continues
+    one = [*first]
+    one[one.index("--iterations") + 1] = "1"
+    assert main([*one, "--latency-table", str(table_path), "--max-latency", "1e6"]) == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    capsys.readouterr()
+    recorded = f"--latency-table {table_path.resolve()} --max-latency 1e+06"
+    for extra, given in (((), "passes none:"), (("--latency-table", str(table_path), "--max-latency", "5"),
+                                                 f"passes --latency-table {table_path.resolve()} --max-latency 5:")):
+        assert main([*first, "--resume", *extra]) == 2
+        err = capsys.readouterr().err
+        assert f"was run with {recorded}, and this resume {given}" in err and "Traceback" not in err
+        assert f"resume with {recorded}" in err
+        assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
+    copy = tmp_path / "moved" / "table.json"
+    copy.parent.mkdir()
+    copy.write_bytes(table_path.read_bytes())
+    assert main([*first, "--resume", "--latency-table", str(copy), "--max-latency", "1e6"]) == 0
