@@ -162,7 +162,7 @@ SEARCH = ["--population", "6", "--iterations", "2", "--topk", "3", "--crossover"
           "--dev-sequences", "16", "--device", "cpu"]
 
 
-def test_evolve_records_predicted_latency_and_keeps_the_limit(run, table_path, tmp_path):
+def test_evolve_records_predicted_latency_and_keeps_the_limit(run, table_path, tmp_path, capsys):
     table = load_table(table_path)
     space = table.search_space()
     times = sorted(predict_ms(a, table) for a in sample_archs(space, 40, 0))
@@ -182,6 +182,9 @@ def test_evolve_records_predicted_latency_and_keeps_the_limit(run, table_path, t
     assert best["meta"]["latency_ms"] == pytest.approx(topk[0]["latency_ms"])
     assert state["extra"]["max_latency"] == limit
     assert state["extra"]["latency_table"]["path"] == str(table_path.resolve())
+    capsys.readouterr()
+    assert main(["arch", "show", str(out / "best.json")]) == 0  # arch show did not print it (fresh-user pass)
+    assert f"predicted latency {best['meta']['latency_ms']:.3f} ms per batch" in capsys.readouterr().out
 
 
 def test_nsga2_minimises_predicted_latency(run, table_path, tmp_path):

@@ -352,6 +352,10 @@ def _arch_show(args: argparse.Namespace) -> int:
     if view.meta:
         keys = [k for k in ("fitness", "loss", "supernet", "supernet_step") if k in view.meta]
         out.print("meta: " + ", ".join(f"{k}={view.meta[k]}" for k in keys), highlight=False)
+        lat = view.meta.get("latency_ms")
+        if isinstance(lat, (int, float)) and not isinstance(lat, bool):
+            out.print(f"predicted latency {lat:.3f} ms per batch (the search's --latency-table; its batch, sequence "
+                      "length and device: lvsearch latency predict --table T --arch FILE)", highlight=False)
     return 0
 
 
