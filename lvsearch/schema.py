@@ -13,7 +13,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-__all__ = ["FileModel", "Finite", "Count", "needs_when_done"]
+__all__ = ["FileModel", "Finite", "PositiveFinite", "Count", "needs_when_done"]
 
 
 class FileModel(BaseModel):
@@ -24,6 +24,9 @@ class FileModel(BaseModel):
 
 Finite = Annotated[float, Field(allow_inf_nan=False)]
 """A finite number (JSON integer or float; ``NaN`` / ``Infinity`` refused)."""
+
+PositiveFinite = Annotated[float, Field(allow_inf_nan=False, gt=0)]
+"""A finite number > 0 (a measured time, a size)."""
 
 Count = Annotated[int, Field(ge=0)]
 """A non-negative JSON integer."""

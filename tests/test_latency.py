@@ -121,12 +121,48 @@ def test_cli_predict_and_refusals(run, table_path, tmp_path, capsys):
     assert str(bad) in err and "ops_ms" in err and "Traceback" not in err
 
 
+
+@pytest.mark.parametrize("field, edit", [
+    ("ops_ms.SA", lambda t: t["ops_ms"].update(SA=-5.0)),
+    ("ops_ms.FF", lambda t: t["ops_ms"].update(FF=0)),
+    ("mixing_ms.2", lambda t: t["mixing_ms"].update({"2": -1.0})),
+    ("overhead_ms", lambda t: t.update(overhead_ms=-0.1)),
+    ("batch", lambda t: t.update(batch=0)),
+    ("threads", lambda t: t.update(threads=0)),
+])
+def test_an_edited_table_with_nonpositive_times_or_sizes_is_refused(table_path, tmp_path, capsys, field, edit):
+    """A negative time made a prediction negative (-0.013 ms) and a search took it (fresh-user pass)."""
+    table = json.loads(table_path.read_text())
+    edit(table)
+    bad = tmp_path / "edited.json"
+    bad.write_text(json.dumps(table))
+    before = bad.read_bytes()
+    assert main(["latency", "predict", "--table", str(bad), "--arch", "bert"]) == 2
+    err = capsys.readouterr().err
+    assert f"latency table {bad} is malformed: field {field}" in err and "Traceback" not in err
+    assert "lvsearch latency measure" in err and bad.read_bytes() == before
+
+
+
+def test_predict_with_a_table_missing_an_entry_names_it(table_path, tmp_path, capsys):
+    """``latency predict`` raised KeyError: 'DC' with a traceback (fresh-user pass)."""
+    table = json.loads(table_path.read_text())
+    del table["ops_ms"]["DC"]
+    bad = tmp_path / "no-dc.json"
+    bad.write_text(json.dumps(table))
+    arch = tmp_path / "dc.json"  # uses DC
+    arch.write_text(json.dumps({"format": "lvsearch.arch/v1", "ops": "cccc", "inputs": [[0], [1], [2], [3]]}))
+    assert main(["latency", "predict", "--table", str(bad), "--arch", str(arch)]) == 2
+    err = capsys.readouterr().err
+    assert f"latency table {bad} has no entry for DC" in err and "Traceback" not in err
+
+
 # ------------------------------------------------------------------------ latency in the search
 SEARCH = ["--population", "6", "--iterations", "2", "--topk", "3", "--crossover", "3", "--mutation", "3",
           "--dev-sequences", "16", "--device", "cpu"]
 
 
-def test_evolve_records_predicted_latency_and_keeps_the_limit(run, table_path, tmp_path):
+def test_evolve_records_predicted_latency_and_keeps_the_limit(run, table_path, tmp_path, capsys):
     table = load_table(table_path)
     space = table.search_space()
     times = sorted(predict_ms(a, table) for a in sample_archs(space, 40, 0))
@@ -146,6 +182,9 @@ def test_evolve_records_predicted_latency_and_keeps_the_limit(run, table_path, t
     assert best["meta"]["latency_ms"] == pytest.approx(topk[0]["latency_ms"])
     assert state["extra"]["max_latency"] == limit
     assert state["extra"]["latency_table"]["path"] == str(table_path.resolve())
+    capsys.readouterr()
+    assert main(["arch", "show", str(out / "best.json")]) == 0  # arch show did not print it (fresh-user pass)
+    assert f"predicted latency {best['meta']['latency_ms']:.3f} ms per batch" in capsys.readouterr().out
 
 
 def test_nsga2_minimises_predicted_latency(run, table_path, tmp_path):
@@ -177,3 +216,27 @@ def test_latency_options_without_a_fitting_table_are_refused(run, table_path, tm
     assert "--latency-any-device" in refused("--latency-table", str(other))
     assert main(["evolve", "--supernet", str(run), "--out", str(tmp_path / "ok"), *SEARCH, "--latency-table",
                  str(other), "--latency-any-device"]) == 0
+
+
+def test_resume_of_a_latency_search_names_the_recorded_table_and_takes_a_copy(run, table_path, tmp_path, capsys):
+    """A resume without the table, or with another limit, said only "made with different inputs
+    (latency_table, max_latency)"; a byte-identical copy of the table was refused (fresh-user pass)."""
+    out = tmp_path / "search"
+    first = ["evolve", "--supernet", str(run), "--out", str(out), *SEARCH]  # 2 iterations: resuming continues
+    one = [*first]
+    one[one.index("--iterations") + 1] = "1"
+    assert main([*one, "--latency-table", str(table_path), "--max-latency", "1e6"]) == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    capsys.readouterr()
+    recorded = f"--latency-table {table_path.resolve()} --max-latency 1e+06"
+    for extra, given in (((), "passes none:"), (("--latency-table", str(table_path), "--max-latency", "5"),
+                                                 f"passes --latency-table {table_path.resolve()} --max-latency 5:")):
+        assert main([*first, "--resume", *extra]) == 2
+        err = capsys.readouterr().err
+        assert f"was run with {recorded}, and this resume {given}" in err and "Traceback" not in err
+        assert f"resume with {recorded}" in err
+        assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
+    copy = tmp_path / "moved" / "table.json"
+    copy.parent.mkdir()
+    copy.write_bytes(table_path.read_bytes())
+    assert main([*first, "--resume", "--latency-table", str(copy), "--max-latency", "1e6"]) == 0

@@ -802,6 +802,10 @@ CASES = [
       "--dev-sequences must be ≥ 1"),
     C("evolve-dev-sequences-word", "evolve --supernet {SN} --out {W}/e28 --dev-sequences many", "--dev-sequences"),
     C("evolve-resume-other-fitness", "evolve --supernet {SN} --out {SEARCH} --resume --fitness accuracy", "--fitness"),
+    C("evolve-nsga2-cost-without-nsga2", "evolve --supernet {SN} --out {W}/e40 --nsga2-cost flops",
+      "--nsga2-cost flops sets NSGA-II's second objective, and this search's strategy is evolution"),
+    C("evolve-nsga2-cost-with-aging", "evolve --supernet {SN} --out {W}/e41 --strategy aging --nsga2-cost latency",
+      "add --strategy nsga2, or drop --nsga2-cost"),
     C("rank-check-fitness-unknown", "rank-check --supernet {SN} --archs 3 --steps 2 --fitness bogus", "--fitness"),
     C("rank-check-landscape-missing", "rank-check --supernet {SN} --archs 3 --steps 2 --out {W}/rc1 "
       "--landscape {W}/nolandscape.json", "{W}/nolandscape.json"),

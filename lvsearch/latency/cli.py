@@ -105,9 +105,11 @@ def run_validate(args: argparse.Namespace) -> int:
 def run_predict(args: argparse.Namespace) -> int:
     from lvsearch.arch import resolve_arch
     from lvsearch.latency.predict import predict_ms
-    from lvsearch.latency.table import load_table
+    from lvsearch.latency.table import check_entries, load_table
+
     table = load_table(args.table)
     space = table.search_space()
+    check_entries(table, args.table, space)
     for spec in args.arch:
         print(f"{spec}: {predict_ms(resolve_arch(spec, space), table):.3f} ms "
                       f"(batch {table.batch} × {table.seq_len} tokens on {table.where})")

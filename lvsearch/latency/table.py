@@ -30,10 +30,12 @@ import platform
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Literal
+from typing import TYPE_CHECKING, Annotated, Callable, Literal
 
 from lvsearch.errors import LvsearchError
-from lvsearch.schema import FileModel, Finite
+from pydantic import Field
+
+from lvsearch.schema import FileModel, Finite, PositiveFinite
 
 if TYPE_CHECKING:  # pragma: no cover
     from lvsearch.arch import Arch
@@ -51,19 +53,19 @@ class LatencyTable(FileModel):
     format: Literal["lvsearch.latency-table/v1"]
     device: str
     device_name: str
-    threads: int
+    threads: Annotated[int, Field(ge=1)]
     torch: str
-    batch: int
-    seq_len: int
+    batch: Annotated[int, Field(ge=1)]
+    seq_len: Annotated[int, Field(ge=1)]
     dtype: str
     supernet: str
     space: dict
     dims: dict
-    warmup: int
-    repeats: int
-    ops_ms: dict[str, Finite]
-    mixing_ms: dict[str, Finite]
-    overhead_ms: Finite
+    warmup: Annotated[int, Field(ge=0)]
+    repeats: Annotated[int, Field(ge=1)]
+    ops_ms: dict[str, PositiveFinite]
+    mixing_ms: dict[str, PositiveFinite]
+    overhead_ms: PositiveFinite
     spread_ms: dict[str, Finite] = {}
     measured_at: str = ""
 
@@ -309,6 +311,23 @@ def load_table(path: str | os.PathLike) -> LatencyTable:
     return LatencyTable.model_validate(data)
 
 
+def check_entries(table: LatencyTable, path: str | os.PathLike, space: "SearchSpace") -> None:
+    """Refuse a table without an entry for one of ``space``'s choices (every op and variant, and
+    every mixing width when the connectivity is searchable), so that :func:`predict_ms
+    <lvsearch.latency.predict.predict_ms>` finds every key it needs.
+
+    Raises:
+        LvsearchError: naming the file, the first missing entries and the command that measures one.
+    """
+    missing = [key for key in choice_keys(space) if key not in table.ops_ms]
+    if space.searchable_inputs:
+        missing += [f"mixing of {k} inputs" for k in range(2, space.num_slots + 1) if str(k) not in table.mixing_ms]
+    if missing:
+        raise LvsearchError(f"latency table {path} has no entry for {', '.join(missing[:4])}"
+                            f"{' …' if len(missing) > 4 else ''} (space {space.name!r})",
+                            fix=f"measure a table for this supernet: {MEASURE_COMMAND}")
+
+
 def check_table(table: LatencyTable, path: str | os.PathLike, *, space: "SearchSpace", dims, device=None,
                 any_device: bool = False) -> None:
     """Refuse a table that cannot predict latency for this search.
@@ -326,17 +345,11 @@ def check_table(table: LatencyTable, path: str | os.PathLike, *, space: "SearchS
         LvsearchError: sizes differ, an op or mixing width is missing, or (without
             ``any_device``) the table was measured on another device kind or another GPU/CPU model.
     """
-    fix = f"measure a table for this supernet: {MEASURE_COMMAND}"
     if table.dims != dims.to_dict():
         diff = sorted(k for k in set(table.dims) | set(dims.to_dict()) if table.dims.get(k) != dims.to_dict().get(k))
         raise LvsearchError(f"latency table {path} was measured for other model sizes ({', '.join(diff)} differ "
-                            f"from the supernet's)", fix=fix)
-    missing = [key for key in choice_keys(space) if key not in table.ops_ms]
-    if space.searchable_inputs:
-        missing += [f"mixing of {k} inputs" for k in range(2, space.num_slots + 1) if str(k) not in table.mixing_ms]
-    if missing:
-        raise LvsearchError(f"latency table {path} has no entry for {', '.join(missing[:4])}"
-                            f"{' …' if len(missing) > 4 else ''} (space {space.name!r})", fix=fix)
+                            f"from the supernet's)", fix=f"measure a table for this supernet: {MEASURE_COMMAND}")
+    check_entries(table, path, space)
     if device is not None and not any_device:
         here = device_name(device)
         if table.device != device.type or table.device_name != here:

@@ -248,6 +248,11 @@ def _evolve(args: argparse.Namespace) -> int:
                                 racing_eta=args.racing_eta, dev_sequences=args.dev_sequences)
     config, fitness, racing, eta, dev_sequences = (settings.config, settings.fitness, settings.racing,
                                                     settings.racing_eta, settings.dev_sequences)
+    if args.nsga2_cost is not None and config.strategy != "nsga2":
+        raise LvsearchError(f"--nsga2-cost {args.nsga2_cost} sets NSGA-II's second objective, and this search's "
+                            f"strategy is {config.strategy}: it would be ignored",
+                            fix="add --strategy nsga2, or drop --nsga2-cost (--max-params, --max-flops and "
+                                "--max-latency bound any strategy)")
     opts = EvolveOptions(
         supernet=args.supernet, out=args.out, data=args.data, dev_sequences=dev_sequences,
         batch_size=args.batch_size, cache_mb=args.cache_mb, max_params=args.max_params, max_flops=args.max_flops,
@@ -347,6 +352,10 @@ def _arch_show(args: argparse.Namespace) -> int:
     if view.meta:
         keys = [k for k in ("fitness", "loss", "supernet", "supernet_step") if k in view.meta]
         out.print("meta: " + ", ".join(f"{k}={view.meta[k]}" for k in keys), highlight=False)
+        lat = view.meta.get("latency_ms")
+        if isinstance(lat, (int, float)) and not isinstance(lat, bool):
+            out.print(f"predicted latency {lat:.3f} ms per batch (the search's --latency-table; its batch, sequence "
+                      "length and device: lvsearch latency predict --table T --arch FILE)", highlight=False)
     return 0
 
 

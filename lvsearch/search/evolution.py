@@ -353,8 +353,12 @@ class Search:
                     fix=f"resume with {flag} {old:,} or more (omit it to keep the recorded one), or start a new --out")
         if s["space"] != self.space.to_dict():
             raise LvsearchError(f"--resume: {source} was made for another search space", fix="check --supernet")
-        if s["extra"] != self.extra_state:
-            diff = differing_keys(s["extra"], self.extra_state)
+        recorded_extra = s["extra"]
+        old_t, new_t = recorded_extra.get("latency_table"), self.extra_state.get("latency_table")
+        if isinstance(old_t, dict) and isinstance(new_t, dict) and old_t.get("sha256") == new_t.get("sha256"):
+            recorded_extra = {**recorded_extra, "latency_table": new_t}  # the same table, moved or copied
+        if recorded_extra != self.extra_state:
+            diff = differing_keys(recorded_extra, self.extra_state)
             mine_sn, old_sn = self.extra_state.get("supernet_sha256"), s["extra"].get("supernet_sha256")
             if mine_sn is not None and old_sn != mine_sn:
                 raise LvsearchError(
@@ -364,6 +368,13 @@ class Search:
                     f"{self.extra_state.get('supernet_step')} now, {s['extra'].get('supernet_step')} then): "
                     f"continuing would mix scores from two supernets",
                     fix="start a new search on this supernet (--overwrite or another --out), or restore the supernet run")
+            if {"latency_table", "max_latency"} & set(diff):
+                then, now = _latency_flags(recorded_extra), _latency_flags(self.extra_state)
+                raise LvsearchError(
+                    f"--resume: the search in {source} was run with {then or 'no latency table'}, and this resume "
+                    f"passes {now or 'none'}: its candidates were admitted and ranked with the recorded ones",
+                    fix=(f"resume with {then} (a copy of that table with the same content also does)" if then
+                         else "resume without --latency-table and --max-latency") + ", or start a new --out")
             raise LvsearchError(f"--resume: {source} was made with different inputs ({', '.join(diff)})",
                                 fix="resume with the original --supernet/--dev-sequences/--fitness/--racing/"
                                     "constraints (omit --fitness and --racing to take the recorded ones)")
@@ -571,3 +582,13 @@ def plot_curves(curves: dict[str, list[dict]], path: str | Path, title: str = ""
     ax.legend(fontsize=8)
     fig.tight_layout()
     save_figure(fig, path)
+
+
+def _latency_flags(extra: dict) -> str:
+    """``--latency-table PATH --max-latency MS`` as a search state's ``extra`` records them
+    ("" when it has no table), for resume messages."""
+    table = extra.get("latency_table")
+    flags = f"--latency-table {table.get('path')}" if isinstance(table, dict) else ""
+    if extra.get("max_latency") is not None:
+        flags += f" --max-latency {extra['max_latency']:g}"
+    return flags.strip()
