@@ -64,6 +64,8 @@ def count(text: str) -> int:
 
 def positive_count(text: str) -> int:
     """:func:`count` that is at least 1."""
+    if text.strip().startswith("-"):
+        raise argparse.ArgumentTypeError(f"{text!r} must be ≥ 1")
     v = count(text)
     if v < 1:
         raise argparse.ArgumentTypeError(f"{text!r} must be ≥ 1")

@@ -375,6 +375,12 @@ def load_latency_table(opts: EvolveOptions, config: SearchConfig, loaded, device
     table = load_table(opts.latency_table)
     check_table(table, opts.latency_table, space=loaded.space, dims=loaded.dims, device=torch.device(device),
                 any_device=opts.latency_any_device)
+    if table.device == "cpu" and table.threads != torch.get_num_threads():
+        from lvsearch import ui
+
+        ui.warn(f"latency table {opts.latency_table} was measured with {table.threads} CPU threads and this process "
+                f"runs {torch.get_num_threads()}: its predictions are for {table.threads} threads (the deployment "
+                "setting it describes), not for this search's")
     if opts.max_latency is not None:
         fastest = table.overhead_ms + loaded.space.num_slots * min(table.ops_ms[k] for k in choice_keys(loaded.space))
         if fastest > opts.max_latency:
