@@ -126,7 +126,7 @@ def tiny(argv: list[str], ws: Path) -> list[str]:
     if verb == ("evolve",):
         return [] if "--resume" in has else SEARCH_TINY
     if verb in (("latency", "measure"), ("latency", "validate")):
-        return ["--repeats", "2", "--warmup", "1"] + (["--archs", "4"] if verb[1] == "validate" else [])
+        return ["--repeats", "2", "--warmup", "1"] + (["--archs", "4"] if verb[1] == "validate" else ["--calibrate", "3"])
     if verb == ("evaluate",):
         if "--compare" in has:
             return []
@@ -213,7 +213,7 @@ def examples_ws(shared_data: Path, corpora: Path, small_corpus: Path, tmp_path_f
             (ws / "runs" / name).symlink_to(root / "store" / name, target_is_directory=True)
         run("evolve", "--supernet", "runs/sn", "--out", "runs/search", *SEARCH_TINY)
         run("latency", "measure", "--supernet", "runs/sn", "--out", "runs/latency-cpu.json", "--repeats", "2",
-            "--warmup", "1")
+            "--warmup", "1", "--calibrate", "3")
         rt = ["--config", "retrain-quickstart", "--data", "data/corpus", *_sets(RT_TINY)]
         for arch, out in (("runs/search/best.json", "runs/best"), ("bert", "runs/bert"),
                           ("random:1", "runs/random-best"), ("runs/search/best.json", "runs/small")):

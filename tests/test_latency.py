@@ -13,7 +13,7 @@ from lvsearch.arch import Arch, reference_arch
 from lvsearch.cli import main
 from lvsearch.errors import LvsearchError
 from lvsearch.latency.job import measure, validate
-from lvsearch.latency.predict import predict_ms, sample_archs
+from lvsearch.latency.predict import predict_ms, sample_archs, table_sum_ms
 from lvsearch.latency.table import MeasureOptions, check_table, load_table, save_table
 from lvsearch.train.supernet import load_supernet, train_supernet
 
@@ -22,7 +22,7 @@ TINY = [
     "train.seq_len=32", "train.batch_size=8", "train.steps=4", "train.warmup_steps=1", "train.log_every=10",
     "train.eval_every=0", "train.checkpoint_every=4", "eval.dev_sequences=16", "eval.panel=[bert]",
 ]
-FAST = MeasureOptions(device="cpu", batch=2, threads=1, warmup=1, repeats=3)
+FAST = MeasureOptions(device="cpu", batch=2, threads=1, warmup=1, repeats=3, calibrate=4)
 
 
 @pytest.fixture(scope="module")
@@ -53,17 +53,22 @@ def test_table_has_every_choice_and_mixing_width_with_where_it_was_measured(run,
     check_table(table, table_path, space=loaded.space, dims=loaded.dims, device=torch.device("cpu"))
 
 
-def test_prediction_is_the_table_sum(table_path):
+def test_prediction_is_the_calibrated_table_sum(table_path):
     table = load_table(table_path)
     space = table.search_space()
     arch = Arch(("SA", "DC", "FF", "SA"), ((0,), (0, 1), (1, 2), (0, 1, 2, 3)))
     space.validate(arch)
     want = (table.overhead_ms + table.ops_ms["SA"] * 2 + table.ops_ms["DC"] + table.ops_ms["FF"]
             + table.mixing_ms["2"] + table.mixing_ms["2"] + table.mixing_ms["4"])
-    assert predict_ms(arch, table) == pytest.approx(want, rel=1e-12)
+    assert table_sum_ms(arch, table) == pytest.approx(want, rel=1e-12)
     seq = reference_arch("bert", space)  # sequential: no mixing term
-    assert predict_ms(seq, table) == pytest.approx(
+    assert table_sum_ms(seq, table) == pytest.approx(
         table.overhead_ms + sum(table.ops_ms[op] for op in seq.ops), rel=1e-12)
+    c = table.calibration  # fitted on 4 architectures drawn with seed 1
+    assert c is not None and (c.archs, c.seed) == (4, 1) and c.slope > 0
+    assert predict_ms(arch, table) == pytest.approx(c.intercept_ms + c.slope * want, rel=1e-12)
+    raw = table.model_copy(update={"calibration": None})  # --calibrate 0: the raw sum
+    assert predict_ms(arch, raw) == pytest.approx(want, rel=1e-12)
 
 
 def test_validation_record_rows_match_its_summary(run, table_path, tmp_path):
@@ -75,6 +80,7 @@ def test_validation_record_rows_match_its_summary(run, table_path, tmp_path):
     table = load_table(table_path)
     for r in rows:
         assert r["predicted_ms"] == pytest.approx(predict_ms(Arch.from_key(r["arch"]), table))
+        assert r["table_sum_ms"] == pytest.approx(table_sum_ms(Arch.from_key(r["arch"]), table))
         assert r["measured_ms"] > 0
     ape = [abs(r["predicted_ms"] - r["measured_ms"]) / r["measured_ms"] for r in rows]
     assert rec["summary"]["median_ape"] == pytest.approx(float(np.median(ape)))

@@ -98,8 +98,6 @@ def test_a_default_slot_in_an_elastic_supernet_is_todays_layer():
 
 
 def test_supernet_without_variants_is_unchanged():
-    from lvsearch.model.encoder import _Backbone  # noqa: F401 (only its keys matter here)
-
     space = SearchSpace.load("lvbert-elc").with_num_slots(2)
     sd = Supernet(space, DIMS).state_dict()
     assert not any("kernel_transforms" in k for k in sd)
@@ -254,9 +252,9 @@ def test_a_variant_arch_trains_retrains_exports_and_evaluates(prepared_corpus, t
 
     # the latency table measures every variant as a standalone layer, and predicts the variant arch
     from lvsearch.latency.predict import predict_ms
-    from lvsearch.latency.table import MeasureOptions, check_table, choice_keys, measure_table
+    from lvsearch.latency.table import Bench, MeasureOptions, check_table, choice_keys, measure_table
 
-    table = measure_table(sn, MeasureOptions(batch=2, seq_len=16, warmup=0, repeats=1), show_progress=False)
+    table = measure_table(Bench(sn, MeasureOptions(batch=2, seq_len=16, warmup=0, repeats=1)), show_progress=False)
     assert list(table.ops_ms) == choice_keys(supernet.space) and "DC(k3)" in table.ops_ms
     check_table(table, "t.json", space=supernet.space, dims=supernet.dims)
     assert predict_ms(arch, table) > 0

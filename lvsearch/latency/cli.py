@@ -28,6 +28,11 @@ def _timing_arguments(p: argparse.ArgumentParser, *, sizes: bool) -> None:
         p.add_argument("--seq-len", type=positive_int, default=None,
                        help="tokens per sequence (default: the supernet's training length)")
         p.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32", help="default float32")
+        from lvsearch.argtypes import count
+
+        p.add_argument("--calibrate", type=count, default=20, metavar="N",
+                       help="time N sampled architectures end to end and fit the table sum's linear correction "
+                            "(default 20; 0: predict with the raw sum)")
     p.add_argument("--threads", type=positive_int, default=None, help="CPU threads (default: torch's default here)")
     p.add_argument("--warmup", type=positive_int, default=10, help="untimed calls before timing (default 10)")
     p.add_argument("--repeats", type=positive_int, default=15, help="timed blocks per entry; the median is kept (default 15)")
@@ -56,7 +61,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     from lvsearch.argtypes import positive_count as positive_int
 
     v.add_argument("--archs", type=positive_int, default=50, help="architectures to sample (default 50)")
-    v.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
+    v.add_argument("--seed", type=int, default=0, help="sampling seed (default 0; a table's calibration draws with seed 1)")
     v.add_argument("--latency-any-device", action="store_true", help="accept a table measured on another device")
     _timing_arguments(v, sizes=False)
     v.set_defaults(func=run_validate)
@@ -74,7 +79,7 @@ def _opts(args: argparse.Namespace):
 
     return MeasureOptions(device=args.device, batch=getattr(args, "batch", 8), seq_len=getattr(args, "seq_len", None),
                           threads=args.threads, warmup=args.warmup, repeats=args.repeats,
-                          dtype=getattr(args, "dtype", "float32"))
+                          dtype=getattr(args, "dtype", "float32"), calibrate=getattr(args, "calibrate", 0))
 
 
 def run_measure(args: argparse.Namespace) -> int:
@@ -86,6 +91,11 @@ def run_measure(args: argparse.Namespace) -> int:
                   f"{table.where}, batch {table.batch} × {table.seq_len} tokens: "
                   + ", ".join(f"{op} {ms:.3f} ms" for op, ms in table.ops_ms.items())
                   + f"; overhead {table.overhead_ms:.3f} ms -> {args.out}")
+    c = table.calibration
+    if c is not None:
+        console.print(f"calibration on {c.archs} architectures: measured ≈ {c.intercept_ms:+.3f} ms + {c.slope:.3f} × "
+                      f"table sum (median error {100 * c.raw_median_ape:.1f}% → {100 * c.median_ape:.1f}% in sample; "
+                      "'lvsearch latency validate' measures new architectures)")
     return 0
 
 
@@ -95,10 +105,12 @@ def run_validate(args: argparse.Namespace) -> int:
 
     rec = validate(args.supernet, args.table, args.out, archs=args.archs, seed=args.seed, opts=_opts(args),
                    any_device=args.latency_any_device, overwrite=args.overwrite)
-    s = rec["summary"]
+    s, raw = rec["summary"], rec["table_sum_summary"]
     console.print(f"{s['archs']} architectures: median absolute error {100 * s['median_ape']:.1f}%, worst "
                   f"{100 * s['worst_ape']:.1f}%, mean signed {100 * s['mean_signed_error']:+.1f}%, Spearman ρ "
-                  f"{s['spearman_rho']:.3f}; measured {s['measured_ms'][0]:.2f}–{s['measured_ms'][2]:.2f} ms -> {args.out}")
+                  f"{s['spearman_rho']:.3f}; measured {s['measured_ms'][0]:.2f}–{s['measured_ms'][2]:.2f} ms"
+                  + (f" (raw table sum: {100 * raw['median_ape']:.1f}% / {100 * raw['worst_ape']:.1f}%)"
+                     if rec["calibration"] is not None else "") + f" -> {args.out}")
     return 0
 
 

@@ -7,8 +7,8 @@ import os
 from pathlib import Path
 
 from lvsearch.io import atomic_write_json, guard_output
-from lvsearch.latency.predict import VALIDATION_FORMAT, validate_predictor
-from lvsearch.latency.table import TABLE_FORMAT, LatencyTable, MeasureOptions, load_table, measure_table, save_table
+from lvsearch.latency.predict import VALIDATION_FORMAT, calibrate, validate_predictor
+from lvsearch.latency.table import TABLE_FORMAT, Bench, LatencyTable, MeasureOptions, load_table, measure_table, save_table
 from lvsearch.lock import holds_output
 
 
@@ -25,15 +25,20 @@ def _has_format(fmt: str):
 @holds_output(flag="--out")
 def measure(run: str | os.PathLike, out: str | os.PathLike, opts: MeasureOptions, *, overwrite: bool = False,
             show_progress: bool = True) -> LatencyTable:
-    """Measure the latency table of supernet run ``run`` (:func:`~lvsearch.latency.table.measure_table`)
-    and write it to ``out`` (JSON, atomically).
+    """Measure the latency table of supernet run ``run`` (:func:`~lvsearch.latency.table.measure_table`),
+    fit its calibration on ``opts.calibrate`` sampled architectures
+    (:func:`~lvsearch.latency.predict.calibrate`; none when 0) and write it to ``out`` (JSON,
+    atomically).
 
     Raises:
         LvsearchError: ``out`` exists (without ``overwrite``) or is not a previous table, or
             the errors of :func:`~lvsearch.latency.table.measure_table`.
     """
     guard_output(out, inputs=[("--supernet", run)], overwrite=overwrite, is_file=True, own=_has_format(TABLE_FORMAT))
-    table = measure_table(run, opts, show_progress=show_progress)
+    bench = Bench(run, opts)
+    table = measure_table(bench, show_progress=show_progress)
+    if opts.calibrate:
+        table = calibrate(bench, table, archs=opts.calibrate, seed=opts.calibration_seed, show_progress=show_progress)
     save_table(table, out)
     return table
 

@@ -1,14 +1,19 @@
-"""Latency prediction from a table, and its validation against end-to-end measurements.
+"""Latency prediction from a table, its calibration, and its validation against end-to-end
+measurements.
 
-The predictor is the table sum (HAT, Wang et al. 2020, section 3.3 uses a learned predictor;
-once-for-all, Cai et al. 2020, a per-layer lookup table, which is what this is)::
+The predictor is the table sum (once-for-all, Cai et al. 2020, uses a per-layer lookup table;
+HAT, Wang et al. 2020, section 3.3, a learned predictor)::
 
-    latency(arch) = overhead + Σ_n ops[choice_n] + Σ_{n: |inputs_n| > 1} mixing[|inputs_n|]
+    sum(arch) = overhead + Σ_n ops[choice_n] + Σ_{n: |inputs_n| > 1} mixing[|inputs_n|]
 
-in milliseconds per batch at the table's batch size and sequence length.
-:func:`validate_predictor` measures the end-to-end forward of sampled architectures (each
+in milliseconds per batch at the table's batch size and sequence length, corrected by a linear
+fit when the table carries one: ``latency(arch) = intercept + slope · sum(arch)``. Layers timed
+alone run on a cache-warm input; inside a model each slot reads a fresh tensor, so the sum
+misses a share of the time that grows with it (measured: docs/results.md, "Latency").
+:func:`calibrate` fits the correction on end-to-end timings of sampled architectures (each
 extracted from the supernet as a standalone :class:`~lvsearch.model.encoder.Encoder`, timed as
-the table is) and reports the median absolute percentage error and the worst case.
+the table is); :func:`validate_predictor` measures other sampled architectures and reports
+the median absolute percentage error and the worst case of the prediction and of the raw sum.
 """
 
 from __future__ import annotations
@@ -21,13 +26,22 @@ from pathlib import Path
 import numpy as np
 
 from lvsearch.arch import Arch
-from lvsearch.latency.table import Bench, LatencyTable, MeasureOptions, check_table, choice_key, device_name
+from lvsearch.errors import LvsearchError
+from lvsearch.latency.table import (
+    Bench,
+    Calibration,
+    LatencyTable,
+    MeasureOptions,
+    check_table,
+    choice_key,
+    device_name,
+)
 
 VALIDATION_FORMAT = "lvsearch.latency-validation/v1"
 
 
-def predict_ms(arch: Arch, table: LatencyTable) -> float:
-    """Predicted forward latency of ``arch`` in milliseconds per batch (module docstring).
+def table_sum_ms(arch: Arch, table: LatencyTable) -> float:
+    """The table sum of ``arch`` in milliseconds per batch (module docstring), uncorrected.
 
     Raises:
         KeyError: the table has no entry for one of ``arch``'s choices or mixing widths
@@ -39,6 +53,59 @@ def predict_ms(arch: Arch, table: LatencyTable) -> float:
         if len(inputs) > 1:
             total += table.mixing_ms[str(len(inputs))]
     return float(total)
+
+
+def predict_ms(arch: Arch, table: LatencyTable) -> float:
+    """Predicted forward latency of ``arch`` in milliseconds per batch: the table sum, with the
+    table's calibration applied when it has one (module docstring).
+
+    Raises:
+        KeyError: as :func:`table_sum_ms`.
+    """
+    raw = table_sum_ms(arch, table)
+    c = table.calibration
+    return float(raw if c is None else c.intercept_ms + c.slope * raw)
+
+
+def time_arch(bench: Bench, arch: Arch) -> float:
+    """End-to-end forward latency of ``arch`` (extracted from ``bench``'s supernet as a
+    standalone Encoder), ms per batch, timed as the table's entries are."""
+    enc = bench.loaded.supernet.extract(arch).eval()
+    return bench.time(lambda: enc(bench.ids, bench.mask)).median_ms
+
+
+def calibrate(bench: Bench, table: LatencyTable, *, archs: int, seed: int, show_progress: bool = True) -> LatencyTable:
+    """``table`` with a :class:`~lvsearch.latency.table.Calibration` fitted (least squares,
+    ``numpy.polyfit``) on the end-to-end latency of ``archs`` architectures of ``bench``'s
+    space drawn with ``seed``.
+
+    Raises:
+        LvsearchError: the fit has a slope ≤ 0 (latency does not grow with the table sum: the
+            machine was busy while timing), or fewer than 2 architectures.
+    """
+    from lvsearch.ui import progress
+
+    sample = sample_archs(bench.loaded.space, archs, seed)
+    if len(sample) < 2:
+        raise LvsearchError(f"--calibrate {archs}: a calibration needs at least 2 architectures",
+                            fix="pass --calibrate 2 or more, or --calibrate 0 for the raw table sum")
+    measured = []
+    with progress(enabled=show_progress) as bar:
+        task = bar.add_task("calibration", total=len(sample), info="")
+        for arch in sample:
+            measured.append(time_arch(bench, arch))
+            bar.advance(task)
+    raw = np.array([table_sum_ms(a, table) for a in sample])
+    m = np.array(measured)
+    slope, intercept = np.polyfit(raw, m, 1)
+    if not slope > 0:
+        raise LvsearchError(f"the calibration's end-to-end timings do not grow with the table sum (slope {slope:.3g} "
+                            f"over {len(sample)} architectures): the machine was probably busy while timing",
+                            fix="measure again on an idle machine, or pass --calibrate 0 for the raw table sum")
+    fitted = intercept + slope * raw
+    return table.model_copy(update={"calibration": Calibration(
+        intercept_ms=float(intercept), slope=float(slope), archs=len(sample), seed=seed,
+        raw_median_ape=float(np.median(np.abs(raw - m) / m)), median_ape=float(np.median(np.abs(fitted - m) / m)))})
 
 
 def sample_archs(space, count: int, seed: int) -> list[Arch]:
@@ -90,7 +157,8 @@ def validate_predictor(run: str | os.PathLike, table: LatencyTable, table_path: 
                        archs: int = 50, seed: int = 0, opts: MeasureOptions | None = None,
                        any_device: bool = False, show_progress: bool = True) -> dict:
     """Measure ``archs`` sampled architectures of the supernet run ``run`` end to end and
-    compare with :func:`predict_ms` from ``table``.
+    compare with :func:`predict_ms` from ``table`` (and with the raw table sum). Use a
+    ``seed`` other than the calibration's, so the architectures are new to the fit.
 
     Args:
         opts: timing settings; batch, seq_len, threads and dtype default to the table's.
@@ -117,18 +185,20 @@ def validate_predictor(run: str | os.PathLike, table: LatencyTable, table_path: 
     with progress(enabled=show_progress) as bar:
         task = bar.add_task("end-to-end latency", total=len(sample), info="")
         for arch in sample:
-            enc = loaded.supernet.extract(arch).eval()
-            measured.append(bench.time(lambda enc=enc: enc(bench.ids, bench.mask)).median_ms)
-            del enc
+            measured.append(time_arch(bench, arch))
             bar.advance(task)
     val = Validation([a.key for a in sample], [predict_ms(a, table) for a in sample], measured)
+    raw = Validation(val.keys, [table_sum_ms(a, table) for a in sample], measured)
     return {
         "format": VALIDATION_FORMAT,
         "table": str(Path(table_path).resolve()),
         "device": bench.device.type, "device_name": device_name(bench.device), "threads": bench.threads,
         "table_device": table.where, "batch": table.batch, "seq_len": table.seq_len, "dtype": table.dtype,
         "seed": seed, "warmup": opts.warmup, "repeats": opts.repeats,
+        "calibration": table.calibration.model_dump() if table.calibration is not None else None,
         "summary": val.summary(),
-        "rows": [{"arch": k, "mixing_slots": sum(len(i) > 1 for i in a.inputs), "predicted_ms": p, "measured_ms": m}
-                 for k, a, p, m in zip(val.keys, sample, val.predicted, val.measured)],
+        "table_sum_summary": raw.summary(),
+        "rows": [{"arch": k, "mixing_slots": sum(len(i) > 1 for i in a.inputs), "predicted_ms": p, "table_sum_ms": r,
+                  "measured_ms": m}
+                 for k, a, p, r, m in zip(val.keys, sample, val.predicted, raw.predicted, val.measured)],
     }

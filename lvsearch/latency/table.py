@@ -47,6 +47,21 @@ MEASURE_COMMAND = "lvsearch latency measure --supernet RUN --out TABLE.json"
 MIN_BLOCK_S = 0.01
 
 
+class Calibration(FileModel):
+    """The table sum's linear correction, fitted on end-to-end timings of sampled architectures:
+    ``measured ≈ intercept_ms + slope · table sum`` (least squares over ``archs`` architectures
+    drawn with ``seed``; :func:`lvsearch.latency.predict.calibrate`). ``raw_median_ape`` and
+    ``median_ape`` are the median absolute percentage errors of the sum and of the corrected
+    sum on those architectures (in sample; ``lvsearch latency validate`` measures others)."""
+
+    intercept_ms: Finite
+    slope: PositiveFinite
+    archs: Annotated[int, Field(ge=2)]
+    seed: int
+    raw_median_ape: Finite
+    median_ape: Finite
+
+
 class LatencyTable(FileModel):
     """A latency table file (module docstring). Times in milliseconds per batch."""
 
@@ -68,6 +83,7 @@ class LatencyTable(FileModel):
     overhead_ms: PositiveFinite
     spread_ms: dict[str, Finite] = {}
     measured_at: str = ""
+    calibration: Calibration | None = None
 
     @property
     def where(self) -> str:
@@ -156,7 +172,8 @@ class MeasureOptions:
     """How to measure: ``device`` (``cpu``/``cuda``/``cuda:N``/``auto``), ``batch`` sequences of
     ``seq_len`` tokens (None: the supernet's training length), ``threads`` (None: torch's
     default), ``warmup`` untimed calls and ``repeats`` timed blocks per entry, ``dtype``
-    (``float32`` or ``bfloat16``)."""
+    (``float32`` or ``bfloat16``); ``calibrate`` architectures (drawn with ``calibration_seed``)
+    timed end to end to fit the table sum's linear correction (0: none, the raw sum)."""
 
     device: str = "cpu"
     batch: int = 8
@@ -165,6 +182,8 @@ class MeasureOptions:
     warmup: int = 10
     repeats: int = 15
     dtype: str = "float32"
+    calibrate: int = 20
+    calibration_seed: int = 1
 
 
 DTYPES = ("float32", "bfloat16")
@@ -199,7 +218,7 @@ class Bench:
 
         if opts.dtype not in DTYPES:
             raise LvsearchError(f"--dtype {opts.dtype!r} is not supported", fix=f"use one of {', '.join(DTYPES)}")
-        self.opts = opts
+        self.opts, self.run = opts, run
         self.device = resolve_device(opts.device)
         self.loaded = load_supernet(run, device=self.device)
         self.dtype = getattr(torch, opts.dtype)
@@ -253,21 +272,19 @@ def _entries(bench: Bench) -> dict[str, Callable[[], object]]:
     return out
 
 
-def measure_table(run: str | os.PathLike, opts: MeasureOptions, *, show_progress: bool = True) -> LatencyTable:
-    """Measure the latency table of the supernet run ``run`` on ``opts.device``.
+def measure_table(bench: "Bench", *, show_progress: bool = True) -> LatencyTable:
+    """Measure the latency table of ``bench``'s supernet (a :class:`Bench`, which names the
+    run, device and timing settings; building it raises for a bad run, device, dtype or
+    ``seq_len``). The table has no calibration yet (:func:`lvsearch.latency.predict.calibrate`).
 
     Returns:
         The table (not yet written; :func:`save_table`).
-
-    Raises:
-        LvsearchError: not a supernet run, a device torch cannot use, an unknown dtype, or a
-            ``seq_len`` beyond the model's positions.
     """
     import torch
 
     from lvsearch.ui import progress
 
-    bench = Bench(run, opts)
+    opts, run = bench.opts, bench.run
     entries = _entries(bench)
     times: dict[str, Timing] = {}
     with progress(enabled=show_progress) as bar:
