@@ -282,3 +282,22 @@ def test_local_attention_trains_extracts_retrains_exports_and_evaluates(prepared
     assert rec["model"]["config"]["arch"]["ops"] == "lsfl"
     assert "verified" in rec["model"]["config"]["hf"]["code"]  # the installed op modules ran, none of the folder's
     assert 0 < rec["mlm"]["loss"] < 20, rec["mlm"]
+
+
+def test_counting_parameters_does_not_draw_from_torchs_random_stream():
+    """A search counts parameters of candidates as it meets them (``slot_params``, cached per
+    process); a count that built a real layer drew from torch's generator, so a resumed search
+    (a fresh cache) ended with another torch random state than the uninterrupted one."""
+    from lvsearch.space import SearchSpace
+
+    dims = ModelDims(vocab_size=100, hidden=32, embedding=16, ff_inner=64, heads=2)
+    space = SearchSpace.load("lvbert-elastic")
+    torch.manual_seed(0)
+    before = torch.get_rng_state()
+    for code in ops.codes():
+        for variant in [(), *(v for c, v in space.choices() if c == code and v)]:
+            n = ops.get(code).num_params(dims, variant)
+            assert n == sum(p.numel() for p in ops.get(code).make(dims, variant).parameters())
+            torch.set_rng_state(before)  # building the real layer above drew; the count must not
+            ops.get(code).num_params(dims, variant)
+            assert torch.equal(torch.get_rng_state(), before)

@@ -1201,7 +1201,8 @@ def test_kill_and_resume_matrix_evolve(ws: dict[str, Path], tmp_path: Path):
         out = tmp_path / point.replace(":", "-")
         _kill_then_resume([*base, "--out", str(out)], [*base, "--out", str(out), "--resume"], point, out)
         got = {"ea": _search_outcome(out), "random": _search_outcome(out / "random")}
-        assert got == want, f"evolve killed at {point} and resumed differs"
+        diff = {(arm, n) for arm in want for n in want[arm] if got[arm][n] != want[arm][n]}
+        assert got == want, f"evolve killed at {point} and resumed differs in {sorted(diff)}"
 
 
 def test_kill_and_resume_matrix_few_shot_part(ws: dict[str, Path], prepared_corpus: Path, tmp_path: Path):

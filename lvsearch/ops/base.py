@@ -201,5 +201,9 @@ class OpSpec:
         return float(self.flops(dims, seq_len, **self.sizes(dims, variant)))
 
     def num_params(self, dims: Any, variant: Any = ()) -> int:
-        """Parameters of one slot running this op at ``variant`` (the built layer's numel)."""
-        return sum(p.numel() for p in self.make(dims, variant).parameters())
+        """Parameters of one slot running this op at ``variant`` (the built layer's numel). The
+        layer is built on the meta device: no memory, and no draw from torch's random generator
+        (a count must not move the random stream, or a resumed search would diverge)."""
+        with torch.device("meta"):
+            layer = self.make(dims, variant)
+        return sum(p.numel() for p in layer.parameters())
