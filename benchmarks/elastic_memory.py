@@ -1,6 +1,6 @@
 """Benchmark: memory of the elastic supernet (lvbert-elastic) against today's (lvbert-elc).
 
-Target (issue 38): a supernet over lvbert-elastic holds ≤ 1.5x the parameters of the
+Target: a supernet over lvbert-elastic holds ≤ 1.5x the parameters of the
 lvbert-elc supernet at the same model dims. Measured here:
 
 * ``params``: every parameter of each supernet (``Supernet(space, dims).parameters()``), and
@@ -98,7 +98,7 @@ def main() -> None:
     base, elastic = rows["lvbert-elc"], rows["lvbert-elastic"]
     ratio = elastic["params"] / base["params"]
     result = {
-        "what": "supernet memory, lvbert-elastic vs lvbert-elc (issue 38 target: params ratio <= 1.5)",
+        "what": "supernet memory, lvbert-elastic vs lvbert-elc (target: params ratio <= 1.5)",
         "dims": {"vocab_size": args.vocab, "hidden": 256, "embedding": 128, "ff_inner": 1024, "heads": 4,
                  "conv_kernel": 9},
         "train": {"steps": args.steps, "batch": args.batch, "seq_len": args.seq_len, "optimizer": "AdamW",

@@ -1,4 +1,4 @@
-"""The latency predictor against measured end-to-end latency (issue 38's targets: median
+"""The latency predictor against measured end-to-end latency (targets: median
 absolute error ≤ 10%, worst ≤ 25%).
 
 For each thread count: ``lvsearch latency measure`` on the supernet run (the table, then its

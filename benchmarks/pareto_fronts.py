@@ -1,5 +1,5 @@
-"""NSGA-II's accuracy–latency front against random search's at equal evaluations (issue 38's
-target: NSGA-II's hypervolume ≥ random search's in every seed).
+"""NSGA-II's accuracy–latency front against random search's at equal evaluations (target:
+NSGA-II's hypervolume ≥ random search's in every seed).
 
 For every seed s, two ``lvsearch evolve`` calls on the same supernet, latency table and dev set:
 

@@ -74,6 +74,20 @@ def time_arch(bench: Bench, arch: Arch) -> float:
     return bench.time(lambda: enc(bench.ids, bench.mask)).median_ms
 
 
+def time_archs(bench: Bench, sample: list[Arch], label: str, *, show_progress: bool = True) -> list[float]:
+    """:func:`time_arch` of every architecture of ``sample`` (ms per batch, in order), with a
+    progress bar named ``label``."""
+    from lvsearch.ui import progress
+
+    measured = []
+    with progress(enabled=show_progress) as bar:
+        task = bar.add_task(label, total=len(sample), info="")
+        for arch in sample:
+            measured.append(time_arch(bench, arch))
+            bar.advance(task)
+    return measured
+
+
 def calibrate(bench: Bench, table: LatencyTable, *, archs: int, seed: int, show_progress: bool = True) -> LatencyTable:
     """``table`` with a :class:`~lvsearch.latency.table.Calibration` fitted (least squares,
     ``numpy.polyfit``) on the end-to-end latency of ``archs`` architectures of ``bench``'s
@@ -83,18 +97,11 @@ def calibrate(bench: Bench, table: LatencyTable, *, archs: int, seed: int, show_
         LvsearchError: the fit has a slope ≤ 0 (latency does not grow with the table sum: the
             machine was busy while timing), or fewer than 2 architectures.
     """
-    from lvsearch.ui import progress
-
     sample = sample_archs(bench.loaded.space, archs, seed)
     if len(sample) < 2:
         raise LvsearchError(f"--calibrate {archs}: a calibration needs at least 2 architectures",
                             fix="pass --calibrate 2 or more, or --calibrate 0 for the raw table sum")
-    measured = []
-    with progress(enabled=show_progress) as bar:
-        task = bar.add_task("calibration", total=len(sample), info="")
-        for arch in sample:
-            measured.append(time_arch(bench, arch))
-            bar.advance(task)
+    measured = time_archs(bench, sample, "calibration", show_progress=show_progress)
     raw = np.array([table_sum_ms(a, table) for a in sample])
     m = np.array(measured)
     slope, intercept = np.polyfit(raw, m, 1)
@@ -171,8 +178,6 @@ def validate_predictor(run: str | os.PathLike, table: LatencyTable, table_path: 
         LvsearchError: the table does not fit the run (:func:`check_table`), or the errors of
             :class:`~lvsearch.latency.table.Bench`.
     """
-    from lvsearch.ui import progress
-
     base = opts or MeasureOptions()
     opts = MeasureOptions(device=base.device, batch=table.batch, seq_len=table.seq_len,
                           threads=base.threads or table.threads, warmup=base.warmup, repeats=base.repeats,
@@ -181,12 +186,7 @@ def validate_predictor(run: str | os.PathLike, table: LatencyTable, table_path: 
     loaded = bench.loaded
     check_table(table, table_path, space=loaded.space, dims=loaded.dims, device=bench.device, any_device=any_device)
     sample = sample_archs(loaded.space, archs, seed)
-    measured = []
-    with progress(enabled=show_progress) as bar:
-        task = bar.add_task("end-to-end latency", total=len(sample), info="")
-        for arch in sample:
-            measured.append(time_arch(bench, arch))
-            bar.advance(task)
+    measured = time_archs(bench, sample, "end-to-end latency", show_progress=show_progress)
     val = Validation([a.key for a in sample], [predict_ms(a, table) for a in sample], measured)
     raw = Validation(val.keys, [table_sum_ms(a, table) for a in sample], measured)
     return {
