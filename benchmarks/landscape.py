@@ -52,6 +52,7 @@ import argparse
 import json
 import math
 import random
+import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -61,6 +62,7 @@ import numpy as np
 from _common import (RESULTS, add_dispatch, bert_band, dispatch_options, dispatch_stage, exit_on_failures, machine,
                      run_lvsearch, write_result)
 
+#: The space of a plan with no supernet to say otherwise; a plan records its own (``plan["space"]``).
 SPACE = "lvbert-elc"
 #: Slots of ``retrain-quickstart``; a plan with another count passes ``--set num_slots``.
 RECIPE_SLOTS = 12
@@ -90,10 +92,10 @@ def make_plan(args) -> dict:
             raise SystemExit("--picks needs --supernet (the band and the space)")
         return plan
     loaded = load_supernet(args.supernet)
-    space = SearchSpace.load(SPACE).with_num_slots(loaded.space.num_slots)
+    space = loaded.space
     count = loaded.supernet.num_params
     ref, lo, hi = bert_band(loaded)
-    PARAM_COUNTER.update(count=count, band=(lo, hi))
+    PARAM_COUNTER.update(count=count, band=(lo, hi), space=space.name)
     if path.exists():
         plan = json.loads(path.read_text())
     elif committed().get("plan"):  # another machine: continue the committed plan
@@ -106,7 +108,7 @@ def make_plan(args) -> dict:
             if lo <= count(a) <= hi and all(r["arch"].key != a.key for r in rows):
                 rows.append({"name": f"random:{seed}", "source": "random", "arch": a})
             seed += 1
-        plan = {"space": f"{SPACE}@{space.num_slots}", "band": [lo, hi], "bert_params": ref, "archs": [
+        plan = {"space": f"{space.name}@{space.num_slots}", "band": [lo, hi], "bert_params": ref, "archs": [
             {"id": f"{i:02d}", "name": r["name"], "source": r["source"], "key": r["arch"].key,
              "ops": r["arch"].compact, "params": count(r["arch"])} for i, r in enumerate(rows)]}
     known = {r["key"] for r in plan["archs"]}
@@ -126,7 +128,7 @@ def make_plan(args) -> dict:
     for r in plan["archs"]:
         arch_file = args.work / "archs" / f"{r['id']}.json"
         if not arch_file.exists():
-            Arch.from_key(r["key"]).to_json(arch_file, space=SPACE)
+            Arch.from_key(r["key"]).to_json(arch_file, space=plan_space_name(plan["space"]))
     atomic_write_json(path, plan)
     return plan
 
@@ -162,10 +164,11 @@ def committed_seed(row: dict, seed: int) -> dict | None:
 def arch_args(args, row: dict) -> list[str]:
     """The ``--arch`` of a run: references by name (the arms benchmark's exact command), the
     rest by file; ``--set num_slots=N`` when the plan's space is not the recipe's 12 slots."""
-    slots = int(args.plan_space.rpartition("@")[2])
+    name, _, slots = args.plan_space.rpartition("@")
+    slots = int(slots)
     resize = ["--set", f"num_slots={slots}"] if slots != RECIPE_SLOTS else []
     if row["source"] == "reference":
-        extra = ["--set", f"space={SPACE}"] if row["name"].startswith("random:") else []
+        extra = ["--set", f"space={name}"] if row["name"].startswith("random:") else []
         return ["--arch", row["name"], *extra, *resize]
     return ["--arch", str(args.work / "archs" / f"{row['id']}.json"), *resize]
 
@@ -357,6 +360,17 @@ def summarize(rows: list[dict]) -> dict:
     return out
 
 
+def plan_space_name(plan_space: str) -> str:
+    """The search space's name in a plan's ``space`` (``"lvbert-elastic@24"`` → ``"lvbert-elastic"``)."""
+    return plan_space.rpartition("@")[0]
+
+
+def slot_choices(ops: str) -> list[str]:
+    """A compact architecture string split into one choice per slot, variant suffix included
+    (``"c(k3)sf(i2)"`` → ``["c(k3)", "s", "f(i2)"]``; :attr:`lvsearch.arch.Arch.compact`)."""
+    return re.findall(r"[a-z](?:\([^)]*\))?", ops)
+
+
 def additive_fit(rows: list[dict], band: list[int] | None = None, draws: int = 2000) -> dict | None:
     """The additive per-slot model of a landscape: standalone accuracy (mean over seeds) ≈
     intercept + Σ_slots effect(slot, op), fitted by ridge regression (``sklearn.linear_model.RidgeCV``,
@@ -374,11 +388,11 @@ def additive_fit(rows: list[dict], band: list[int] | None = None, draws: int = 2
     done = [r for r in rows if r.get("accuracy_mean") is not None]
     if len(done) < 8:
         return None
-    slots = len(done[0]["ops"])
-    letters = sorted({c for r in done for c in r["ops"]})
+    slots = len(slot_choices(done[0]["ops"]))
+    letters = sorted({c for r in done for c in slot_choices(r["ops"])})
 
     def x(ops: str) -> list[float]:
-        return [float(o == c) for o in ops for c in letters]
+        return [float(o == c) for o in slot_choices(ops) for c in letters]
 
     X = np.array([x(r["ops"]) for r in done])
     y = np.array([r["accuracy_mean"] for r in done])
@@ -389,7 +403,7 @@ def additive_fit(rows: list[dict], band: list[int] | None = None, draws: int = 2
     coef = model.coef_.reshape(slots, len(letters))
     centred = coef - coef.mean(axis=1, keepdims=True)
     best_ops = "".join(letters[i] for i in coef.argmax(axis=1))
-    out = {"n": len(done), "features": f"{slots} slots × ops {''.join(letters)}", "alpha": float(model.alpha_),
+    out = {"n": len(done), "features": f"{slots} slots × choices {' '.join(letters)}", "alpha": float(model.alpha_),
            "loo_r2": r2, "slot_effect_sd": float(centred.std()), "optimum_ops": best_ops,
            "optimum_predicted": float(model.predict(np.array([x(best_ops)]))[0]),
            "best_trained": float(y.max()), "best_trained_ops": done[int(y.argmax())]["ops"],
@@ -399,7 +413,7 @@ def additive_fit(rows: list[dict], band: list[int] | None = None, draws: int = 2
         from lvsearch.arch import Arch
         from lvsearch.space import SearchSpace
 
-        space = SearchSpace.load(SPACE).with_num_slots(slots)
+        space = SearchSpace.load(PARAM_COUNTER.get("space", SPACE)).with_num_slots(slots)
         rng, preds, band_best = pyrandom.Random(0), [], None
         lo, hi = PARAM_COUNTER["band"]
         for _ in range(draws):
