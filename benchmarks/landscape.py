@@ -351,12 +351,59 @@ def summarize(rows: list[dict]) -> dict:
     additive = additive_fit(rows)
     if additive:
         out["additive"] = additive
+    if sigma and additive and out.get("power"):
+        out["gate"] = gate(rows, sigma, additive, out["power"])
+        past = [[m["accuracy"] for m in r["seeds"].values()] for r in rows
+                if len(r["seeds"]) >= 2 and r["beats_floor_all"]]
+        dof_past = sum(len(v) - 1 for v in past)
+        if dof_past and len(past) < len(multi):  # sensitivity: σ_seed of the architectures a test compares
+            s_past = math.sqrt(sum(((np.asarray(v) - np.mean(v)) ** 2).sum() for v in past) / dof_past)
+            out["gate"]["past_floor_sigma"] = {"sigma_seed": s_past, "archs": len(past), "dof": dof_past,
+                                               **gate(rows, s_past, additive, power(s_past))}
     if len(one) >= 3:
         x, y = [r["params"] for r in one], [r["accuracy_seed0"] for r in one]
         t = stats.kendalltau(x, y)
         out["params_control"] = {"kendall_tau": float(t.statistic), "p": float(t.pvalue),
                                  "kendall_tau_ci95": list(bootstrap_interval(x, y, "kendall")),
                                  "what": "Kendall τ of the parameter count vs standalone accuracy (zero-cost control)"}
+    return out
+
+
+def is_random_search_pick(row: dict) -> bool:
+    """A pick of random search: ``evolve --compare-random`` writes it to ``OUT/random/best.json``."""
+    return row["source"] == "pick" and Path(row["name"]).parent.name == "random"
+
+
+def gate(rows: list[dict], sigma_seed: float, additive: dict, power_: dict, seeds: int = 10) -> dict:
+    """The pre-registered room test of the 10-seed search test (docs/results.md, "The 10-seed
+    test"): the space shows room when (the better of the additive fit's best in-band
+    prediction, counted only where the fit predicts at all (leave-one-out R² > 0), and the best
+    trained non-reference architecture shrunk for selection) − (the mean standalone accuracy
+    of random search's picks) ≥ the difference a paired t test over ``seeds`` seeds detects.
+
+    The shrinkage is empirical Bayes over the random draws (seed 0): an architecture's mean over
+    n seeds x moves to m + B (x − m), B = τ² / (τ² + σ_seed² / n), with m and τ² + σ_seed² the
+    draws' mean and variance (τ² clipped at 0): the best of many noisy runs is biased up by
+    its selection. Accuracy is a fraction (0.01 = 1 pp)."""
+    rand = np.array([r["accuracy_seed0"] for r in rows if is_random_draw(r) and r["accuracy_seed0"] is not None])
+    m, total = float(rand.mean()), float(rand.var(ddof=1))
+    tau2 = max(0.0, total - sigma_seed ** 2)
+    cands = [r for r in rows if r["source"] != "reference" or is_random_draw(r)]
+    best = max(cands, key=lambda r: r["accuracy_mean"])
+    n = len(best["seeds"])
+    shrink = tau2 / (tau2 + sigma_seed ** 2 / n) if tau2 > 0 else 0.0
+    shrunk = m + shrink * (best["accuracy_mean"] - m)
+    fit = additive.get("band_best_predicted") if additive["loo_r2"] > 0 else None
+    estimate = max(v for v in (shrunk, fit) if v is not None)
+    rs = [r["accuracy_mean"] for r in rows if is_random_search_pick(r)]
+    detect = {k: v[str(seeds)] for k, v in power_["minimum_detectable_difference"].items()}
+    out = {"seeds": seeds, "random_draws_mean": m, "true_spread_sd": math.sqrt(tau2), "best_ops": best["ops"],
+           "best_mean": best["accuracy_mean"], "best_seeds": n, "shrinkage": shrink, "best_shrunk": shrunk,
+           "fit_band_best": fit, "estimate": estimate, "random_search_picks": len(rs),
+           "random_search_mean": float(np.mean(rs)) if rs else None, "detectable": detect}
+    if rs:
+        out["room"] = estimate - out["random_search_mean"]
+        out["room_at_least_detectable"] = {k: out["room"] >= v for k, v in detect.items()}
     return out
 
 
@@ -566,6 +613,25 @@ def markdown(result: dict) -> str:
                    + "; ".join(f"`{p['ops']}` {p['accuracy_seed0']:.4f} (above {p['percentile_among_random'] * 100:.0f}% "
                                f"of the random draws{', top decile' if p['in_top_decile'] else ''})" for p in s["picks"])
                    + ".")
+    if s.get("gate", {}).get("room") is not None:
+        g = s["gate"]
+        fit = (f"the fit's best in-band prediction {g['fit_band_best']:.4f}" if g["fit_band_best"] is not None
+               else "the additive fit left out (it does not predict: leave-one-out R² ≤ 0)")
+        verdict = ", ".join(f"{'≥' if g['room_at_least_detectable'][k] else '<'} {v * 100:.2f} pp ({k.replace('_', ' ')})"
+                            for k, v in g["detectable"].items())
+        out.append(f"* **Room for the {g['seeds']}-seed test** (pre-registered rule): best trained `{g['best_ops']}` "
+                   f"{g['best_mean']:.4f} over {g['best_seeds']} seed(s), shrunk for selection (B {g['shrinkage']:.2f}, "
+                   f"true spread of the draws {g['true_spread_sd'] * 100:.2f} pp) to {g['best_shrunk']:.4f}; {fit}; "
+                   f"random search's {g['random_search_picks']} picks {g['random_search_mean']:.4f}: room "
+                   f"{g['room'] * 100:+.2f} pp, {verdict}.")
+        if g.get("past_floor_sigma", {}).get("room") is not None:
+            q = g["past_floor_sigma"]
+            verdict = ", ".join(f"{'≥' if q['room_at_least_detectable'][k] else '<'} {v * 100:.2f} pp "
+                                f"({k.replace('_', ' ')})" for k, v in q["detectable"].items())
+            out.append(f"  With σ_seed from the {q['archs']} multi-seed architectures past the floor only "
+                       f"({q['sigma_seed'] * 100:.2f} pp, {q['dof']} df; the picks a test compares are all past it): "
+                       f"B {q['shrinkage']:.2f}, shrunk best {q['best_shrunk']:.4f}, room {q['room'] * 100:+.2f} pp, "
+                       f"{verdict}.")
     if s.get("params_control"):
         pc = s["params_control"]
         lo, hi = pc["kendall_tau_ci95"]

@@ -240,6 +240,37 @@ def test_landscape_verdict_follows_headroom_and_power(tmp_path: Path):
             lines({"summary": bad})
 
 
+def test_landscape_room_line_follows_the_gate(tmp_path: Path):
+    """With the landscape's room rule (``summary.gate``), the lines say whether a search win is
+    detectable from that rule, and the headroom line does not claim room the rule denies."""
+    import json
+
+    from lvsearch.errors import LvsearchError
+    from lvsearch.search.noise import landscape_lines
+
+    def lines(room: float | None, detect: float = 0.0126) -> str:
+        gate = {"seeds": 10, "best_shrunk": 0.281, "random_search_mean": 0.2917, "room": room,
+                "detectable": {"training_noise_only": detect, "arms_ea_minus_random_search": 0.0163}}
+        summary = {"distribution_random": {"n": 19, "median": 0.2822, "top_decile_threshold": 0.2889, "best": 0.3013},
+                   "sigma_seed": {"pooled_std": 0.009}, "gate": gate}
+        path = tmp_path / "landscape.json"
+        path.write_text(json.dumps({"summary": summary}))
+        return "\n".join(landscape_lines(path))
+
+    none = lines(-0.0107)  # the 24-slot gate's numbers: headroom 2.13 σ, but no room
+    assert "room for a 10-seed search test" in none and "-1.07 pp, against 1.26 pp" in none
+    assert "no search can be shown to beat random search here" in none and "search has room" not in none
+    some = lines(0.02)
+    assert "+2.00 pp" in some and "a search win is detectable here" in some and "search has room to pay off" in some
+    assert "room for" not in lines(None)  # no random-search picks yet: no rule, no line
+    with pytest.raises(LvsearchError, match="field summary.gate.seeds"):
+        path = tmp_path / "landscape.json"
+        data = json.loads(path.read_text())
+        data["summary"]["gate"]["seeds"] = "ten"
+        path.write_text(json.dumps(data))
+        landscape_lines(path)
+
+
 def test_memo_never_mixes_scores_made_on_different_target_sets(supernet_run: Path, tmp_path: Path):
     """A search resumed with another dev set, fitness or racing plan is refused, so memo
     entries from the state (scored on its targets) never meet scores on other targets."""

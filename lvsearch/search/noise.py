@@ -226,8 +226,17 @@ class _Power(FileModel):
     minimum_detectable_difference: Optional[dict[str, dict[str, Optional[Finite]]]] = None
 
 
+class _Gate(FileModel):
+    seeds: Annotated[int, Field(ge=2)]
+    best_shrunk: Finite
+    random_search_mean: Optional[Finite] = None
+    room: Optional[Finite] = None
+    detectable: dict[str, Finite]
+
+
 class _LandscapeSummary(FileModel):
     distribution_random: _RandomDraws
+    gate: Optional[_Gate] = None
     distribution_all: Optional[_AllTrained] = None
     sigma_seed: Optional[_SigmaSeed] = None
     best_of_k_random: Optional[list[_BestOfK]] = None
@@ -288,9 +297,13 @@ def landscape_lines(path, space: str | None = None) -> list[str]:
     else:
         head, head_all = (best_draw - median) / sigma, (best - median) / sigma
         known = f", best trained {head_all:.2f}" if best > best_draw else ""
+        room = _gate_line(s.get("gate"))
         lines.append(f"headroom over a median architecture, in pretraining-seed σ ({sigma:.4f}): best random draw "
                      f"{head:.2f}{known}; " + ("below 2: one retrain's seed noise is as large as what search can gain "
-                                               "here" if head_all < 2 else "search has room to pay off here"))
+                                               "here" if head_all < 2 else "a maximum of noisy runs: see the room line"
+                                               if room and room[1] is False else "search has room to pay off here"))
+        if room:
+            lines.append(room[0])
     curve = s.get("best_of_k_random") or []
     best_k = [(c["k"], float(c["expected_best"])) for c in curve if c["k"] in (1, 5, len(curve))]
     power = _power_line(s.get("power") or {}, best, median, best_k[-1] if best_k else None)
@@ -302,6 +315,22 @@ def landscape_lines(path, space: str | None = None) -> list[str]:
     if best_k:
         lines.append("expected best of k random architectures: " + ", ".join(f"k={k}: {v:.4f}" for k, v in best_k))
     return lines
+
+
+def _gate_line(gate: dict | None) -> tuple[str, bool] | None:
+    """The landscape's room rule (``summary.gate``, ``benchmarks/landscape.py``): the best trained
+    architecture shrunk for selection, minus the mean of random search's picks, against the
+    difference a paired t test over ``gate.seeds`` seeds detects from training noise; ``(line,
+    room ≥ that difference)``, or None when the file has no such rule or no random-search picks."""
+    if not gate or gate.get("room") is None or "training_noise_only" not in gate["detectable"]:
+        return None
+    room, need, n = float(gate["room"]), float(gate["detectable"]["training_noise_only"]), int(gate["seeds"])
+    ok = room >= need
+    return (f"room for a {n}-seed search test: the best trained architecture shrunk for selection "
+            f"({float(gate['best_shrunk']):.4f}) − random search's picks ({float(gate['random_search_mean']):.4f}) = "
+            f"{room * 100:+.2f} pp, against {need * 100:.2f} pp that {n} seeds detect from training noise: "
+            + ("a search win is detectable here" if ok else "no search can be shown to beat random search here"),
+            ok)
 
 
 def _fidelity_line(variants) -> str | None:
