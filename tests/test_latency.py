@@ -128,6 +128,35 @@ def test_cli_predict_and_refusals(run, table_path, tmp_path, capsys):
 
 
 
+def test_time_measures_named_architectures_with_their_prediction(run, table_path, tmp_path, capsys):
+    """``latency time`` times each architecture end to end at the table's settings, beside its
+    prediction, and refuses an existing record or an architecture outside the space."""
+    out = tmp_path / "times.json"
+    args = ["latency", "time", "--supernet", str(run), "--arch", "bert", "random:3", "--table", str(table_path),
+            "--warmup", "1", "--repeats", "3", "--out", str(out)]
+    assert main(args) == 0
+    printed = capsys.readouterr().out
+    assert "bert: " in printed and "random:3: " in printed and "predicted" in printed
+    rec = json.loads(out.read_text())
+    table = load_table(table_path)
+    space = load_supernet(run).space
+    assert rec["format"] == "lvsearch.latency-times/v1" and (rec["batch"], rec["threads"]) == (table.batch, 1)
+    assert [r["spec"] for r in rec["rows"]] == ["bert", "random:3"]
+    for r, name in zip(rec["rows"], ("bert", "random:3")):
+        arch = reference_arch(name, space)
+        assert r["arch"] == arch.key and r["measured_ms"] > 0
+        assert r["predicted_ms"] == pytest.approx(predict_ms(arch, table))
+    before = out.read_bytes()
+    assert main(args) == 2 and "already exists" in capsys.readouterr().err and out.read_bytes() == before
+    other = tmp_path / "la.json"
+    Arch.sequential("lsfs").to_json(other)
+    assert main(["latency", "time", "--supernet", str(run), "--arch", str(other), "--repeats", "3"]) == 2
+    err = capsys.readouterr().err
+    assert str(other) in err and "Traceback" not in err
+    assert main(["latency", "time", "--supernet", str(run), "--arch", "bert", "--warmup", "1", "--repeats", "3"]) == 0
+    assert "predicted" not in capsys.readouterr().out  # no table: measured only
+
+
 @pytest.mark.parametrize("field, edit", [
     ("ops_ms.SA", lambda t: t["ops_ms"].update(SA=-5.0)),
     ("ops_ms.FF", lambda t: t["ops_ms"].update(FF=0)),

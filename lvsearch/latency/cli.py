@@ -1,5 +1,5 @@
-"""``lvsearch latency measure|validate|predict``: a device's latency table, its validation, one
-architecture's predicted latency."""
+"""``lvsearch latency measure|validate|predict|time``: a device's latency table, its validation,
+architectures' predicted and measured latency."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ examples:
   lvsearch latency measure --supernet runs/sn --device cuda --batch 32 --out runs/latency-h200.json
   lvsearch latency validate --supernet runs/sn --table runs/latency-cpu.json --archs 50 --out runs/latency-check.json
   lvsearch latency predict --table runs/latency-cpu.json --arch runs/search/best.json
+  lvsearch latency time --supernet runs/sn --arch bert runs/search/best.json --table runs/latency-cpu.json
 
 The table holds the forward time of each op of the supernet's space (with its residual and
 LayerNorm), of mixing k inputs and of the embeddings and output stage, in ms per batch, each
@@ -19,7 +20,7 @@ the median over --repeats timed blocks after --warmup calls. A search uses it wi
 """
 
 
-def _timing_arguments(p: argparse.ArgumentParser, *, sizes: bool) -> None:
+def _timing_arguments(p: argparse.ArgumentParser, *, sizes: bool, calibrate: bool = True) -> None:
     from lvsearch.argtypes import positive_count as positive_int
 
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto (default cpu)")
@@ -28,6 +29,7 @@ def _timing_arguments(p: argparse.ArgumentParser, *, sizes: bool) -> None:
         p.add_argument("--seq-len", type=positive_int, default=None,
                        help="tokens per sequence (default: the supernet's training length)")
         p.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32", help="default float32")
+    if sizes and calibrate:
         from lvsearch.argtypes import count
 
         p.add_argument("--calibrate", type=count, default=20, metavar="N",
@@ -72,6 +74,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--arch", required=True, nargs="+", metavar="ARCH",
                    help="architecture JSON files or names (bert, sandwich, random:SEED)")
     r.set_defaults(func=run_predict)
+
+    t = ss.add_parser("time", help="measure architectures' end-to-end latency on this device",
+                      description="Time each architecture end to end: extracted from the supernet as the standalone "
+                      "model a retrain builds (the weights do not change the time), median over --repeats blocks.",
+                      epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    t.add_argument("--supernet", required=True, metavar="RUN", help="a train-supernet run folder (the space and sizes)")
+    t.add_argument("--arch", required=True, nargs="+", metavar="ARCH",
+                   help="architecture JSON files or names (bert, sandwich, random:SEED)")
+    t.add_argument("--table", default=None, metavar="TABLE.json",
+                   help="also predict from this table, timing at its batch, length, threads and dtype")
+    t.add_argument("--out", default=None, metavar="TIMES.json", help="also write the record to this file")
+    t.add_argument("--latency-any-device", action="store_true", help="accept a table measured on another device")
+    _timing_arguments(t, sizes=True, calibrate=False)
+    t.set_defaults(func=run_time)
 
 
 def _opts(args: argparse.Namespace):
@@ -125,4 +141,18 @@ def run_predict(args: argparse.Namespace) -> int:
     for spec in args.arch:
         print(f"{spec}: {predict_ms(resolve_arch(spec, space), table):.3f} ms "
                       f"(batch {table.batch} × {table.seq_len} tokens on {table.where})")
+    return 0
+
+
+def run_time(args: argparse.Namespace) -> int:
+    from lvsearch.latency.job import time_architectures
+
+    rec = time_architectures(args.supernet, args.arch, args.out, table_path=args.table, opts=_opts(args),
+                             any_device=args.latency_any_device, overwrite=args.overwrite)
+    where = f"batch {rec['batch']} × {rec['seq_len']} tokens on {rec['device_name']}, {rec['threads']} threads"
+    for r in rec["rows"]:
+        pred = f", predicted {r['predicted_ms']:.3f} ms" if r["predicted_ms"] is not None else ""
+        print(f"{r['spec']}: {r['measured_ms']:.3f} ms{pred} ({r['params']:,} parameters; {where})")
+    if args.out:
+        print(f"-> {args.out}")
     return 0

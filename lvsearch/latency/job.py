@@ -1,4 +1,4 @@
-"""Job functions of ``lvsearch latency measure`` and ``lvsearch latency validate``."""
+"""Job functions of ``lvsearch latency measure``, ``validate`` and ``time``."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from lvsearch.io import atomic_write_json, guard_output
-from lvsearch.latency.predict import VALIDATION_FORMAT, calibrate, validate_predictor
+from lvsearch.latency.predict import TIMES_FORMAT, VALIDATION_FORMAT, calibrate, time_named, validate_predictor
 from lvsearch.latency.table import TABLE_FORMAT, Bench, LatencyTable, MeasureOptions, load_table, measure_table, save_table
 from lvsearch.lock import holds_output
 
@@ -60,4 +60,28 @@ def validate(run: str | os.PathLike, table_path: str | os.PathLike, out: str | o
     record = validate_predictor(run, table, table_path, archs=archs, seed=seed, opts=opts, any_device=any_device,
                                 show_progress=show_progress)
     atomic_write_json(out, record)
+    return record
+
+
+@holds_output(flag="--out")
+def time_architectures(run: str | os.PathLike, specs: list[str], out: str | os.PathLike | None = None, *,
+                       table_path: str | os.PathLike | None = None, opts: MeasureOptions | None = None,
+                       any_device: bool = False, overwrite: bool = False, show_progress: bool = True) -> dict:
+    """Time the architectures ``specs`` of supernet run ``run`` end to end on this device
+    (:func:`~lvsearch.latency.predict.time_named`), with their predicted latency when
+    ``table_path`` is given; write the record to ``out`` when given.
+
+    Raises:
+        LvsearchError: ``out`` exists (without ``overwrite``), is an input, or is not a previous
+            record of this command; the table is unreadable or does not fit the run; an
+            architecture cannot be resolved.
+    """
+    inputs = [("--supernet", run)] + ([("--table", table_path)] if table_path is not None else [])
+    if out is not None:
+        guard_output(out, inputs=inputs, overwrite=overwrite, is_file=True, own=_has_format(TIMES_FORMAT))
+    table = load_table(table_path) if table_path is not None else None
+    record = time_named(run, specs, opts=opts or MeasureOptions(), table=table, table_path=table_path,
+                        any_device=any_device, show_progress=show_progress)
+    if out is not None:
+        atomic_write_json(out, record)
     return record

@@ -38,6 +38,8 @@ from lvsearch.latency.table import (
 )
 
 VALIDATION_FORMAT = "lvsearch.latency-validation/v1"
+#: The ``format`` of a ``lvsearch latency time`` record.
+TIMES_FORMAT = "lvsearch.latency-times/v1"
 
 
 def table_sum_ms(arch: Arch, table: LatencyTable) -> float:
@@ -201,4 +203,50 @@ def validate_predictor(run: str | os.PathLike, table: LatencyTable, table_path: 
         "rows": [{"arch": k, "mixing_slots": sum(len(i) > 1 for i in a.inputs), "predicted_ms": p, "table_sum_ms": r,
                   "measured_ms": m}
                  for k, a, p, r, m in zip(val.keys, sample, val.predicted, raw.predicted, val.measured)],
+    }
+
+
+def time_named(run: str | os.PathLike, specs: list[str], *, opts: MeasureOptions, table: LatencyTable | None = None,
+               table_path: str | os.PathLike | None = None, any_device: bool = False,
+               show_progress: bool = True) -> dict:
+    """Time architectures of the supernet run ``run`` end to end (:func:`time_arch`: each is
+    extracted as the standalone Encoder a retrain builds, so its latency is the retrained
+    model's; the weights do not change the time), each with its predicted latency when a
+    ``table`` is given (measured on the same settings as the table: batch, length, threads and
+    dtype default to it).
+
+    Args:
+        specs: architecture JSON files or reference names (``bert``, ``sandwich``, ``random:SEED``).
+
+    Returns:
+        The record (``lvsearch.latency-times/v1``): device, threads, batch, length, dtype, warm-up
+        and repeats, and one row per architecture (``spec``, ``arch`` key, ``compact``,
+        ``params``, ``measured_ms``, ``predicted_ms`` or None), ms per batch.
+
+    Raises:
+        LvsearchError: an architecture cannot be resolved or is outside the supernet's space,
+            the table does not fit the run (:func:`check_table`), or the errors of
+            :class:`~lvsearch.latency.table.Bench`.
+    """
+    from lvsearch.arch import resolve_arch
+
+    if table is not None:
+        opts = MeasureOptions(device=opts.device, batch=table.batch, seq_len=table.seq_len,
+                              threads=opts.threads or table.threads, warmup=opts.warmup, repeats=opts.repeats,
+                              dtype=table.dtype)
+    bench = Bench(run, opts)
+    loaded = bench.loaded
+    if table is not None:
+        check_table(table, table_path, space=loaded.space, dims=loaded.dims, device=bench.device, any_device=any_device)
+    archs = [resolve_arch(spec, loaded.space) for spec in specs]
+    measured = time_archs(bench, archs, "end-to-end latency", show_progress=show_progress)
+    return {
+        "format": TIMES_FORMAT, "supernet": str(Path(run).resolve()),
+        "table": str(Path(table_path).resolve()) if table_path is not None else None,
+        "device": bench.device.type, "device_name": device_name(bench.device), "threads": bench.threads,
+        "batch": opts.batch, "seq_len": bench.seq_len, "dtype": opts.dtype, "warmup": opts.warmup,
+        "repeats": opts.repeats,
+        "rows": [{"spec": str(spec), "arch": a.key, "compact": a.compact, "params": loaded.supernet.num_params(a),
+                  "measured_ms": m, "predicted_ms": predict_ms(a, table) if table is not None else None}
+                 for spec, a, m in zip(specs, archs, measured)],
     }
