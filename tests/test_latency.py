@@ -222,6 +222,40 @@ def test_evolve_records_predicted_latency_and_keeps_the_limit(run, table_path, t
     assert f"predicted latency {best['meta']['latency_ms']:.3f} ms per batch" in capsys.readouterr().out
 
 
+def test_within_latency_moves_a_draw_under_the_limit_by_cheaper_steps(table_path):
+    """A draw above ``--max-latency`` is moved under it by cheaper choices and dropped inputs
+    only (never a costlier choice, never a new input, the previous output kept); a limit
+    below the space's cheapest architecture gives None."""
+    import random as pyrandom
+
+    from lvsearch.latency.predict import within_latency
+
+    table = load_table(table_path)
+    space = table.search_space()
+    draws = sample_archs(space, 30, 3)
+    times = sorted(predict_ms(a, table) for a in draws)
+    limit = times[len(times) // 4]
+    cheapest = min(table.ops_ms.values())
+    floor = table.overhead_ms + cheapest * space.num_slots  # sequential, every slot at its cheapest op
+    calibrated = table.calibration
+    floor_ms = floor if calibrated is None else calibrated.intercept_ms + calibrated.slope * floor
+    rng = pyrandom.Random(0)
+    moved = 0
+    for a in draws:
+        b = within_latency(a, table, space, limit, rng)
+        assert b is not None and predict_ms(b, table) <= limit + 1e-9
+        space.validate(b)
+        if predict_ms(a, table) <= limit:
+            assert b == a
+            continue
+        moved += 1
+        for n in range(1, a.num_slots + 1):
+            assert table.ops_ms[b.slot_code(n)] <= table.ops_ms[a.slot_code(n)]
+            assert set(b.inputs[n - 1]) <= set(a.inputs[n - 1]) and n - 1 in b.inputs[n - 1]
+    assert moved >= 10
+    assert within_latency(draws[0], table, space, floor_ms * 0.9, rng) is None
+
+
 def test_nsga2_minimises_predicted_latency(run, table_path, tmp_path):
     out = tmp_path / "nsga"
     assert main(["evolve", "--supernet", str(run), "--out", str(out), *SEARCH, "--strategy", "nsga2",

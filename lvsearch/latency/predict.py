@@ -69,6 +69,57 @@ def predict_ms(arch: Arch, table: LatencyTable) -> float:
     return float(raw if c is None else c.intercept_ms + c.slope * raw)
 
 
+def within_latency(arch: Arch, table: LatencyTable, space, limit_ms: float, rng: random.Random) -> Arch | None:
+    """``arch`` moved by random cost-lowering steps until its predicted latency
+    (:func:`predict_ms`) is at most ``limit_ms``; None when no step is left above it.
+
+    A uniform draw of a space rarely meets a tight limit: on the 24-slot elastic space the
+    uniform draws' table sums centre near 40 ms, so 1000 draws find none under ``bert``'s
+    29 ms although all-cheapest choices take 15 ms. Each step picks a slot uniformly among
+    those that can get cheaper, then, uniformly, either re-draws its choice among the
+    space's cheaper choices (:meth:`SearchSpace.choices`) or drops one of its optional
+    inputs (the previous output stays); only steps that lower the table sum are taken (the
+    measured mixing costs are not monotone in the width), so it ends. The result is close to
+    the draw and just under the limit, where a latency-limited search looks (HAT and
+    once-for-all sample under the limit and evolve from there).
+
+    Raises:
+        KeyError: the table lacks an entry of the space (:func:`check_table` refuses such tables).
+    """
+    from lvsearch.arch import variant_suffix
+
+    cost = {c: table.ops_ms[c[0] + variant_suffix(*c)] for c in space.choices()}
+    ops, variants, inputs = list(arch.ops), list(arch.variants), [list(i) for i in arch.inputs]
+
+    def mix(k: int) -> float:
+        return table.mixing_ms[str(k)] if k > 1 else 0.0
+
+    def current() -> Arch:
+        return Arch(tuple(ops), tuple(tuple(i) for i in inputs), tuple(variants))
+
+    now = current()
+    while predict_ms(now, table) > limit_ms:
+        moves: dict[int, list[tuple]] = {}
+        for n in range(len(ops)):
+            here = table.ops_ms[choice_key(now, n + 1)]
+            cheaper = [("choice", c) for c, t in cost.items() if t < here]
+            k = len(inputs[n])
+            drops = [("drop", i) for i in inputs[n] if i != n] if mix(k - 1) < mix(k) else []
+            kinds = [m for m in (cheaper, drops) if m]
+            if kinds:
+                moves[n] = kinds
+        if not moves:
+            return None
+        n = rng.choice(sorted(moves))
+        kind, what = rng.choice(rng.choice(moves[n]))
+        if kind == "choice":
+            ops[n], variants[n] = what
+        else:
+            inputs[n].remove(what)
+        now = current()
+    return now
+
+
 def time_arch(bench: Bench, arch: Arch) -> float:
     """End-to-end forward latency of ``arch`` (extracted from ``bench``'s supernet as a
     standalone Encoder), ms per batch, timed as the table's entries are."""

@@ -256,6 +256,17 @@ class BaseEvaluator:
 
         return predict_ms(arch, self.latency_table)
 
+    def within_latency(self, arch: Arch, space, rng) -> Arch | None:
+        """``arch`` moved under ``--max-latency`` by cost-lowering steps
+        (:func:`lvsearch.latency.predict.within_latency`), or None: no latency limit, or no
+        step left above it. The other constraints are not checked here."""
+        limit = self.constraints.max_latency
+        if self.latency_table is None or limit is None:
+            return None
+        from lvsearch.latency.predict import within_latency
+
+        return within_latency(arch, self.latency_table, space, limit, rng)
+
     def violation(self, arch: Arch) -> str | None:
         """The constraint ``arch`` violates, or None (no evaluation is run)."""
         return self.constraints.violation(*self.cost(arch), self.latency_ms(arch))

@@ -97,7 +97,8 @@ class Breeding:
         return arch.key not in s.seen and arch.key not in taken and s.evaluator.violation(arch) is None
 
     def random_new(self, taken: set[str]) -> Arch:
-        """A uniformly random acceptable architecture.
+        """A uniformly random acceptable architecture; under ``--max-latency`` a draw above the
+        limit is first moved below it (``BaseEvaluator.within_latency``).
 
         Raises:
             LvsearchError: none found in ``max(1000, 10 × max_redraws)`` tries (the space, or its
@@ -109,6 +110,10 @@ class Breeding:
             a = s.space.sample(random)
             if self.acceptable(a, taken):
                 return a
+            if s.evaluator.violation(a) is not None:  # under --max-latency: move the draw below the limit
+                moved = s.evaluator.within_latency(a, s.space, random)
+                if moved is not None and self.acceptable(moved, taken):
+                    return moved
         limits = getattr(s.evaluator, "constraints", None)
         if limits is None or limits.switches() == "no constraint":
             raise LvsearchError(f"could not draw a new architecture in {tried} tries ({len(s.seen)} evaluated so far): "
