@@ -157,6 +157,32 @@ def test_time_measures_named_architectures_with_their_prediction(run, table_path
     assert "predicted" not in capsys.readouterr().out  # no table: measured only
 
 
+def test_time_with_a_table_refuses_another_batch_length_or_dtype(run, table_path, tmp_path, capsys):
+    """With --table, an explicit --batch 4 was silently replaced by the table's batch 2; now a
+    value other than the table's is refused, the table's own value is accepted, and another
+    --threads is timed but its prediction names the table's threads."""
+    table = load_table(table_path)
+    out = tmp_path / "times.json"
+    base = ["latency", "time", "--supernet", str(run), "--arch", "bert", "--table", str(table_path),
+            "--warmup", "1", "--repeats", "2", "--out", str(out)]
+    for flag, value, fixed in (("--batch", table.batch + 2, table.batch), ("--seq-len", table.seq_len // 2,
+                                                                         table.seq_len),
+                               ("--dtype", "bfloat16", table.dtype)):
+        assert main([*base, flag, str(value)]) == 2
+        err = capsys.readouterr().err
+        assert f"{flag} {value} conflicts with --table {table_path}, measured at {flag} {fixed}" in err
+        assert f"drop {flag}" in err and "Traceback" not in err and not out.exists()
+    assert main([*base, "--batch", str(table.batch), "--dtype", table.dtype, "--threads", str(table.threads + 1)]) == 0
+    printed = capsys.readouterr().out
+    rec = json.loads(out.read_text())
+    assert (rec["batch"], rec["seq_len"], rec["dtype"]) == (table.batch, table.seq_len, table.dtype)
+    assert (rec["threads"], rec["table_threads"]) == (table.threads + 1, table.threads)
+    assert f"from the table's {table.threads} threads" in printed
+    assert main(["latency", "time", "--supernet", str(run), "--arch", "bert", "--batch", "3", "--warmup", "1",
+                 "--repeats", "2", "--out", str(tmp_path / "no-table.json")]) == 0  # no table: --batch is used
+    assert json.loads((tmp_path / "no-table.json").read_text())["batch"] == 3
+
+
 @pytest.mark.parametrize("field, edit", [
     ("ops_ms.SA", lambda t: t["ops_ms"].update(SA=-5.0)),
     ("ops_ms.FF", lambda t: t["ops_ms"].update(FF=0)),

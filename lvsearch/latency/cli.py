@@ -20,15 +20,20 @@ the median over --repeats timed blocks after --warmup calls. A search uses it wi
 """
 
 
-def _timing_arguments(p: argparse.ArgumentParser, *, sizes: bool, calibrate: bool = True) -> None:
+def _timing_arguments(p: argparse.ArgumentParser, *, sizes: bool, calibrate: bool = True, table: bool = False) -> None:
+    """The timing options; with ``table`` (a command with an optional --table), --batch,
+    --seq-len and --dtype default to None (the table's, else 8, the training length, float32)."""
     from lvsearch.argtypes import positive_count as positive_int
 
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto (default cpu)")
     if sizes:
-        p.add_argument("--batch", type=positive_int, default=8, help="sequences per forward (default 8)")
+        of_table = "; with --table, the table's" if table else ""
+        p.add_argument("--batch", type=positive_int, default=None if table else 8,
+                       help=f"sequences per forward (default 8{of_table})")
         p.add_argument("--seq-len", type=positive_int, default=None,
-                       help="tokens per sequence (default: the supernet's training length)")
-        p.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32", help="default float32")
+                       help=f"tokens per sequence (default: the supernet's training length{of_table})")
+        p.add_argument("--dtype", choices=["float32", "bfloat16"], default=None if table else "float32",
+                       help=f"default float32{of_table}")
     if sizes and calibrate:
         from lvsearch.argtypes import count
 
@@ -83,19 +88,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--arch", required=True, nargs="+", metavar="ARCH",
                    help="architecture JSON files or names (bert, sandwich, random:SEED)")
     t.add_argument("--table", default=None, metavar="TABLE.json",
-                   help="also predict from this table, timing at its batch, length, threads and dtype")
+                   help="also predict from this table, timing at its batch, length and dtype (another "
+                        "--batch, --seq-len or --dtype is refused) and, unless --threads is given, its threads")
     t.add_argument("--out", default=None, metavar="TIMES.json", help="also write the record to this file")
     t.add_argument("--latency-any-device", action="store_true", help="accept a table measured on another device")
-    _timing_arguments(t, sizes=True, calibrate=False)
+    _timing_arguments(t, sizes=True, calibrate=False, table=True)
     t.set_defaults(func=run_time)
 
 
 def _opts(args: argparse.Namespace):
     from lvsearch.latency.table import MeasureOptions
 
-    return MeasureOptions(device=args.device, batch=getattr(args, "batch", 8), seq_len=getattr(args, "seq_len", None),
-                          threads=args.threads, warmup=args.warmup, repeats=args.repeats,
-                          dtype=getattr(args, "dtype", "float32"), calibrate=getattr(args, "calibrate", 0))
+    return MeasureOptions(device=args.device, batch=getattr(args, "batch", None) or 8,
+                          seq_len=getattr(args, "seq_len", None), threads=args.threads, warmup=args.warmup,
+                          repeats=args.repeats, dtype=getattr(args, "dtype", None) or "float32",
+                          calibrate=getattr(args, "calibrate", 0))
 
 
 def run_measure(args: argparse.Namespace) -> int:
@@ -148,10 +155,13 @@ def run_time(args: argparse.Namespace) -> int:
     from lvsearch.latency.job import time_architectures
 
     rec = time_architectures(args.supernet, args.arch, args.out, table_path=args.table, opts=_opts(args),
+                             requested={"batch": args.batch, "seq_len": args.seq_len, "dtype": args.dtype},
                              any_device=args.latency_any_device, overwrite=args.overwrite)
     where = f"batch {rec['batch']} × {rec['seq_len']} tokens on {rec['device_name']}, {rec['threads']} threads"
+    at = (f" from the table's {rec['table_threads']} threads" if rec["table"] is not None
+          and rec["table_threads"] != rec["threads"] else "")
     for r in rec["rows"]:
-        pred = f", predicted {r['predicted_ms']:.3f} ms" if r["predicted_ms"] is not None else ""
+        pred = f", predicted {r['predicted_ms']:.3f} ms{at}" if r["predicted_ms"] is not None else ""
         print(f"{r['spec']}: {r['measured_ms']:.3f} ms{pred} ({r['params']:,} parameters; {where})")
     if args.out:
         print(f"-> {args.out}")

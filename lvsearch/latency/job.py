@@ -6,6 +6,7 @@ import json
 import os
 from pathlib import Path
 
+from lvsearch.errors import LvsearchError
 from lvsearch.io import atomic_write_json, guard_output
 from lvsearch.latency.predict import TIMES_FORMAT, VALIDATION_FORMAT, calibrate, time_named, validate_predictor
 from lvsearch.latency.table import TABLE_FORMAT, Bench, LatencyTable, MeasureOptions, load_table, measure_table, save_table
@@ -66,20 +67,35 @@ def validate(run: str | os.PathLike, table_path: str | os.PathLike, out: str | o
 @holds_output(flag="--out")
 def time_architectures(run: str | os.PathLike, specs: list[str], out: str | os.PathLike | None = None, *,
                        table_path: str | os.PathLike | None = None, opts: MeasureOptions | None = None,
-                       any_device: bool = False, overwrite: bool = False, show_progress: bool = True) -> dict:
+                       requested: dict[str, object] | None = None, any_device: bool = False,
+                       overwrite: bool = False, show_progress: bool = True) -> dict:
     """Time the architectures ``specs`` of supernet run ``run`` end to end on this device
     (:func:`~lvsearch.latency.predict.time_named`), with their predicted latency when
     ``table_path`` is given; write the record to ``out`` when given.
 
+    Args:
+        requested: the settings the user gave explicitly (``batch``, ``seq_len``, ``dtype``;
+            None: not given). With a table the timing runs at the table's settings, so a given
+            value other than the table's is refused rather than silently replaced.
+
     Raises:
         LvsearchError: ``out`` exists (without ``overwrite``), is an input, or is not a previous
-            record of this command; the table is unreadable or does not fit the run; an
-            architecture cannot be resolved.
+            record of this command; the table is unreadable, does not fit the run, or was
+            measured at another requested batch, length or dtype; an architecture cannot be
+            resolved.
     """
     inputs = [("--supernet", run)] + ([("--table", table_path)] if table_path is not None else [])
     if out is not None:
         guard_output(out, inputs=inputs, overwrite=overwrite, is_file=True, own=_has_format(TIMES_FORMAT))
     table = load_table(table_path) if table_path is not None else None
+    for name, value in (requested or {}).items() if table is not None else ():
+        flag, fixed = "--" + name.replace("_", "-"), getattr(table, name)
+        if value is not None and value != fixed:
+            raise LvsearchError(
+                f"{flag} {value} conflicts with --table {table_path}, measured at {flag} {fixed}: with a table, "
+                "'latency time' times at the table's settings, so that measured and predicted latency compare",
+                fix=f"drop {flag} (the table's {fixed} is used), or measure a table at {flag} {value} with "
+                    "'lvsearch latency measure' and pass that")
     record = time_named(run, specs, opts=opts or MeasureOptions(), table=table, table_path=table_path,
                         any_device=any_device, show_progress=show_progress)
     if out is not None:

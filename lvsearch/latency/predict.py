@@ -270,7 +270,8 @@ def time_named(run: str | os.PathLike, specs: list[str], *, opts: MeasureOptions
         specs: architecture JSON files or reference names (``bert``, ``sandwich``, ``random:SEED``).
 
     Returns:
-        The record (``lvsearch.latency-times/v1``): device, threads, batch, length, dtype, warm-up
+        The record (``lvsearch.latency-times/v1``): device, threads (and the table's: an
+        explicit ``opts.threads`` may differ from them), batch, length, dtype, warm-up
         and repeats, and one row per architecture (``spec``, ``arch`` key, ``compact``,
         ``params``, ``measured_ms``, ``predicted_ms`` or None), ms per batch.
 
@@ -294,6 +295,7 @@ def time_named(run: str | os.PathLike, specs: list[str], *, opts: MeasureOptions
     return {
         "format": TIMES_FORMAT, "supernet": str(Path(run).resolve()),
         "table": str(Path(table_path).resolve()) if table_path is not None else None,
+        "table_threads": table.threads if table is not None else None,
         "device": bench.device.type, "device_name": device_name(bench.device), "threads": bench.threads,
         "batch": opts.batch, "seq_len": bench.seq_len, "dtype": opts.dtype, "warmup": opts.warmup,
         "repeats": opts.repeats,
