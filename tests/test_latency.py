@@ -313,6 +313,42 @@ def test_latency_options_without_a_fitting_table_are_refused(run, table_path, tm
                  str(other), "--latency-any-device"]) == 0
 
 
+def test_max_latency_floor_is_the_calibrated_prediction_of_the_fastest_architecture(run, table_path, tmp_path, capsys):
+    """The up-front floor of --max-latency was the raw table sum while the limit is applied to
+    the calibrated prediction: with a positive intercept a limit under every prediction passed
+    the check and failed later with 'could not draw'; with a negative one a limit that
+    architectures meet was refused. The suggested limit is rounded up, so it is accepted."""
+    import math
+
+    from lvsearch.latency.predict import fastest_arch
+    from lvsearch.latency.table import Calibration
+
+    table = load_table(table_path)
+    space = table.search_space()
+    fast = fastest_arch(table, space)
+    space.validate(fast)
+    assert fast.is_sequential and len(set(fast.ops)) == 1
+    assert all(predict_ms(fast, table) <= predict_ms(a, table) for a in sample_archs(space, 40, 5))
+    raw = table_sum_ms(fast, table)
+    one = ["evolve", "--supernet", str(run), *SEARCH]
+    one[one.index("--iterations") + 1] = "1"
+    for intercept in (0.5 * raw, -0.5 * raw):
+        cal = Calibration(intercept_ms=intercept, slope=1.0, archs=4, seed=1, raw_median_ape=0.1, median_ape=0.1)
+        path = tmp_path / f"table{intercept:+.3f}.json"
+        save_table(table.model_copy(update={"calibration": cal}), path)
+        floor = raw + intercept
+        below = tmp_path / "below"
+        assert main([*one, "--out", str(below), "--latency-table", str(path), "--max-latency", f"{floor * 0.99}"]) == 2
+        err = capsys.readouterr().err
+        assert f"--max-latency ≥ {math.ceil(floor * 1000) / 1000:.3f}" in err and not below.exists()
+        if intercept < 0:  # a limit between the calibrated floor and the raw one: a search runs within it
+            limit = floor + 0.2 * raw
+            out = tmp_path / "ok"
+            assert main([*one, "--out", str(out), "--latency-table", str(path), "--max-latency", f"{limit}"]) == 0
+            history = json.loads((out / "state.json").read_text())["history"]
+            assert history and all(e["latency_ms"] <= limit for e in history)
+
+
 def test_resume_of_a_latency_search_names_the_recorded_table_and_takes_a_copy(run, table_path, tmp_path, capsys):
     """A resume without the table, or with another limit, said only "made with different inputs
     (latency_table, max_latency)"; a byte-identical copy of the table was refused (fresh-user pass)."""

@@ -69,6 +69,21 @@ def predict_ms(arch: Arch, table: LatencyTable) -> float:
     return float(raw if c is None else c.intercept_ms + c.slope * raw)
 
 
+def fastest_arch(table: LatencyTable, space) -> Arch:
+    """The architecture of ``space`` with the lowest predicted latency: sequential (no mixing
+    term) with every slot at its cheapest choice by the table. The calibration is increasing
+    (slope > 0), so it is also the fastest by :func:`predict_ms`, the value a search's
+    ``--max-latency`` is compared with.
+
+    Raises:
+        KeyError: the table lacks an entry of the space (:func:`check_table` refuses such tables).
+    """
+    from lvsearch.arch import variant_suffix
+
+    op, variant = min(space.choices(), key=lambda c: table.ops_ms[c[0] + variant_suffix(*c)])
+    return Arch((op,) * space.num_slots, None, (variant,) * space.num_slots)
+
+
 def within_latency(arch: Arch, table: LatencyTable, space, limit_ms: float, rng: random.Random) -> Arch | None:
     """``arch`` moved by random cost-lowering steps until its predicted latency
     (:func:`predict_ms`) is at most ``limit_ms``; None when no step is left above it.

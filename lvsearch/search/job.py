@@ -362,7 +362,8 @@ def load_latency_table(opts: EvolveOptions, config: SearchConfig, loaded, device
     """
     import torch
 
-    from lvsearch.latency.table import check_table, choice_keys, load_table
+    from lvsearch.latency.predict import fastest_arch, predict_ms
+    from lvsearch.latency.table import check_table, load_table
 
     if opts.latency_table is None:
         for flag, used in (("--max-latency", opts.max_latency is not None),
@@ -382,12 +383,12 @@ def load_latency_table(opts: EvolveOptions, config: SearchConfig, loaded, device
                 f"runs {torch.get_num_threads()}: its predictions are for {table.threads} threads (the deployment "
                 "setting it describes), not for this search's")
     if opts.max_latency is not None:
-        fastest = table.overhead_ms + loaded.space.num_slots * min(table.ops_ms[k] for k in choice_keys(loaded.space))
+        fastest = predict_ms(fastest_arch(table, loaded.space), table)  # calibrated, as the limit is applied
         if fastest > opts.max_latency:
             raise LvsearchError(
                 f"no architecture of space {loaded.space.name} fits --max-latency {opts.max_latency:g} ms: the fastest "
-                f"one is predicted at {fastest:.3f} ms ({table.where}, batch {table.batch} × {table.seq_len} tokens)",
-                fix=f"pass --max-latency ≥ {fastest:.3f}")
+                f"one is predicted at {fastest:.4g} ms ({table.where}, batch {table.batch} × {table.seq_len} tokens)",
+                fix=f"pass --max-latency ≥ {math.ceil(fastest * 1000) / 1000:.3f}")
     return table
 
 
