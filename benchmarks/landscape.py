@@ -384,15 +384,22 @@ def gate(rows: list[dict], sigma_seed: float, additive: dict, power_: dict, seed
     The shrinkage is empirical Bayes over the random draws (seed 0): an architecture's mean over
     n seeds x moves to m + B (x − m), B = τ² / (τ² + σ_seed² / n), with m and τ² + σ_seed² the
     draws' mean and variance (τ² clipped at 0): the best of many noisy runs is biased up by
-    its selection. Accuracy is a fraction (0.01 = 1 pp)."""
+    its selection. Every candidate is shrunk with its own n and the best is the highest shrunk
+    mean (ties: the higher raw mean), so a 1-seed lucky run does not outrank a 10-seed mean
+    that shrinks less. Accuracy is a fraction (0.01 = 1 pp)."""
     rand = np.array([r["accuracy_seed0"] for r in rows if is_random_draw(r) and r["accuracy_seed0"] is not None])
     m, total = float(rand.mean()), float(rand.var(ddof=1))
     tau2 = max(0.0, total - sigma_seed ** 2)
     cands = [r for r in rows if r["source"] != "reference" or is_random_draw(r)]
-    best = max(cands, key=lambda r: r["accuracy_mean"])
-    n = len(best["seeds"])
-    shrink = tau2 / (tau2 + sigma_seed ** 2 / n) if tau2 > 0 else 0.0
-    shrunk = m + shrink * (best["accuracy_mean"] - m)
+
+    def shrinkage(r: dict) -> float:
+        return tau2 / (tau2 + sigma_seed ** 2 / len(r["seeds"])) if tau2 > 0 else 0.0
+
+    def shrunk_mean(r: dict) -> float:
+        return m + shrinkage(r) * (r["accuracy_mean"] - m)
+
+    best = max(cands, key=lambda r: (shrunk_mean(r), r["accuracy_mean"]))
+    n, shrink, shrunk = len(best["seeds"]), shrinkage(best), shrunk_mean(best)
     fit = additive.get("band_best_predicted") if additive["loo_r2"] > 0 else None
     estimate = max(v for v in (shrunk, fit) if v is not None)
     rs = [r["accuracy_mean"] for r in rows if is_random_search_pick(r)]
