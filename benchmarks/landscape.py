@@ -80,7 +80,6 @@ def make_plan(args) -> dict:
     """Load ``WORK/plan.json``, or create it; ``--picks`` files not yet in it are appended."""
     from lvsearch.arch import Arch, resolve_arch
     from lvsearch.io import atomic_write_json
-    from lvsearch.space import SearchSpace
     from lvsearch.train.supernet import load_supernet
 
     path = args.work / "plan.json"
@@ -95,7 +94,7 @@ def make_plan(args) -> dict:
     space = loaded.space
     count = loaded.supernet.num_params
     ref, lo, hi = bert_band(loaded)
-    PARAM_COUNTER.update(count=count, band=(lo, hi), space=space.name)
+    PARAM_COUNTER.update(count=count, band=(lo, hi), space=space)
     if path.exists():
         plan = json.loads(path.read_text())
     elif committed().get("plan"):  # another machine: continue the committed plan
@@ -108,7 +107,7 @@ def make_plan(args) -> dict:
             if lo <= count(a) <= hi and all(r["arch"].key != a.key for r in rows):
                 rows.append({"name": f"random:{seed}", "source": "random", "arch": a})
             seed += 1
-        plan = {"space": f"{space.name}@{space.num_slots}", "band": [lo, hi], "bert_params": ref, "archs": [
+        plan = {"space": plan_space_of(space), "band": [lo, hi], "bert_params": ref, "archs": [
             {"id": f"{i:02d}", "name": r["name"], "source": r["source"], "key": r["arch"].key,
              "ops": r["arch"].compact, "params": count(r["arch"])} for i, r in enumerate(rows)]}
     known = {r["key"] for r in plan["archs"]}
@@ -414,6 +413,13 @@ def gate(rows: list[dict], sigma_seed: float, additive: dict, power_: dict, seed
     return out
 
 
+def plan_space_of(space) -> str:
+    """A plan's ``space``: the space's base name and slot count (``"lvbert-elc@12"``), also for a
+    supernet's resized space, already named ``"lvbert-elc@12"`` (:meth:`SearchSpace.with_num_slots`)."""
+    base = space.name.rpartition("@")[0] if "@" in space.name else space.name
+    return f"{base}@{space.num_slots}"
+
+
 def plan_space_name(plan_space: str) -> str:
     """The search space's name in a plan's ``space`` (``"lvbert-elastic@24"`` → ``"lvbert-elastic"``)."""
     return plan_space.rpartition("@")[0]
@@ -465,9 +471,8 @@ def additive_fit(rows: list[dict], band: list[int] | None = None, draws: int = 2
     counts = PARAM_COUNTER.get("count")
     if counts is not None:  # the band needs a supernet's dims
         from lvsearch.arch import Arch
-        from lvsearch.space import SearchSpace
 
-        space = SearchSpace.load(PARAM_COUNTER.get("space", SPACE)).with_num_slots(slots)
+        space = PARAM_COUNTER["space"].with_num_slots(slots)  # the supernet's own space
         rng, preds, band_best = pyrandom.Random(0), [], None
         lo, hi = PARAM_COUNTER["band"]
         for _ in range(draws):
@@ -486,8 +491,9 @@ def additive_fit(rows: list[dict], band: list[int] | None = None, draws: int = 2
     return out
 
 
-#: ``count`` (parameters of an Arch on the supernet's dims) and ``band``, set when a supernet is
-#: loaded, so :func:`additive_fit` can place its optimum against the band.
+#: ``count`` (parameters of an Arch on the supernet's dims), ``band`` and ``space`` (the
+#: supernet's SearchSpace), set when a supernet is loaded, so :func:`additive_fit` can place its
+#: optimum against the band.
 PARAM_COUNTER: dict = {}
 
 

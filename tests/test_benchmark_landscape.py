@@ -64,3 +64,15 @@ def test_additive_fit_recovers_per_slot_choice_effects_variants_included(landsca
         assert fit["effects"][str(i + 1)] == pytest.approx(true, abs=1.5e-3)
     assert landscape.slot_choices(fit["optimum_ops"]) == [max(fit["effects"][str(i + 1)], key=fit["effects"][str(i + 1)].get)
                                                           for i in range(4)]
+
+
+def test_a_plan_names_a_resized_space_once(landscape):
+    """A 12-slot supernet's space is named ``lvbert-elc@12``; the plan recorded
+    ``lvbert-elc@12@12``."""
+    from lvsearch.space import SearchSpace
+
+    native = SearchSpace.load("lvbert-elc")
+    for space, want in ((native.with_num_slots(12), "lvbert-elc@12"), (native, f"lvbert-elc@{native.num_slots}")):
+        plan = landscape.plan_space_of(space)
+        assert plan == want and landscape.plan_space_name(plan) == "lvbert-elc"
+        assert SearchSpace.load(plan).to_dict() == space.to_dict()
