@@ -97,7 +97,7 @@ def test_a_table_that_does_not_fit_is_refused(run, table_path, tmp_path):
         check_table(other, "t.json", space=loaded.space, dims=loaded.dims, device=cpu)
     check_table(other, "t.json", space=loaded.space, dims=loaded.dims, device=cpu, any_device=True)
     gpu = table.model_copy(update={"device": "cuda"})
-    with pytest.raises(LvsearchError, match="this search runs on cpu"):
+    with pytest.raises(LvsearchError, match="this command runs on cpu"):
         check_table(gpu, "t.json", space=loaded.space, dims=loaded.dims, device=cpu)
     sizes = table.model_copy(update={"dims": {**table.dims, "hidden": 64}})
     with pytest.raises(LvsearchError, match="other model sizes \\(hidden"):

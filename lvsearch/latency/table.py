@@ -371,6 +371,6 @@ def check_table(table: LatencyTable, path: str | os.PathLike, *, space: "SearchS
         here = device_name(device)
         if table.device != device.type or table.device_name != here:
             raise LvsearchError(
-                f"latency table {path} was measured on {table.where}; this search runs on {device.type} ({here})",
+                f"latency table {path} was measured on {table.where}; this command runs on {device.type} ({here})",
                 fix=f"measure a table on this device ({MEASURE_COMMAND} --device {device.type}), or pass "
                     "--latency-any-device to use it anyway")
