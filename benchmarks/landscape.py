@@ -94,7 +94,7 @@ def make_plan(args) -> dict:
     space = loaded.space
     count = loaded.supernet.num_params
     ref, lo, hi = bert_band(loaded)
-    PARAM_COUNTER.update(count=count, band=(lo, hi), space=space)
+    PARAM_COUNTER.update(count=count, band=(lo, hi), space=space, dims=loaded.dims)
     if path.exists():
         plan = json.loads(path.read_text())
     elif committed().get("plan"):  # another machine: continue the committed plan
@@ -110,6 +110,7 @@ def make_plan(args) -> dict:
         plan = {"space": plan_space_of(space), "band": [lo, hi], "bert_params": ref, "archs": [
             {"id": f"{i:02d}", "name": r["name"], "source": r["source"], "key": r["arch"].key,
              "ops": r["arch"].compact, "params": count(r["arch"])} for i, r in enumerate(rows)]}
+    PARAM_COUNTER["space_has_variants"] = any(v for _, v in space.choices())
     known = {r["key"] for r in plan["archs"]}
     for f in args.picks or []:
         a = Arch.from_json(f)
@@ -122,6 +123,9 @@ def make_plan(args) -> dict:
         plan["archs"].append({"id": f"{len(plan['archs']):02d}", "name": str(f), "source": "pick", "key": a.key,
                               "ops": a.compact, "params": count(a)})
         known.add(a.key)
+    if PARAM_COUNTER["space_has_variants"]:  # the fit's labels, kept for a report without the supernet
+        for r in plan["archs"]:
+            r.setdefault("choices", arch_choices(Arch.from_key(r["key"])))
     args.work.mkdir(parents=True, exist_ok=True)
     (args.work / "archs").mkdir(exist_ok=True)
     for r in plan["archs"]:
@@ -385,7 +389,9 @@ def gate(rows: list[dict], sigma_seed: float, additive: dict, power_: dict, seed
     draws' mean and variance (τ² clipped at 0): the best of many noisy runs is biased up by
     its selection. Every candidate is shrunk with its own n and the best is the highest shrunk
     mean (ties: the higher raw mean), so a 1-seed lucky run does not outrank a 10-seed mean
-    that shrinks less. Accuracy is a fraction (0.01 = 1 pp)."""
+    that shrinks less. Random search's picks are not shrunk: they were selected on supernet
+    fitness, whose noise is independent of their standalone retrains, so their measured mean is
+    not biased up by that selection. Accuracy is a fraction (0.01 = 1 pp)."""
     rand = np.array([r["accuracy_seed0"] for r in rows if is_random_draw(r) and r["accuracy_seed0"] is not None])
     m, total = float(rand.mean()), float(rand.var(ddof=1))
     tau2 = max(0.0, total - sigma_seed ** 2)
@@ -431,6 +437,37 @@ def slot_choices(ops: str) -> list[str]:
     return re.findall(r"[a-z](?:\([^)]*\))?", ops)
 
 
+def arch_choices(arch, dims=None) -> list[str]:
+    """One label per slot of ``arch`` for the additive fit: its compact choice, or, with model
+    ``dims`` (``PARAM_COUNTER["dims"]`` when a supernet is loaded), the op letter with its layer
+    sizes (``OpSpec.sizes``: ``"f(inner=512)"``), so a default variant and its explicit
+    spelling (``f`` and ``f(i1)`` in ``lvbert-elastic``) are the same feature."""
+    from lvsearch.ops import specs
+
+    dims = dims if dims is not None else PARAM_COUNTER.get("dims")
+    if dims is None or not any(arch.variants) and not PARAM_COUNTER.get("space_has_variants"):
+        return slot_choices(arch.compact)
+    table = specs()
+    out = []
+    for op, variant in zip(arch.ops, arch.variants):
+        sizes = table[op].sizes(dims, variant)
+        out.append(table[op].letter + ("(" + ",".join(f"{k}={v}" for k, v in sorted(sizes.items())) + ")"
+                                       if sizes else ""))
+    return out
+
+
+def row_choices(row: dict) -> list[str]:
+    """:func:`arch_choices` of a plan row: its recorded ``choices`` (written by :func:`make_plan`
+    for a space with variants), else computed from its key."""
+    if row.get("choices"):
+        return list(row["choices"])
+    if PARAM_COUNTER.get("dims") is None:
+        return slot_choices(row["ops"])
+    from lvsearch.arch import Arch
+
+    return arch_choices(Arch.from_key(row["key"]))
+
+
 def additive_fit(rows: list[dict], band: list[int] | None = None, draws: int = 2000) -> dict | None:
     """The additive per-slot model of a landscape: standalone accuracy (mean over seeds) ≈
     intercept + Σ_slots effect(slot, op), fitted by ridge regression (``sklearn.linear_model.RidgeCV``,
@@ -448,13 +485,15 @@ def additive_fit(rows: list[dict], band: list[int] | None = None, draws: int = 2
     done = [r for r in rows if r.get("accuracy_mean") is not None]
     if len(done) < 8:
         return None
-    slots = len(slot_choices(done[0]["ops"]))
-    letters = sorted({c for r in done for c in slot_choices(r["ops"])})
+    labels = [row_choices(r) for r in done]
+    slots = len(labels[0])
+    letters = sorted({c for one in labels for c in one})
+    spelled = {c: t for r, one in zip(done, labels) for c, t in zip(one, slot_choices(r["ops"]))}
 
-    def x(ops: str) -> list[float]:
-        return [float(o == c) for o in slot_choices(ops) for c in letters]
+    def x(choices: list[str]) -> list[float]:
+        return [float(o == c) for o in choices for c in letters]
 
-    X = np.array([x(r["ops"]) for r in done])
+    X = np.array([x(one) for one in labels])
     y = np.array([r["accuracy_mean"] for r in done])
     alphas = np.logspace(-3, 3, 25)
     model = RidgeCV(alphas=alphas).fit(X, y)
@@ -462,10 +501,11 @@ def additive_fit(rows: list[dict], band: list[int] | None = None, draws: int = 2
     r2 = 1 - float(((loo - y) ** 2).sum() / ((y - y.mean()) ** 2).sum())
     coef = model.coef_.reshape(slots, len(letters))
     centred = coef - coef.mean(axis=1, keepdims=True)
-    best_ops = "".join(letters[i] for i in coef.argmax(axis=1))
+    best = [letters[i] for i in coef.argmax(axis=1)]
+    best_ops = "".join(spelled[c] for c in best)
     out = {"n": len(done), "features": f"{slots} slots × choices {' '.join(letters)}", "alpha": float(model.alpha_),
            "loo_r2": r2, "slot_effect_sd": float(centred.std()), "optimum_ops": best_ops,
-           "optimum_predicted": float(model.predict(np.array([x(best_ops)]))[0]),
+           "optimum_predicted": float(model.predict(np.array([x(best)]))[0]),
            "best_trained": float(y.max()), "best_trained_ops": done[int(y.argmax())]["ops"],
            "effects": {str(i + 1): {c: float(v) for c, v in zip(letters, centred[i])} for i in range(slots)}}
     counts = PARAM_COUNTER.get("count")
@@ -479,7 +519,7 @@ def additive_fit(rows: list[dict], band: list[int] | None = None, draws: int = 2
             a = space.sample(rng)
             if not lo <= counts(a) <= hi:
                 continue
-            p = float(model.predict(np.array([x(a.compact)]))[0])
+            p = float(model.predict(np.array([x(arch_choices(a))]))[0])
             preds.append(p)
             if band_best is None or p > band_best[1]:
                 band_best = (a.compact, p)

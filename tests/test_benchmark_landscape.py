@@ -76,3 +76,19 @@ def test_a_plan_names_a_resized_space_once(landscape):
         plan = landscape.plan_space_of(space)
         assert plan == want and landscape.plan_space_name(plan) == "lvbert-elc"
         assert SearchSpace.load(plan).to_dict() == space.to_dict()
+
+
+def test_a_default_variant_and_its_explicit_spelling_are_one_fit_feature(landscape, monkeypatch):
+    """In an elastic space ``bert``'s ``f`` (FF at the model's ``ff_inner``) and a draw's ``f(i1)``
+    are the same layer: with the model dims the fit labels both by their sizes."""
+    from lvsearch.arch import Arch
+    from lvsearch.model.dims import ModelDims
+
+    dims = ModelDims(vocab_size=64, hidden=32, embedding=16, ff_inner=64, heads=2, conv_kernel=9)
+    monkeypatch.setattr(landscape, "PARAM_COUNTER", {"dims": dims, "space_has_variants": True})
+    plain, spelled = Arch.sequential("sfc"), Arch.sequential("s(h2)f(i1)c(k9)")
+    assert landscape.arch_choices(plain) == landscape.arch_choices(spelled) == ["s(heads=2)", "f(inner=64)",
+                                                                               "c(kernel=9)"]
+    assert landscape.arch_choices(Arch.sequential("f(i0.5)s(h4)c(k3)")) == ["f(inner=32)", "s(heads=4)", "c(kernel=3)"]
+    monkeypatch.setattr(landscape, "PARAM_COUNTER", {})  # no supernet loaded, no variants: the compact choices
+    assert landscape.arch_choices(plain) == ["s", "f", "c"]

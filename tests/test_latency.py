@@ -371,3 +371,22 @@ def test_resume_of_a_latency_search_names_the_recorded_table_and_takes_a_copy(ru
     copy.parent.mkdir()
     copy.write_bytes(table_path.read_bytes())
     assert main([*first, "--resume", "--latency-table", str(copy), "--max-latency", "1e6"]) == 0
+
+
+def test_a_calibration_that_predicts_no_time_for_the_fastest_architecture_is_refused(run, table_path, monkeypatch):
+    """A steep fit with a negative intercept (noisy timings on a busy machine) predicted
+    negative latencies for fast architectures; it is refused, naming the fix."""
+    import lvsearch.latency.predict as predict
+    from lvsearch.latency.table import Bench
+
+    table = load_table(table_path).model_copy(update={"calibration": None})
+    bench = Bench(run, FAST)
+    sample = sample_archs(bench.loaded.space, 4, 1)
+    raw = [table_sum_ms(a, table) for a in sample]
+    lo, hi = min(raw), max(raw)
+    steep = [(r - lo) / (hi - lo) * 10 * lo + 1e-3 for r in raw]  # 0 ms at the cheapest draw, 10× the spread
+    monkeypatch.setattr(predict, "time_archs", lambda *a, **k: steep)
+    with pytest.raises(LvsearchError, match="predicts -?[0-9.]+ ms for the space's fastest architecture"):
+        predict.calibrate(bench, table, archs=4, seed=1, show_progress=False)
+    monkeypatch.setattr(predict, "time_archs", lambda *a, **k: [1.1 * r for r in raw])
+    assert predict.calibrate(bench, table, archs=4, seed=1, show_progress=False).calibration.slope == pytest.approx(1.1)

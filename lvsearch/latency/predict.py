@@ -163,7 +163,8 @@ def calibrate(bench: Bench, table: LatencyTable, *, archs: int, seed: int, show_
 
     Raises:
         LvsearchError: the fit has a slope ≤ 0 (latency does not grow with the table sum: the
-            machine was busy while timing), or fewer than 2 architectures.
+            machine was busy while timing), predicts ≤ 0 ms for the space's fastest
+            architecture (:func:`fastest_arch`), or has fewer than 2 architectures.
     """
     sample = sample_archs(bench.loaded.space, archs, seed)
     if len(sample) < 2:
@@ -176,6 +177,12 @@ def calibrate(bench: Bench, table: LatencyTable, *, archs: int, seed: int, show_
     if not slope > 0:
         raise LvsearchError(f"the calibration's end-to-end timings do not grow with the table sum (slope {slope:.3g} "
                             f"over {len(sample)} architectures): the machine was probably busy while timing",
+                            fix="measure again on an idle machine, or pass --calibrate 0 for the raw table sum")
+    fastest = intercept + slope * table_sum_ms(fastest_arch(table, bench.loaded.space), table)
+    if not fastest > 0:
+        raise LvsearchError(f"the calibration ({intercept:+.3f} ms + {slope:.3f} × table sum, fitted on {len(sample)} "
+                            f"architectures) predicts {fastest:.3f} ms for the space's fastest architecture: the "
+                            "end-to-end timings were too noisy for a fit (the machine was probably busy)",
                             fix="measure again on an idle machine, or pass --calibrate 0 for the raw table sum")
     fitted = intercept + slope * raw
     return table.model_copy(update={"calibration": Calibration(
