@@ -9,7 +9,8 @@ their per-target outcomes pair). This script
 
 * times every arm end to end on this machine with the job behind ``lvsearch latency time``
   (:func:`lvsearch.latency.predict.time_named`: the architecture extracted from the supernet
-  runs the retrained model's graph) at each ``--threads``, beside the latency table's
+  runs the retrained model's graph) at each ``--threads``, in ``--rounds`` whole rounds over
+  all arms (the median per arm is kept, every round recorded), beside the latency table's
   prediction;
 * reads each run's MLM dev accuracy and its paired bootstrap against ``bert``'s run
   (:func:`lvsearch.stats.paired_bootstrap` over the same dev targets);
@@ -29,6 +30,8 @@ import argparse
 import json
 import os
 from pathlib import Path
+
+import numpy as np
 
 from _common import machine, write_result
 
@@ -58,6 +61,7 @@ def main() -> None:
                    help="an arm: its name, architecture file and standalone run folder")
     p.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     p.add_argument("--repeats", type=int, default=15)
+    p.add_argument("--rounds", type=int, default=3, help="timing rounds over every arm; the median is kept")
     p.add_argument("--name", default="front_points")
     args = p.parse_args()
 
@@ -71,13 +75,16 @@ def main() -> None:
     arms = [("bert", "bert", args.bert)] + [(n, a, Path(r)) for n, a, r in args.arm]
     archs = {n: reference_arch(a, space) if a == "bert" else Arch.from_json(a) for n, a, _ in arms}
     load = os.getloadavg()
-    timed = {}
-    for t in args.threads:
-        opts = MeasureOptions(device="cpu", batch=table.batch, seq_len=table.seq_len, threads=t,
-                              repeats=args.repeats, dtype=table.dtype)
-        rec = time_named(args.supernet, [a for _, a, _ in arms], opts=opts, show_progress=False)
-        timed[t] = [r["measured_ms"] for r in rec["rows"]]
-        params = [r["params"] for r in rec["rows"]]
+    rounds: dict[int, list[list[float]]] = {t: [] for t in args.threads}
+    for _ in range(args.rounds):  # whole rounds: a drift of the machine hits every arm alike
+        for t in args.threads:
+            opts = MeasureOptions(device="cpu", batch=table.batch, seq_len=table.seq_len, threads=t,
+                                  repeats=args.repeats, dtype=table.dtype)
+            rec = time_named(args.supernet, [a for _, a, _ in arms], opts=opts, show_progress=False)
+            rounds[t].append([r["measured_ms"] for r in rec["rows"]])
+            params = [r["params"] for r in rec["rows"]]
+    timed = {t: [float(np.median([rd[i] for rd in rounds[t]])) for i in range(len(arms))] for t in args.threads}
+    ratio_rounds = {t: [[rd[i] / rd[0] for rd in rounds[t]] for i in range(len(arms))] for t in args.threads}
     base = mlm(args.bert)
     rows = []
     for i, (name, spec, run) in enumerate(arms):
@@ -85,12 +92,14 @@ def main() -> None:
         row = {"name": name, "arch": str(spec), "compact": archs[name].compact, "run": str(run), "params": params[i],
                "predicted_ms": predict_ms(archs[name], table), **table_parts(archs[name], table),
                "measured_ms": {str(t): timed[t][i] for t in args.threads},
+               "measured_ms_rounds": {str(t): [rd[i] for rd in rounds[t]] for t in args.threads},
                "mlm_accuracy": m["accuracy"], "mlm_loss": m["loss"],
                "floor": m["floors"]["neighbour-count"]["accuracy"], "beats_floor": m["floors"]["beats_floor"]}
         if name != "bert":
             row["vs_bert"] = {
                 "accuracy": paired_bootstrap(m["per_target_correct"], base["per_target_correct"]),
-                "latency_ratio": {str(t): timed[t][i] / timed[t][0] for t in args.threads}}
+                "latency_ratio": {str(t): timed[t][i] / timed[t][0] for t in args.threads},
+                "latency_ratio_rounds": {str(t): ratio_rounds[t][i] for t in args.threads}}
             row["faster_and_as_accurate"] = {
                 str(t): bool(timed[t][i] < timed[t][0] and row["vs_bert"]["accuracy"]["ci"][1] >= 0)
                 for t in args.threads}
@@ -100,7 +109,8 @@ def main() -> None:
                 f"{table.batch} × {table.seq_len} tokens, {table.dtype}, median of {args.repeats} blocks) and "
                 "standalone MLM dev accuracy (paired bootstrap over the same targets)",
         "supernet": str(args.supernet), "table": str(args.table), "table_where": table.where,
-        "load_average_before_timing": list(load), "machine": machine(), "threads": args.threads, "arms": rows,
+        "load_average_before_timing": list(load), "machine": machine(), "threads": args.threads,
+        "rounds": args.rounds, "repeats": args.repeats, "arms": rows,
     }
     print(write_result(args.name, result))
     for r in rows:
