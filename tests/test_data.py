@@ -369,7 +369,7 @@ def test_cli_subprocess_has_no_traceback(tmp_path: Path):
 
 
 def test_tokenizer_training_is_byte_identical_across_processes(corpora: Path, tmp_path: Path):
-    """Issue 36: ``data prepare`` on the first 40 kB of each shared training file gave a
+    """``data prepare`` on the first 40 kB of each shared training file gave a
     different tokenizer.json in each run (Hugging Face's trainer numbers the ``##c`` pieces in
     a per-process hash order, and ties between equal-count merges follow those numbers). Two
     runs in fresh processes (other hash seeds) now give the same bytes; 8192 pieces are more

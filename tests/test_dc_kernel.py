@@ -1,4 +1,4 @@
-"""Fused dynamic-convolution CUDA kernel (issue 8): dispatch, folded projection, parity.
+"""Fused dynamic-convolution CUDA kernel: dispatch, folded projection, parity.
 
 * CPU tests (always run): the ``LVSEARCH_DC_IMPL`` dispatch, errors, the kernel-size list,
   the folded ``W_dyn @ W_pw`` projection of the DC layer against the unfolded formula.

@@ -437,7 +437,7 @@ def test_finetune_sentence_polarity(shared_data, model_dir):
             assert 0 <= s[split]["accuracy"] <= 1 and 0 <= s[split]["f1"] <= 1 and -1 <= s[split]["mcc"] <= 1
         assert all(math.isfinite(x) for x in s["train_loss_per_epoch"])
     accs = [s["test"]["accuracy"] for s in r["per_seed"]]
-    agg = r["aggregate_all_seeds"]["test"]["accuracy"]  # 160 examples, 2 epochs: seeds may fail (issue 13)
+    agg = r["aggregate_all_seeds"]["test"]["accuracy"]  # 160 examples, 2 epochs: seeds may fail
     assert math.isclose(agg["mean"], sum(accs) / 2) and math.isclose(agg["median"], sum(accs) / 2)
     assert math.isclose(agg["std"], abs(accs[0] - accs[1]) / math.sqrt(2))
     assert r["per_seed"][0]["train_loss_per_epoch"] != r["per_seed"][1]["train_loss_per_epoch"]  # seeds differ
@@ -647,9 +647,9 @@ def test_python_m_subprocess(model_dir, tmp_path, shared_data):
     assert bad.returncode == 2 and "model directory not found" in bad.stderr and "Traceback" not in bad.stderr
 
 
-# --------------------------------------------------------------------------- issue 6: CLI forms, Markdown, lvsearch report
+# --------------------------------------------------------------------------- CLI forms, Markdown, lvsearch report
 def test_finetune_sentence_polarity_beats_majority(shared_data, model_dir):
-    """Issue 6: fine-tuning sentence_polarity for a short budget beats the majority class on test."""
+    """Fine-tuning sentence_polarity for a short budget beats the majority class on test."""
     from lvsearch.eval.finetune import FinetuneConfig, finetune_task
     from lvsearch.eval.tasks import load_task
 

@@ -1,4 +1,4 @@
-"""Issue 15: ``lvsearch export`` (Hugging Face folder) and ``lvsearch evaluate --model hf:...``.
+"""``lvsearch export`` (Hugging Face folder) and ``lvsearch evaluate --model hf:...``.
 
 Parity: an exported model's hidden states and MLM logits equal lvsearch's own Encoder to 1e-5
 (float32, eval mode) on real sentences with padding, for every op and switch. Then: transformers'
@@ -437,7 +437,7 @@ def test_bad_inputs(exported, tmp_path, capsys):
     assert not (again / "keep.txt").exists() and (again / "modeling_lvsearch.py").is_file()
 
 
-# ----------------------------------------------------------------------------------------- consent (issue 23)
+# ----------------------------------------------------------------------------------------- consent
 # No code from a model folder runs without --trust-remote-code; pickle weights only with --allow-pickle.
 from _hf_folders import bert_folder, flip_byte, remote_code_folder  # noqa: E402
 

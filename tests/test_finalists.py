@@ -206,7 +206,7 @@ def test_warmup_longer_than_first_rung_falls_back_to_current_loss(prepared_corpu
 
 
 # ----------------------------------------------------------------------------------------
-# Warmup-stable-decay: cool-down probes, rungs in the stable phase (issue 16, item 4)
+# Warmup-stable-decay: cool-down probes, rungs in the stable phase
 # ----------------------------------------------------------------------------------------
 
 

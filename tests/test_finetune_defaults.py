@@ -1,4 +1,4 @@
-"""Issue 13 item 4: fine-tuning defaults scaled to width, and runs whose training loss did not
+"""Fine-tuning defaults scaled to width, and runs whose training loss did not
 fall reported as failed (not as a score)."""
 
 from __future__ import annotations

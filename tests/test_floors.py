@@ -358,7 +358,7 @@ def test_evaluate_and_report_lead_with_the_three_floors(data, tmp_path, capsys, 
 
 
 def test_verdict_tells_below_the_floor_from_within_noise():
-    """Issue 36: −0.062 [−0.112, −0.014] read "does not beat its floor", as a difference within
+    """−0.062 [−0.112, −0.014] read "does not beat its floor", as a difference within
     noise does; below and within noise now read differently."""
     from lvsearch.eval.report import verdicts
 

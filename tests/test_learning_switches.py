@@ -1,4 +1,4 @@
-"""The learning-efficiency switches do what they claim (issue 13): dropout 0, relative
+"""The learning-efficiency switches do what they claim: dropout 0, relative
 positions, scaled init, schedules, and exact resume with the new switches on real data."""
 
 from __future__ import annotations

@@ -167,7 +167,7 @@ def test_killed_run_resumed_not_restarted(finished):
     assert state["stages"]["data"]["seconds"] == before["stages"]["data"]["seconds"]
     summary = json.loads((out / "supernet" / "summary.json").read_text())
     assert summary["resumed_from"] > 0  # continued from the checkpoint written before the kill
-    # a third run finds everything done and rewrites nothing (issue 36: it rewrote report.md and
+    # a third run finds everything done and rewrites nothing (it rewrote report.md and
     # quickstart.json); it prints where the report is and its verdicts
     files = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in sorted(out.rglob("*")) if p.is_file()}
     t0 = time.perf_counter()
@@ -177,7 +177,7 @@ def test_killed_run_resumed_not_restarted(finished):
 
 
 def test_console_ends_with_the_verdicts_and_the_report_has_a_legend(finished, capsys):
-    """Issue 36: after the quickstart the console printed only ``quickstart done: …/report.md``;
+    """After the quickstart the console printed only ``quickstart done: …/report.md``;
     the c/s/f letters had no legend in the report."""
     capsys.readouterr()
     assert main(finished["argv"]) == 0
@@ -191,7 +191,7 @@ def test_console_ends_with_the_verdicts_and_the_report_has_a_legend(finished, ca
 
 
 def test_missing_blimp_folder_is_named_and_bad_arguments_come_first(tmp_path, monkeypatch, capsys):
-    """Issue 36: with the default BLiMP folder absent, the report said "skipped: --no-blimp"
+    """With the default BLiMP folder absent, the report said "skipped: --no-blimp"
     (never passed), and the BLiMP warning printed before an argument error."""
     import lvsearch.eval.job as eval_job
     from lvsearch.quickstart.arms import evaluate_options
@@ -228,7 +228,7 @@ def test_embedded_corpus_without_data(tmp_path, shared_data):
     assert "builtin:python-docs" in text and "## The arms" in text
 
 
-#: The quickstart's own stage files damaged (issue 36): the file, its new content, what the message says.
+#: The quickstart's own stage files damaged: the file, its new content, what the message says.
 DAMAGED_STAGE_FILES = [
     ("search/best.json", {}, "search/best.json is malformed: field ops is missing"),
     ("search/best.json", [], "search/best.json is malformed: input should be a valid dictionary"),
@@ -658,7 +658,7 @@ def test_worker_processes_train_as_one_thread_in_process(tmp_path, prepared_corp
 
 @pytest.mark.parametrize("decoy", ["empty folder", "other package"])
 def test_workers_import_this_lvsearch_whatever_the_current_folder_holds(tmp_path, monkeypatch, decoy):
-    """Issue 36: run from a folder holding a directory named ``lvsearch`` (a checkout seen from
+    """Run from a folder holding a directory named ``lvsearch`` (a checkout seen from
     its parent loads as a namespace package in place of an editable install; a package of that
     name would shadow any install), a worker still imports the lvsearch of this process: the
     job's own error arrives, not an import failure blamed on memory."""

@@ -1,4 +1,4 @@
-"""Rank-check statistics (issue 16): bootstrap intervals, top-k chance level, strata."""
+"""Rank-check statistics: bootstrap intervals, top-k chance level, strata."""
 
 from __future__ import annotations
 
@@ -170,7 +170,7 @@ def test_exact_power_needs_more_than_the_normal_approximation_at_few_seeds():
 
 
 def test_one_statistics_module_and_one_verdict_rule():
-    """Issue 37: the paired bootstraps, the bootstrap SE and the verdict rule live in
+    """The paired bootstraps, the bootstrap SE and the verdict rule live in
     lvsearch/stats.py; no other package module calls scipy's bootstrap or draws its own
     resamples for an interval of a mean difference."""
     from pathlib import Path

@@ -1,4 +1,4 @@
-"""Issue 14 regressions: no non-finite checkpoint, finished runs stay finished, the parameter
+"""Regressions: no non-finite checkpoint, finished runs stay finished, the parameter
 count equals what is saved, bad --max-params, one-seed spreads, file permissions."""
 
 from __future__ import annotations
@@ -357,7 +357,7 @@ def ws(prepared_corpus: Path, small_corpus: Path, shared_data: Path, tmp_path_fa
     paths.update(CORPUS_MOD=corpus_mod, CORPUS_TOK_MOD=tok_mod, CORPUS_MANIFEST_MOD=man_mod, SEARCH_CURVE_CUT=search_mod,
                  CORPUS_MANIFEST_TYPE=man_type, CORPUS_MANIFEST_NO_DTYPE=man_field)
 
-    # a supernet retrained into the same folder after a search started on it (issue 14, item 1)
+    # a supernet retrained into the same folder after a search started on it
     sn2, search2 = w / "sn-retrained", w / "search-on-old-supernet"
     assert main(["train-supernet", "--config", "quickstart", "--data", str(prepared_corpus), "--out", str(sn2),
                  *_sets(SN_SETS)]) == 0
@@ -371,7 +371,7 @@ def ws(prepared_corpus: Path, small_corpus: Path, shared_data: Path, tmp_path_fa
     (w / "arch-seq-bad.json").write_text(json.dumps({"format": "lvsearch.arch/v1", "ops": ["SA", "FF", "SA", "FF"],
                                                      "inputs": [[0], [0], [1, 2], [3]]}))
     (w / "report-broken.json").write_text("{}")
-    # bad variants (issue 38): in a search space YAML and in an architecture file
+    # bad variants: in a search space YAML and in an architecture file
     for name, ops_text in (("space-variant-dim", "{SA: {kernel: [3]}, FF: {}}"),
                            ("space-variant-value", "{SA: {heads: [2]}, FF: {inner: [0.5, -1]}}"),
                            ("space-variant-even", "{DC: {kernel: [3, 4]}, FF: {}}")):
@@ -536,7 +536,7 @@ def edited_report(model: Path, edit=None) -> dict:
     return report
 
 
-#: Damaged evaluation reports (issue 36): each edit of :func:`edited_report` and the field it breaks.
+#: Damaged evaluation reports: each edit of :func:`edited_report` and the field it breaks.
 BAD_REPORTS = {
     "REPORT_NO_FOLDER": lambda r: r["model"].pop("folder"),
     "REPORT_FOLDER_NUMBER": lambda r: r["model"].update(folder=5),
@@ -790,7 +790,7 @@ CASES = [
     C("evolve-landscape-broken", "evolve --supernet {SN} --out {W}/e24 --landscape {BROKEN_JSON}", "{BROKEN_JSON}"),
     C("evolve-landscape-not-landscape", "evolve --supernet {SN} --out {W}/e25 --landscape {REPORT_BROKEN}",
       "landscape file {REPORT_BROKEN} is malformed: field summary is missing"),
-    # numbers no landscape has: one message naming the field, no verdict printed (issue 36)
+    # numbers no landscape has: one message naming the field, no verdict printed
     C("evolve-landscape-infinite-median", "evolve --supernet {SN} --out {W}/e29 --landscape {LANDSCAPE_INF_MEDIAN}",
       "field summary.distribution_random.median: input should be a finite number (found inf)"),
     C("evolve-landscape-negative-sigma", "evolve --supernet {SN} --out {W}/e30 --landscape {LANDSCAPE_NEG_SIGMA}",
@@ -813,7 +813,7 @@ CASES = [
       "--set sampling.paths=4", "sampling.paths=4 is read by the sandwich rule only"),
     C("arch-show-unknown", "arch show zzz --space lvbert", "zzz"),
     C("arch-show-broken-file", "arch show {BROKEN_JSON}", "{BROKEN_JSON}"),
-    # bad variants (issue 38): a search space YAML, an architecture file
+    # bad variants: a search space YAML, an architecture file
     C("space-variant-unknown-dimension", "train-supernet --config quickstart --data {CORPUS} --out {W}/s30 "
       "--set space={SPACE_VARIANT_DIM}", "{SPACE_VARIANT_DIM}: ops.SA has unknown variant dimension 'kernel'"),
     C("space-variant-value-not-allowed", "train-supernet --config quickstart --data {CORPUS} --out {W}/s31 "
@@ -847,7 +847,7 @@ CASES = [
       "the header has 4 ('premise', '', 'hypothesis', 'label')"),
     C("evaluate-task-header-zero-width", "evaluate --model {MODEL} --no-blimp --task {TASK_ZERO_WIDTH} "
       "--out {W}/ev25.json", "columns found: 'premise\\u200b', 'label'"),
-    # task files: a field over the reader's limit, labels that are not finite numbers (issue 36)
+    # task files: a field over the reader's limit, labels that are not finite numbers
     C("evaluate-task-field-too-long", "evaluate --model {MODEL} --no-blimp --task {TASK_LONG_FIELD} --out {W}/ev26.json",
       "{TASK_LONG_FIELD}/train.tsv, line 3: cannot be read as a tab-separated row (field larger than field limit "
       "(1000000); lvsearch reads fields of up to 1,000,000 characters)"),
@@ -859,7 +859,7 @@ CASES = [
     C("report-missing-source", "report {W}/nothing --out {W}/rep1", "{W}/nothing"),
     C("report-broken-report", "report {REPORT_BROKEN} --out {W}/rep2", "{REPORT_BROKEN}"),
     C("report-out-in-proc", "report {MODEL} --out /proc/lvsearch-x", "/proc/lvsearch-x"),
-    # garbage in a report's fields: one message naming the field, no report written (issue 36)
+    # garbage in a report's fields: one message naming the field, no report written
     C("report-no-model-folder", "report {REPORT_NO_FOLDER} --out {W}/rep3", "{REPORT_NO_FOLDER} is malformed: "
       "field model.folder is missing"),
     C("report-model-folder-number", "report {REPORT_FOLDER_NUMBER} --out {W}/rep4",
@@ -902,7 +902,7 @@ CASES = [
     C("export-generator-of-mlm-run", "export --model {MODEL} --out {W}/x2 --generator", "generator"),
     C("evaluate-hf-not-a-model", "evaluate --model hf:{CORPUS} --no-blimp --mlm-data {CORPUS} --out {W}/ev5.json",
       "{CORPUS}"),
-    # export (issue 23): --out is never the source or above it, with or without --overwrite
+    # export: --out is never the source or above it, with or without --overwrite
     C("export-out-is-file", "export --model {MODEL} --out {FILE}", "{FILE}"),
     C("export-out-under-file", "export --model {MODEL} --out {FILE}/x", "{FILE}"),
     C("export-out-holds-export", "export --model {MODEL} --out {HF_EXPORT}", "{HF_EXPORT}"),
@@ -916,7 +916,7 @@ CASES = [
     C("export-missing-model", "export --model {W}/nomodel --out {W}/x3", "{W}/nomodel"),
     C("export-model-is-hf-folder", "export --model {HF_EXPORT} --out {W}/x4", "{HF_EXPORT}"),
     C("export-run-folder", "export --model {RT} --out {W}/x5", "pass --model {RT}/model"),
-    # evaluate hf: (issue 23): no code runs and no pickle is loaded without consent; no silent misscoring
+    # evaluate hf:: no code runs and no pickle is loaded without consent; no silent misscoring
     C("evaluate-hf-missing-folder", "evaluate --model hf:{W}/nohf --no-blimp --mlm-data {CORPUS} --out {W}/ev6.json",
       "{W}/nohf"),
     C("evaluate-hf-broken-config", "evaluate --model hf:{HF_BROKEN_CONFIG} --no-blimp --mlm-data {CORPUS} "
@@ -959,7 +959,7 @@ CASES = [
       "--mlm-data {CORPUS} --out {W}/ev20.json", "--trust-remote-code applies to --model hf:"),
     C("evaluate-allow-pickle-on-model-dir", "evaluate --model {MODEL} --allow-pickle --no-blimp --mlm-data {CORPUS} "
       "--out {W}/ev21.json", "--allow-pickle applies to --model hf:"),
-    # data lost (issue 36): --overwrite replaces only a previous output of the same verb
+    # data lost: --overwrite replaces only a previous output of the same verb
     C("evaluate-out-over-weights", "evaluate --model {MODEL} --no-blimp --mlm-data {CORPUS} "
       "--out {MODEL}/model.safetensors --overwrite", "{MODEL}/model.safetensors is a file of {MODEL}"),
     C("evaluate-out-over-config", "evaluate --model {MODEL} --no-blimp --mlm-data {CORPUS} "
@@ -1209,7 +1209,7 @@ def test_kill_and_resume_matrix_few_shot_part(ws: dict[str, Path], prepared_corp
     """A few-shot part checkpoints on its one-shot's schedule (SN_SETS: every 4 steps; it wrote
     none before its last step), so a kill mid-part, inside its final checkpoint write or before
     its summary resumes to the uninterrupted part's weights, metrics and summary, no temporary
-    folder left (issue 36)."""
+    folder left."""
     base = ["train-supernet", "--few-shot-from", str(ws["SN"]), "--op", "SA", "--steps", "10",
             "--data", str(prepared_corpus)]
     ref = tmp_path / "ref"
@@ -1744,7 +1744,7 @@ def test_drawing_and_scoring_a_population_report_progress_off_a_terminal():
     assert len(lines) == 2 and lines[0].startswith("[progress] evolution: iteration 1: scoring: 40/100 (40%)")
 
 
-# ---------------------------------------------------------------- one writer per output (issue 36)
+# ---------------------------------------------------------------- one writer per output
 #: (verb id, argv, the output the other command holds): fresh, --resume and --overwrite, every verb that writes.
 WRITERS = [
     ("train-supernet-new", "train-supernet --config quickstart --data {CORPUS} --out {W}/lk-sn", "{W}/lk-sn"),
@@ -1863,7 +1863,7 @@ def test_two_training_runs_into_one_folder(prepared_corpus: Path, tmp_path: Path
 
 
 def test_nsga2_example_runs_without_racing(ws: dict[str, Path], tmp_path: Path):
-    """Issue 36: the documented ``evolve --strategy nsga2 --max-params 5000000`` exited 2 with
+    """The documented ``evolve --strategy nsga2 --max-params 5000000`` exited 2 with
     "--racing ranks a batch by one fitness" although --racing was never given (the unset default
     was truthy). NSGA-II now runs unraced by default; an explicit --racing is still refused."""
     out = tmp_path / "nsga"
@@ -1877,7 +1877,7 @@ def test_nsga2_example_runs_without_racing(ws: dict[str, Path], tmp_path: Path):
 
 
 def test_evaluate_rerun_into_the_model_folder_asks_for_overwrite(ws: dict[str, Path], tmp_path: Path, capsys):
-    """Issue 36 (README step 5 run twice): the second ``evaluate --model M`` said its own
+    """The second ``evaluate --model M`` said its own
     M/results.md was "not a previous output of this command (refused with or without
     --overwrite)"; it is one: without --overwrite the message asks for it, with it the report is replaced."""
     model = tmp_path / "model"
@@ -1892,7 +1892,7 @@ def test_evaluate_rerun_into_the_model_folder_asks_for_overwrite(ws: dict[str, P
 
 
 def test_supernet_panel_lines_are_explained(prepared_corpus: Path, tmp_path: Path, capsys):
-    """Issue 36: the console's "panel NAME: dev MLM accuracy" lines after a supernet run were
+    """The console's "panel NAME: dev MLM accuracy" lines after a supernet run were
     unexplained; one line now says what the panel is."""
     assert main(["train-supernet", "--config", "quickstart", "--data", str(prepared_corpus), "--out",
                  str(tmp_path / "sn"), *_sets([*SUPERNET_TINY, "train.steps=2", "train.eval_every=0",
@@ -1904,7 +1904,7 @@ def test_supernet_panel_lines_are_explained(prepared_corpus: Path, tmp_path: Pat
 
 def test_rehashed_export_edit_is_not_blamed_on_another_version(ws: dict[str, Path]):
     """An export whose modeling file and recorded sha256 were both edited said 'another lvsearch
-    version exported it', with --trust-remote-code as the fix (issue 36): now the message says
+    version exported it', with --trust-remote-code as the fix: now the message says
     the files do not match what this version writes (edited, or another version), and the fix
     is the re-export, --trust-remote-code only for a source the user trusts."""
     if "HF_EXPORT_REHASHED" not in ws:
@@ -1924,7 +1924,7 @@ def test_report_takes_a_quickstarts_folders(ws: dict[str, Path], tmp_path: Path,
     """``lvsearch report QS/retrain/ea QS/retrain/bert`` exited 2 ('has no evaluation report'):
     the quickstart writes its reports to QS/eval/NAME.json. Its arm runs and the quickstart folder
     itself are now valid sources (one column per run, named after it); a run whose report is
-    not written yet is named as such (issue 36)."""
+    not written yet is named as such."""
     qs = tmp_path / "qs"
     for name in ("ea", "bert"):
         (qs / "retrain" / name / "model").mkdir(parents=True)

@@ -421,7 +421,7 @@ def test_m4_degenerate_parameters_raise_arithmetic_error_not_runtime_error():
 
 
 def test_degenerate_fit_never_cuts():
-    """Issue 16: a finalist was cut on a zero-width M4 interval although its current loss was
+    """A finalist was cut on a zero-width M4 interval although its current loss was
     the lowest. A fit whose every bootstrap refit gives one prediction falls back to
     current-loss ranking."""
     from lvsearch.scaling import Estimator

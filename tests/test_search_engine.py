@@ -225,7 +225,7 @@ def test_a_state_from_before_the_separate_rates_resumes_with_its_single_rate(tmp
 
 
 def test_topk_table_rows_stay_distinct_at_any_width():
-    """Issue 36: the console's top-k table cut the architecture string, so candidates that
+    """The console's top-k table cut the architecture string, so candidates that
     differ only after the cut (their ELC inputs) printed identically."""
     from rich.console import Console
 

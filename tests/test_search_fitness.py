@@ -230,7 +230,7 @@ def test_landscape_verdict_follows_headroom_and_power(tmp_path: Path):
                 {"summary": dict(summary(0.3, 0.01), best_of_k_random={"k": 1})}):
         with pytest.raises(LvsearchError, match="landscape file .* is malformed: "):
             lines(bad)
-    # numbers no landscape has (issue 36: a power verdict was printed, or an OverflowError)
+    # numbers no landscape has (a power verdict was printed, or an OverflowError)
     for edit, field in ((lambda s: s["distribution_random"].update(median=float("inf")), "distribution_random.median"),
                         (lambda s: s["sigma_seed"].update(pooled_std=-0.006), "sigma_seed.pooled_std"),
                         (lambda s: s["distribution_all"].update(best=10**400), "distribution_all.best")):
@@ -402,7 +402,7 @@ def test_rank_check_reuse_file_is_validated(tmp_path: Path):
     refused(lambda d: d["archs"][1].update(standalone_accuracy=0.9), "recorded sha256")
     refused(lambda d: d.update(space=SearchSpace.load("lvbert").with_num_slots(5).to_dict()), "another search space")
     refused(lambda d: d.update(pool=space.size() + 1), "'pool' .* is more architectures than the search space")
-    # no digest: an edited file cannot be told from a written one (issue 36: τ 'undefined', exit 0)
+    # no digest: an edited file cannot be told from a written one (τ 'undefined', exit 0)
     refused(lambda d: d.pop("standalone_sha256"), "'standalone_sha256' is missing")
     refused(lambda d: d.update(standalone_sha256=5), "'standalone_sha256' is not a string")
     old = copy.deepcopy(good)  # a file written before the space was recorded still loads
@@ -433,7 +433,7 @@ def test_raced_first_population_fills_the_topk(supernet_run: Path, tmp_path: Pat
 
 
 def test_fitness_is_defined_once():
-    """Issue 37: the metric → number mapping, its default and the legacy rule live in
+    """The metric → number mapping, its default and the legacy rule live in
     lvsearch/search/fitness.py; the others use it (a search of the package finds no second
     mapping), and a missing recorded fitness means accuracy (state files from before it was
     recorded) only through Fitness.of_record."""

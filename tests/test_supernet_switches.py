@@ -1,4 +1,4 @@
-"""Supernet-training switches of issue 16: the sandwich rule and per-op ELC α̂ logits."""
+"""Supernet-training switches: the sandwich rule and per-op ELC α̂ logits."""
 
 from __future__ import annotations
 

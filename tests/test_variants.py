@@ -1,4 +1,4 @@
-"""Elastic per-slot variants (issue 38 item 2): SA heads, FF inner width, DC kernel, weight-shared
+"""Elastic per-slot variants: SA heads, FF inner width, DC kernel, weight-shared
 in the supernet (once-for-all, Cai et al. 2020; HAT, Wang et al. 2020)."""
 
 from __future__ import annotations
