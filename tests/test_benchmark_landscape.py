@@ -92,3 +92,19 @@ def test_a_default_variant_and_its_explicit_spelling_are_one_fit_feature(landsca
     assert landscape.arch_choices(Arch.sequential("f(i0.5)s(h4)c(k3)")) == ["f(inner=32)", "s(heads=4)", "c(kernel=3)"]
     monkeypatch.setattr(landscape, "PARAM_COUNTER", {})  # no supernet loaded, no variants: the compact choices
     assert landscape.arch_choices(plain) == ["s", "f", "c"]
+
+
+def test_pick_pairs_pair_each_search_with_its_random_search(landscape):
+    """EA and random-search picks of one ``evolve --compare-random`` (``OUT/best.json`` and
+    ``OUT/random/best.json``) are paired; an unpaired pick and the draws are left out."""
+    from lvsearch.stats import detectable_difference
+
+    rows = [_row("a", "pick", "/w/s0/best.json", [0.30]), _row("b", "pick", "/w/s0/random/best.json", [0.29]),
+            _row("c", "pick", "/w/s1/best.json", [0.31]), _row("d", "pick", "/w/s1/random/best.json", [0.28]),
+            _row("e", "pick", "/w/s2/best.json", [0.50]), _row("r", "random", "random:1000", [0.27])]
+    q = landscape.pick_pairs(rows)
+    assert [(x["ea"], x["random_search"]) for x in q["pairs"]] == [("/w/s0/best.json", "/w/s0/random/best.json"),
+                                                                    ("/w/s1/best.json", "/w/s1/random/best.json")]
+    assert q["n"] == 2 and q["mean"] == pytest.approx(0.02) and q["sd"] == pytest.approx(np.std([0.01, 0.03], ddof=1))
+    assert q["detectable_at"]["10"] == pytest.approx(detectable_difference(q["sd"], 10))
+    assert landscape.pick_pairs(rows[:2]) is None  # one pair: no SD
