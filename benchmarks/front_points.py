@@ -42,13 +42,11 @@ def mlm(run: Path) -> dict:
 
 
 def table_parts(arch, table) -> dict:
-    """The table sum of ``arch`` split into slot ops, ELC mixing and the fixed overhead (ms)."""
-    from lvsearch.latency.table import choice_key
+    """The table sum of ``arch`` split into slot ops, ELC mixing and the fixed overhead (ms),
+    with how many slots mix and their mean input count."""
+    from lvsearch.latency.predict import table_parts as parts
 
-    ops = sum(table.ops_ms[choice_key(arch, n)] for n in range(1, arch.num_slots + 1))
-    mix = sum(table.mixing_ms[str(len(i))] for i in arch.inputs if len(i) > 1)
-    return {"ops_ms": ops, "mixing_ms": mix, "overhead_ms": table.overhead_ms,
-            "mixing_slots": sum(len(i) > 1 for i in arch.inputs),
+    return {**parts(arch, table), "mixing_slots": sum(len(i) > 1 for i in arch.inputs),
             "mean_inputs": sum(len(i) for i in arch.inputs) / arch.num_slots}
 
 

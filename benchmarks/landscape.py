@@ -229,23 +229,44 @@ def reproduces_arms(args, row: dict) -> bool:
                 and abs(mine["loss"] - theirs["loss"]) < 1e-9)
 
 
+def run_order(rows: list[dict], seeded: int, seeds: int, order: str = "plan") -> list[tuple[dict, int]]:
+    """The (architecture, pretraining seed) runs in the order they start.
+
+    ``plan``: every seed-0 run in plan order, then seeds 1.. of the first ``seeded``.
+    ``gate``: what the room rule (``gate``) needs first: seed 0 of the seeded architectures and
+    of the picks, then the seeded architectures' later seeds (σ_seed), then the remaining random
+    draws (the prior the best is shrunk toward). A later seed always comes after its seed 0.
+    Raises ValueError on another ``order``."""
+    later = [(r, s) for s in range(1, seeds) for r in rows[:seeded]]
+    if order == "plan":
+        return [(r, 0) for r in rows] + later
+    if order != "gate":
+        raise ValueError(f"unknown run order {order!r}: plan or gate")
+    early = [r for i, r in enumerate(rows) if i < seeded or r["source"] == "pick"]
+    return [(r, 0) for r in early] + later + [(r, 0) for r in rows if r not in early]
+
+
 def train_all(args, plan: dict) -> None:
     rows = plan["archs"]
     seeded = rows[:args.seeded]
     if not args.dispatch.inline:
         return train_dispatched(args, rows, seeded)
+    # FIFO: a later seed waits for its seed 0, which was submitted (so started) before it
     with ThreadPoolExecutor(args.jobs) as pool:
-        first = {r["id"]: pool.submit(run_one, args, r, 0) for r in rows}
-        later = []
-        for s in range(1, args.seeds):
-            for r in seeded:
-                def job(r=r, s=s):
-                    print(first[r["id"]].result(), flush=True)
-                    if arms_seed(r, s) is not None and reproduces_arms(args, r):
-                        return f"{r['id']} {r['ops']} s{s}: from search_arms.json (seed 0 reproduced)"
-                    return run_one(args, r, s)
-                later.append(pool.submit(job))
-        for f in [*first.values(), *later]:
+        first, futures = {}, []
+        for r, s in run_order(rows, args.seeded, args.seeds, args.order):
+            if s == 0:
+                first[r["id"]] = pool.submit(run_one, args, r, 0)
+                futures.append(first[r["id"]])
+                continue
+
+            def job(r=r, s=s):
+                print(first[r["id"]].result(), flush=True)
+                if arms_seed(r, s) is not None and reproduces_arms(args, r):
+                    return f"{r['id']} {r['ops']} s{s}: from search_arms.json (seed 0 reproduced)"
+                return run_one(args, r, s)
+            futures.append(pool.submit(job))
+        for f in futures:
             print(f.result(), flush=True)
 
 
@@ -590,18 +611,13 @@ def power(sigma_seed: float, seeds=(3, 6, 10), alpha: float = 0.05, beta: float 
 
 def rank_check_file(args, rows: list[dict]) -> Path:
     """The seed-0 standalone results in ``rank_check.json`` format (for ``rank-check --reuse``)."""
-    from lvsearch.io import atomic_write_json
+    from lvsearch.search.rank_check import write_reuse_file
 
-    from lvsearch.search.rank_check import standalone_digest
-
-    path = args.work / "landscape_rank_check.json"
     done = [r for r in rows if r["accuracy_seed0"] is not None]
     archs = [{"key": r["key"], "standalone_accuracy": r["seeds"]["0"]["accuracy"],
               "standalone_loss": r["seeds"]["0"]["loss"], "params": r["params"]} for r in done]
-    atomic_write_json(path, {
-        "what": "standalone results of benchmarks/landscape.py (seed 0), for lvsearch rank-check --reuse",
-        "steps": args.steps, "pool": len(done), "archs": archs, "standalone_sha256": standalone_digest(archs)})
-    return path
+    return write_reuse_file(args.work / "landscape_rank_check.json", archs, steps=args.steps,
+                            what="standalone results of benchmarks/landscape.py (seed 0), for lvsearch rank-check --reuse")
 
 
 def report(args, plan: dict) -> Path:
@@ -699,7 +715,7 @@ def markdown(result: dict) -> str:
         q = s["pick_pairs"]
         (n10, det), = q["detectable_at"].items()
         at = f"{det * 100:.2f} pp" if det is not None else "undefined"
-        out.append(f"* **EA − random-search picks** (paired by search seed, seed 0 standalone): "
+        out.append("* **EA − random-search picks** (paired by search seed, seed 0 standalone): "
                    + ", ".join(f"{x['difference'] * 100:+.2f}" for x in q["pairs"])
                    + f" pp; mean {q['mean'] * 100:+.2f} pp, SD {q['sd'] * 100:.2f} pp over {q['n']} seeds. Were that SD "
                    f"the test's, {n10} seeds would detect {at} (reported only: {q['n']} seeds estimate an SD poorly; "
@@ -874,6 +890,9 @@ def main() -> None:
     p.add_argument("--dev-sequences", type=int, default=512)
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--order", choices=["plan", "gate"], default="plan",
+                   help="plan: every seed-0 run, then the later seeds; gate: what the room rule needs first "
+                        "(the seeded architectures with all seeds and the picks), then the other draws")
     add_dispatch(p, "the retrain + evaluate of every architecture and seed")
     p.add_argument("--fitness-variants", nargs="*", default=[],
                    help="dev sizes (or 'all') to rank-check in --report")

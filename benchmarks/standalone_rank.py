@@ -49,8 +49,7 @@ def main() -> None:
     p.add_argument("--name", default="standalone_rank")
     args = p.parse_args()
 
-    from lvsearch.io import atomic_write_json
-    from lvsearch.search.rank_check import standalone_digest
+    from lvsearch.search.rank_check import write_reuse_file
     from lvsearch.train.supernet import load_supernet
 
     rows, seen = [], set()
@@ -72,9 +71,8 @@ def main() -> None:
     archs = [{"key": r["key"], "standalone_accuracy": r["standalone_accuracy"], "standalone_loss": r["standalone_loss"],
               "params": count(Arch.from_key(r["key"]))} for r in rows]
     args.work.mkdir(parents=True, exist_ok=True)
-    pooled = args.work / "pooled_rank_check.json"
-    atomic_write_json(pooled, {"what": "standalone runs pooled by benchmarks/standalone_rank.py", "steps": steps.pop(),
-                               "pool": len(archs), "archs": archs, "standalone_sha256": standalone_digest(archs)})
+    pooled = write_reuse_file(args.work / "pooled_rank_check.json", archs, steps=steps.pop(),
+                              what="standalone runs pooled by benchmarks/standalone_rank.py")
     out = args.work / "rank_check"
     run_lvsearch(["rank-check", "--supernet", str(args.supernet), "--reuse", str(pooled), "--out", str(out),
                   "--dev-sequences", str(args.dev_sequences), "--overwrite"], args.work / "rank_check.log", args.threads)

@@ -108,3 +108,19 @@ def test_pick_pairs_pair_each_search_with_its_random_search(landscape):
     assert q["n"] == 2 and q["mean"] == pytest.approx(0.02) and q["sd"] == pytest.approx(np.std([0.01, 0.03], ddof=1))
     assert q["detectable_at"]["10"] == pytest.approx(detectable_difference(q["sd"], 10))
     assert landscape.pick_pairs(rows[:2]) is None  # one pair: no SD
+
+
+def test_gate_order_trains_what_the_room_rule_needs_first(landscape):
+    """``--order gate``: seed 0 of the seeded architectures and the picks, then their later
+    seeds, then the other draws; every run of the plan once, each later seed after its seed 0."""
+    rows = [_row(f"{i:02d}", src, f"n{i}", [0.3]) for i, src in
+            enumerate(["reference", "reference", "random", "random", "random", "random", "pick", "pick"])]
+    plan = [(r["id"], s) for r, s in landscape.run_order(rows, seeded=3, seeds=3)]
+    gate = [(r["id"], s) for r, s in landscape.run_order(rows, seeded=3, seeds=3, order="gate")]
+    assert sorted(plan) == sorted(gate) and len(set(gate)) == len(gate) == 8 + 3 * 2
+    assert plan[:8] == [(r["id"], 0) for r in rows]
+    assert gate[:5] == [("00", 0), ("01", 0), ("02", 0), ("06", 0), ("07", 0)]
+    assert gate[5:11] == [("00", 1), ("01", 1), ("02", 1), ("00", 2), ("01", 2), ("02", 2)]
+    assert gate[11:] == [("03", 0), ("04", 0), ("05", 0)]
+    with pytest.raises(ValueError, match="plan or gate"):
+        landscape.run_order(rows, 3, 3, order="best")

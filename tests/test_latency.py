@@ -34,8 +34,25 @@ def run(prepared_corpus: Path, tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def table_path(run: Path, tmp_path_factory) -> Path:
+    """A table measured on the tiny supernet (every op and mixing width timed for real). Its
+    calibration is fitted on planted end-to-end times (1.2 × table sum + 0.3 ms): four tiny
+    architectures timed on a shared, busy test machine give a fit that is refused as noise
+    (the refusal has its own test) about as often as not."""
+    import lvsearch.latency.job as job
+    import lvsearch.latency.predict as predict
+
+    real = predict.calibrate
+
+    def planted(bench, table, **kw):
+        with pytest.MonkeyPatch.context() as m:
+            m.setattr(predict, "time_archs", lambda b, sample, label, **k: [1.2 * table_sum_ms(a, table) + 0.3
+                                                                             for a in sample])
+            return real(bench, table, **kw)
+
     path = tmp_path_factory.mktemp("latency-table") / "table.json"
-    measure(run, path, FAST, show_progress=False)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(job, "calibrate", planted)
+        measure(run, path, FAST, show_progress=False)
     return path
 
 
@@ -65,7 +82,8 @@ def test_prediction_is_the_calibrated_table_sum(table_path):
     assert table_sum_ms(seq, table) == pytest.approx(
         table.overhead_ms + sum(table.ops_ms[op] for op in seq.ops), rel=1e-12)
     c = table.calibration  # fitted on 4 architectures drawn with seed 1
-    assert c is not None and (c.archs, c.seed) == (4, 1) and c.slope > 0
+    assert c is not None and (c.archs, c.seed) == (4, 1)
+    assert (c.slope, c.intercept_ms) == (pytest.approx(1.2), pytest.approx(0.3, abs=1e-6))  # the planted line
     assert predict_ms(arch, table) == pytest.approx(c.intercept_ms + c.slope * want, rel=1e-12)
     raw = table.model_copy(update={"calibration": None})  # --calibrate 0: the raw sum
     assert predict_ms(arch, raw) == pytest.approx(want, rel=1e-12)

@@ -410,6 +410,26 @@ def test_rank_check_reuse_file_is_validated(tmp_path: Path):
     assert len(check_reuse(old, "rc.json", space)["archs"]) == 4
 
 
+
+def test_written_reuse_file_is_read_back_and_a_short_pool_is_refused(tmp_path: Path):
+    """write_reuse_file (the benchmarks' one writer of the --reuse format) writes what check_reuse
+    accepts, and refuses a pool check_reuse would refuse (fewer than 3, a repeated key)."""
+    import json
+
+    from lvsearch.search.rank_check import check_reuse, write_reuse_file
+
+    space = SearchSpace.load("lvbert-elc").with_num_slots(5)
+    rows = [{"key": a.key, "standalone_accuracy": 0.1 + 0.01 * i, "standalone_loss": 6.0 - i, "params": 100}
+            for i, a in enumerate(_pool(space, 4))]
+    path = write_reuse_file(tmp_path / "rc.json", rows, steps=10, what="test")
+    back = check_reuse(json.loads(path.read_text()), str(path), space)
+    assert back["steps"] == 10 and back["pool"] == 4 and [r["key"] for r in back["archs"]] == [r["key"] for r in rows]
+    with pytest.raises(LvsearchError, match="at least 3 distinct"):
+        write_reuse_file(tmp_path / "short.json", rows[:2], steps=10, what="test")
+    with pytest.raises(LvsearchError, match="at least 3 distinct"):
+        write_reuse_file(tmp_path / "repeat.json", [rows[0], *rows[:3]], steps=10, what="test")
+    assert not (tmp_path / "short.json").exists() and not (tmp_path / "repeat.json").exists()
+
 def test_raced_first_population_fills_the_topk(supernet_run: Path, tmp_path: Path, capsys):
     """Racing alone completes about P/eta of a batch per rung (here 2 of 8 at eta 6, one rung):
     the first batch now completes what the top-k lacks, so topk.json holds --topk complete

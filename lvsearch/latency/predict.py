@@ -42,19 +42,29 @@ VALIDATION_FORMAT = "lvsearch.latency-validation/v1"
 TIMES_FORMAT = "lvsearch.latency-times/v1"
 
 
-def table_sum_ms(arch: Arch, table: LatencyTable) -> float:
-    """The table sum of ``arch`` in milliseconds per batch (module docstring), uncorrected.
+def table_parts(arch: Arch, table: LatencyTable) -> dict[str, float]:
+    """The table sum of ``arch`` split into its terms, in milliseconds per batch:
+    ``{"ops_ms": Σ slot ops, "mixing_ms": Σ ELC mixing of the slots with > 1 input,
+    "overhead_ms": embeddings and head}``.
 
     Raises:
         KeyError: the table has no entry for one of ``arch``'s choices or mixing widths
             (:func:`~lvsearch.latency.table.check_table` refuses such a table up front).
     """
-    total = table.overhead_ms
-    for n, inputs in enumerate(arch.inputs, start=1):
-        total += table.ops_ms[choice_key(arch, n)]
-        if len(inputs) > 1:
-            total += table.mixing_ms[str(len(inputs))]
-    return float(total)
+    ops = sum(table.ops_ms[choice_key(arch, n)] for n in range(1, arch.num_slots + 1))
+    mixing = sum(table.mixing_ms[str(len(i))] for i in arch.inputs if len(i) > 1)
+    return {"ops_ms": float(ops), "mixing_ms": float(mixing), "overhead_ms": float(table.overhead_ms)}
+
+
+def table_sum_ms(arch: Arch, table: LatencyTable) -> float:
+    """The table sum of ``arch`` in milliseconds per batch (module docstring), uncorrected:
+    the sum of :func:`table_parts`.
+
+    Raises:
+        KeyError: as :func:`table_parts`.
+    """
+    p = table_parts(arch, table)
+    return p["overhead_ms"] + p["ops_ms"] + p["mixing_ms"]
 
 
 def predict_ms(arch: Arch, table: LatencyTable) -> float:

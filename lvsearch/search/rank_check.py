@@ -109,6 +109,25 @@ def standalone_digest(rows: list[dict]) -> str:
     return hashlib.sha256(json.dumps(side, sort_keys=True).encode("utf-8")).hexdigest()
 
 
+def write_reuse_file(path: str | Path, archs: list[dict], *, steps: int, what: str) -> Path:
+    """Write standalone results in the ``rank_check.json`` format ``rank-check --reuse`` reads
+    (atomically), with their ``standalone_sha256`` digest.
+
+    ``archs``: rows ``{"key", "standalone_accuracy", "standalone_loss", "params"}`` in rank-check
+    order; ``steps``: the standalone runs' training steps (one count: runs trained for different
+    steps are not comparable); ``what``: where the results come from. Returns ``path``. Raises
+    LvsearchError where ``check_reuse`` would refuse the file (fewer than 3 rows, a repeated key),
+    so a bad pool fails here rather than at the rank check."""
+    from lvsearch.io import atomic_write_json
+
+    if len(archs) < 3 or len({r["key"] for r in archs}) != len(archs):
+        raise LvsearchError(f"{path}: a rank check needs at least 3 distinct architectures, got {len(archs)} rows "
+                            f"with {len({r['key'] for r in archs})} distinct", fix="pool more standalone runs")
+    atomic_write_json(path, {"what": what, "steps": int(steps), "pool": len(archs), "archs": archs,
+                             "standalone_sha256": standalone_digest(archs)})
+    return Path(path)
+
+
 def check_reuse(d, source, space) -> dict:
     """Validate a ``rank_check.json`` given to ``--reuse`` against the supernet's ``space``.
 
