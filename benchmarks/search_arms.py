@@ -258,6 +258,22 @@ def rank_check_on_arms(args, rows: dict) -> dict:
     return out
 
 
+def fitness_lead(searches: dict) -> dict | None:
+    """The strategy's pick minus random search's pick on the search's own fitness, per search
+    seed (``searches[seed]["evolution"|"random"]["fitness"]``; nats for −loss), with the mean,
+    its Student-t 95% interval over seeds and how many seeds the strategy leads. None with fewer
+    than 2 paired seeds."""
+    from lvsearch.stats import t_interval
+
+    d = {s: v["evolution"]["fitness"] - v["random"]["fitness"] for s, v in searches.items()
+         if {"evolution", "random"} <= set(v) and None not in (v["evolution"]["fitness"], v["random"]["fitness"])}
+    if len(d) < 2:
+        return None
+    ci = t_interval(list(d.values()))
+    return {"per_seed": d, "n": len(d), "mean": sum(d.values()) / len(d), "t95": list(ci) if ci else None,
+            "ahead": sum(x > 0 for x in d.values())}
+
+
 def report(args) -> Path:
     rows: dict[str, dict[int, dict]] = {}
     for arm in args.arms:
@@ -329,6 +345,7 @@ def report(args) -> Path:
         "machine": machine(), "searches": searches, "arms": arms, "pairs": pairs,
         "dc_in_slot_1": {label: sum(v[label]["dc_in_slot_1"] for v in searches.values() if label in v)
                          for label in ("evolution", "random")},
+        "search_fitness": fitness_lead(searches),
         "rank_check_on_arms": rank_check_on_arms(args, rows) if len(rows) > 1 else None,
     }
     return write_result(args.name, result)
