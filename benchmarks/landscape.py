@@ -35,14 +35,15 @@ Every step is a CLI call, resumable: re-running the same command trains only wha
 every finished result, so on another machine (no ``WORK`` folder) the same command continues
 the same plan and trains only what it lacks; ``--picks`` and ``--supernet`` must then be a
 supernet trained with the same command (the picks' keys are in the plan). Runs go ``--jobs`` at a time with
-``OMP_NUM_THREADS=--threads`` each, seed-0 runs first; with ``--executor local|slurm``
+``OMP_NUM_THREADS=--threads`` each, seed-0 runs first (``--order gate``: the seeded architectures
+with all their seeds and the picks first, what the room rule needs, then the other draws); with ``--executor local|slurm``
 (lvsearch.dispatch; docs/cluster.md) each run is an independent submitit job instead,
 ``--max-parallel`` at a time, logs under ``WORK/dispatch/``.
 
 Usage::
 
     python benchmarks/landscape.py --supernet SN --data CORPUS --work W [--random 18]
-        [--picks best.json ...] [--seeded 6] [--seeds 3] [--jobs 2] [--report]
+        [--picks best.json ...] [--seeded 6] [--seeds 3] [--jobs 2] [--order plan|gate] [--report]
         [--executor slurm --max-parallel 24 --slurm-partition P --slurm-cpus-per-job 2]
 """
 
