@@ -39,6 +39,7 @@ import numpy as np
 
 from _common import RESULTS, bert_band, machine, write_result
 
+
 def flips(arch, slot: int, ops) -> dict:
     """``{op: arch with slot ``slot`` (1-based) set to op}``: inputs kept, the slot's variant
     reset to the op's default."""
@@ -55,7 +56,8 @@ def flips(arch, slot: int, ops) -> dict:
 
 
 def paired(rows: list[dict], a: str, b: str) -> dict | None:
-    """Mean fitness(a) − fitness(b) over ``rows`` with the Student-t 95% interval."""
+    """Mean fitness(a) − fitness(b) over ``rows`` (nats for −loss) with the Student-t 95% interval
+    (:func:`lvsearch.stats.t_interval`) and how many rows favour ``a``; None with fewer than 2 rows."""
     from lvsearch.stats import t_interval
 
     d = [r["fitness"][a] - r["fitness"][b] for r in rows]
@@ -67,7 +69,9 @@ def paired(rows: list[dict], a: str, b: str) -> dict | None:
 
 
 def standalone_groups(landscape: dict, slot: int, ops) -> dict:
-    """Standalone accuracy of the landscape's architectures by the op in ``slot``."""
+    """Standalone MLM accuracy (fraction, mean over seeds) of a landscape's architectures grouped
+    by the op in ``slot``, and per op pair the difference of group means with Welch's t 95%
+    interval (``scipy.stats.ttest_ind``, ``equal_var=False``) where both groups hold ≥ 2."""
     from scipy import stats
 
     from lvsearch.arch import Arch
@@ -133,13 +137,15 @@ def main() -> None:
         seed += 1
     dev, _ = load_dev(loaded, args.data, args.dev_sequences)
     ev = SupernetEvaluator(loaded.supernet, dev, seq_len=loaded.config.train.seq_len, fitness=DEFAULT)
-    todo = {v.key: v for r in archs for v in flips(r["arch"], args.slot, ops).values()}
+    for r in archs:
+        r["flips"] = flips(r["arch"], args.slot, ops)
+    todo = {v.key: v for r in archs for v in r["flips"].values()}
     print(f"{len(archs)} architectures, {len(todo)} distinct flips to score on {args.dev_sequences} dev sequences",
           flush=True)
     scored = {res.key: res for res in ev.evaluate_many(list(todo.values()))}
     rows = []
     for r in archs:
-        fl = flips(r["arch"], args.slot, ops)
+        fl = r["flips"]
         rows.append({"source": r["source"], "name": r["name"], "key": r["arch"].key, "compact": r["arch"].compact,
                      "own": r["arch"].ops[args.slot - 1],
                      "fitness": {op: float(scored[v.key].fitness) for op, v in fl.items()},
