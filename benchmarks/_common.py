@@ -64,6 +64,50 @@ def bert_band(loaded, band: float = BAND) -> tuple[int, int, int]:
     return ref, int(ref * (1 - band)), int(ref * (1 + band))
 
 
+def run_main(main) -> None:
+    """Run a benchmark's ``main()`` as the CLI runs a verb: a
+    :class:`~lvsearch.errors.LvsearchError` (bad input) is one message ``<script>: error: ...``
+    on stderr and exit status 2, no traceback (``LVSEARCH_DEBUG=1`` shows it)."""
+    from lvsearch.errors import LvsearchError
+    from lvsearch.ui import escape_invisible
+
+    try:
+        main()
+    except LvsearchError as e:
+        if os.environ.get("LVSEARCH_DEBUG"):
+            raise
+        print(f"{Path(sys.argv[0]).name}: error: {escape_invisible(str(e))}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def result_path(name: str, *, own, option: str = "--name") -> Path:
+    """``benchmarks/results/<name>.json``, checked before anything is computed: ``name`` must be
+    a plain file name (no folder, no leading dot), and an existing file there must be this
+    benchmark's own output (``own(parsed JSON)`` true), which a re-run may replace.
+
+    Raises:
+        LvsearchError: a name with a folder part, or an existing file that is not this
+            benchmark's output (another benchmark's result, or not JSON): nothing is overwritten.
+    """
+    import json
+
+    from lvsearch.errors import LvsearchError
+
+    if not name or name != Path(name).name or name.startswith(".") or name.endswith(".json"):
+        raise LvsearchError(f"{option} {name!r} is not a result name (a plain file name under {RESULTS}, "
+                            "without .json)", fix=f"pass {option} NAME (a file name: letters, digits, _ or -)")
+    path = RESULTS / f"{name}.json"
+    if path.exists():
+        try:
+            mine = bool(own(json.loads(path.read_text(encoding="utf-8"))))
+        except (OSError, ValueError, AttributeError, TypeError):
+            mine = False
+        if not mine:
+            raise LvsearchError(f"{option} {name}: {path} exists and is not this benchmark's output; it would be "
+                                "overwritten", fix=f"pass another {option}")
+    return path
+
+
 def write_result(name: str, result: dict) -> Path:
     """Write ``benchmarks/results/<name>.json`` atomically and return its path."""
     from lvsearch.io import atomic_write_json

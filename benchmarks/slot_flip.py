@@ -10,34 +10,56 @@ paired op flips:
   and ``--random`` draws of ``SearchSpace.sample`` inside ``bert``'s parameter band (± 5%);
 * **flips**: each architecture with the op of ``--slot`` replaced by every op of the space
   (inputs unchanged; the other slots as they are);
-* **supernet side**: ``evolve``'s default fitness (−loss, nats) on ``--dev-sequences`` dev
-  sequences, scored in full (no racing), for every flip; per op pair the mean paired fitness
-  difference with its Student-t interval over the architectures (picks and draws apart);
-* **standalone side**: the committed ``--landscape`` (``benchmarks/results/landscape.json``,
-  the same slot count): mean standalone MLM accuracy (mean over seeds) of its architectures by
-  the op in ``--slot`` (``bert`` and ``sandwich`` left out: fixed orders, not draws), and the
-  difference of group means with Welch's t interval (scipy).
+* **supernet side**: ``evolve``'s default fitness (−loss: minus the mean masked-token
+  cross-entropy, nats) on ``--dev-sequences`` dev sequences of ``--data``, scored in full (no
+  racing), for every flip; per op pair the mean paired fitness difference (nats) with its
+  Student-t 95% interval over the architectures (:func:`lvsearch.stats.t_interval`; all, picks
+  and draws apart) and how many architectures favour each op;
+* **standalone side**: a landscape file of the same space (``--landscape``; without it
+  ``benchmarks/results/landscape.json`` when that file is of the supernet's space, else none):
+  mean standalone MLM dev accuracy (a fraction, 0.01 = 1 pp; each architecture's mean over its
+  seeds) of its architectures grouped by the op in ``--slot`` (random draws and searched picks;
+  ``bert`` and ``sandwich`` left out: fixed orders), and per op pair the difference of group
+  means with Welch's t 95% interval (``scipy.stats.ttest_ind(equal_var=False)``).
+
+Every architecture is scored once: a pick that repeats another pick is counted once, and the
+draws skip architectures already listed. Bad input (a pick of another space or slot count, a
+missing supernet or landscape, a landscape of another space, ``--slot`` outside the space, no
+architecture at all, a ``--name`` whose file is another benchmark's) is one message and exit
+status 2 before anything is scored or written.
 
 A slot op the fitness prefers but standalone training does not is a bias of the supernet that
 no search over its fitness can undo.
+
+Output: ``benchmarks/results/<--name>.json`` (``rows``: per architecture the fitness of every
+flip; ``supernet_side``; ``standalone_side``; ``units``).
 
 Usage::
 
     python benchmarks/slot_flip.py --supernet SN12 --data CORPUS --picks W6/search-*/best.json \\
         W6/search-*/random/best.json [--random 20] [--slot 1] [--dev-sequences 1024] [--name slot_flip]
+        [--landscape benchmarks/results/landscape.json]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import random
 from itertools import combinations
 from pathlib import Path
 
 import numpy as np
 
-from _common import RESULTS, bert_band, machine, write_result
+from _common import RESULTS, bert_band, machine, result_path, run_main, write_result
+
+#: The start of the result's ``what``: how a re-run recognises its own output (``--name``).
+WHAT = "paired op flips of slot"
+#: Units of the result's numbers.
+UNITS = {"fitness": "nats: −loss, minus the mean cross-entropy per masked dev token (higher is better)",
+         "standalone": "fraction: MLM dev accuracy (0.01 = 1 pp)"}
+#: Uniform draws tried per requested ``--random`` architecture before giving up (the band may
+#: hold too few architectures of the space).
+DRAWS_PER_ARCH = 1000
 
 
 def flips(arch, slot: int, ops) -> dict:
@@ -95,23 +117,81 @@ def standalone_groups(landscape: dict, slot: int, ops) -> dict:
     return out
 
 
+def load_landscape(path: Path | None, space_name: str) -> tuple[dict | None, str]:
+    """The landscape file of the standalone side and a line saying which, or ``(None, why)``.
+    ``path`` None: ``benchmarks/results/landscape.json`` when it exists and is of
+    ``space_name`` (a plan's space, ``"lvbert-elc@12"``), else none.
+
+    Raises:
+        LvsearchError: a given ``path`` that is missing, not JSON, not a landscape file (no
+            ``settings.space`` or ``archs`` with ``key``, ``name`` and ``accuracy_mean``), or of
+            another space than ``space_name``.
+    """
+    from typing import Optional
+
+    from lvsearch.io import read_checked
+    from lvsearch.schema import FileModel, Finite
+    from lvsearch.search.noise import LANDSCAPE_COMMAND
+
+    class Row(FileModel):
+        key: str
+        name: str
+        accuracy_mean: Optional[Finite] = None
+
+    class Settings(FileModel):
+        space: str
+
+    class Landscape(FileModel):
+        settings: Settings
+        archs: list[Row]
+
+    given = path is not None
+    path = path if given else RESULTS / "landscape.json"
+    if not given and not path.exists():
+        return None, f"standalone side: none ({path} is absent; pass --landscape)"
+    land = read_checked(path, Landscape, what="landscape file", regenerate=LANDSCAPE_COMMAND,
+                        fix=f"pass a landscape.json that {LANDSCAPE_COMMAND} wrote for this supernet's space")
+    if land["settings"]["space"] != space_name:
+        if given:
+            from lvsearch.errors import LvsearchError
+
+            raise LvsearchError(f"--landscape {path} was measured on {land['settings']['space']}, not on the "
+                                f"supernet's {space_name}: its architectures cannot be grouped by this slot's op",
+                                fix="pass the landscape of the supernet's space (benchmarks/landscape.py --name ...), "
+                                    "or leave --landscape out")
+        return None, (f"standalone side: none ({path} is of {land['settings']['space']}, the supernet's space is "
+                      f"{space_name}; pass --landscape)")
+    return land, f"standalone side: {path}"
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    from lvsearch.argtypes import count as count_arg, positive_count
+
     p.add_argument("--supernet", type=Path, required=True, help="the supernet run folder")
     p.add_argument("--data", type=Path, required=True, help="the prepared corpus the supernet was trained on")
     p.add_argument("--picks", type=Path, nargs="*", default=[], help="architecture files (evolve's best.json)")
-    p.add_argument("--random", type=int, default=20, help="random draws inside bert's band (seeds 0, 1, ...)")
-    p.add_argument("--slot", type=int, default=1, help="the slot whose op is flipped (1-based)")
-    p.add_argument("--dev-sequences", type=int, default=1024)
-    p.add_argument("--landscape", type=Path, default=RESULTS / "landscape.json",
-                   help="committed landscape of the same space (standalone side)")
-    p.add_argument("--threads", type=int, default=1, help="torch threads")
-    p.add_argument("--name", default="slot_flip")
+    p.add_argument("--random", type=count_arg, default=20,
+                   help="random draws inside bert's band (seeds 0, 1, ...; architectures already listed skipped)")
+    p.add_argument("--slot", type=positive_count, default=1, help="the slot whose op is flipped (1-based)")
+    p.add_argument("--dev-sequences", type=positive_count, default=1024,
+                   help="dev sequences of the fitness (evolve's default count), every flip scored on all of them")
+    p.add_argument("--landscape", type=Path, default=None,
+                   help="landscape file of the supernet's space for the standalone side (default: "
+                        "benchmarks/results/landscape.json when it is of that space)")
+    p.add_argument("--threads", type=positive_count, default=1, help="torch threads")
+    p.add_argument("--name", default="slot_flip",
+                   help="result name: benchmarks/results/NAME.json (a re-run replaces only its own output)")
     args = p.parse_args()
+    if not args.picks and args.random == 0:
+        p.error("no architectures: pass --picks FILE ... or --random N with N ≥ 1")
+    out = result_path(args.name, own=lambda d: str(d.get("what", "")).startswith(WHAT))
 
     import torch
 
+    from landscape import plan_space_of
     from lvsearch.arch import Arch
+    from lvsearch.errors import LvsearchError
     from lvsearch.search.evaluator import SupernetEvaluator
     from lvsearch.search.fitness import DEFAULT
     from lvsearch.train.supernet import load_dev, load_supernet
@@ -120,19 +200,30 @@ def main() -> None:
     loaded = load_supernet(args.supernet)
     space = loaded.space
     if not 1 <= args.slot <= space.num_slots:
-        raise SystemExit(f"--slot {args.slot}: the space has slots 1..{space.num_slots}")
+        raise LvsearchError(f"--slot {args.slot}: the space of {args.supernet} has slots 1..{space.num_slots}",
+                            fix=f"pass --slot between 1 and {space.num_slots}")
+    land, land_line = load_landscape(args.landscape, plan_space_of(space))
     ops = list(space.ops)
     count = loaded.supernet.num_params
     _, lo, hi = bert_band(loaded)
-    archs = []
+    archs, seen = [], {}
     for f in args.picks:
         a = Arch.from_json(f)
         space.validate(a, source=f)
+        if a.key in seen:
+            print(f"{f}: the same architecture as {seen[a.key]}; counted once", flush=True)
+            continue
+        seen[a.key] = str(f)
         archs.append({"source": "pick", "name": str(f), "arch": a})
-    seed = 0
+    seed, tries = 0, DRAWS_PER_ARCH * args.random
     while sum(r["source"] == "random" for r in archs) < args.random:
+        if seed >= tries:
+            raise LvsearchError(f"{seed} draws of {space.name} gave only {sum(r['source'] == 'random' for r in archs)} "
+                                f"distinct architectures inside bert's band [{lo:,}, {hi:,}] parameters",
+                                fix="pass a smaller --random (or searched --picks)")
         a = space.sample(random.Random(seed))
-        if lo <= count(a) <= hi:
+        if lo <= count(a) <= hi and a.key not in seen:
+            seen[a.key] = f"random:{seed}"
             archs.append({"source": "random", "name": f"random:{seed}", "arch": a})
         seed += 1
     dev, _ = load_dev(loaded, args.data, args.dev_sequences)
@@ -157,23 +248,24 @@ def main() -> None:
         supernet_side[part]["preferred"] = {op: int(sum(max(r["fitness"], key=r["fitness"].get) == op for r in sel))
                                             for op in ops}
     standalone = None
-    if args.landscape.exists():
-        land = json.loads(args.landscape.read_text())
-        if Arch.from_key(land["archs"][0]["key"]).num_slots == space.num_slots:
-            standalone = {"source": str(args.landscape), **standalone_groups(land, args.slot, ops)}
-    result = {"what": f"paired op flips of slot {args.slot}: supernet fitness (−loss on {args.dev_sequences} dev "
+    print(land_line, flush=True)
+    if land is not None:
+        source = args.landscape if args.landscape is not None else RESULTS / "landscape.json"
+        standalone = {"source": str(source), **standalone_groups(land, args.slot, ops)}
+    result = {"what": f"{WHAT} {args.slot}: supernet fitness (−loss on {args.dev_sequences} dev "
                       "sequences, in full) against standalone accuracy by the slot's op (landscape)",
               "supernet": str(args.supernet), "slot": args.slot, "dev_sequences": args.dev_sequences,
-              "band": [lo, hi], "rows": rows, "supernet_side": supernet_side, "standalone_side": standalone,
-              "machine": machine()}
+              "band": [lo, hi], "units": UNITS, "rows": rows, "supernet_side": supernet_side,
+              "standalone_side": standalone, "machine": machine()}
     for part, v in supernet_side.items():
         print(part, {k: (round(x["mean"], 4), [round(c, 4) for c in x["ci95"]]) if isinstance(x, dict) and "mean" in x
                      else x for k, x in v.items()}, flush=True)
     if standalone:
         print("standalone", standalone["groups"], {k: (round(v["mean"], 4), [round(c, 4) for c in v["ci95"]])
                                                    for k, v in standalone["differences"].items()}, flush=True)
-    print(write_result(args.name, result))
+    write_result(args.name, result)
+    print(out)
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)
