@@ -35,10 +35,15 @@ Every step is a CLI call, resumable: re-running the same command trains only wha
 every finished result, so on another machine (no ``WORK`` folder) the same command continues
 the same plan and trains only what it lacks; ``--picks`` and ``--supernet`` must then be a
 supernet trained with the same command (the picks' keys are in the plan). Runs go ``--jobs`` at a time with
-``OMP_NUM_THREADS=--threads`` each, seed-0 runs first (``--order gate``: the seeded architectures
-with all their seeds and the picks first, what the room rule needs, then the other draws); with ``--executor local|slurm``
-(lvsearch.dispatch; docs/cluster.md) each run is an independent submitit job instead,
-``--max-parallel`` at a time, logs under ``WORK/dispatch/``.
+``OMP_NUM_THREADS=--threads`` each, in ``--order`` (:func:`run_order`): ``plan`` (the default)
+starts seed 0 of every architecture, then the later seeds; ``gate`` starts what the room rule
+(``summary.gate``) needs first — seed 0 of the seeded architectures and of the picks, then the
+seeded architectures' later seeds (σ_seed), then the other random draws — so that a partial run
+can already be read by the rule. In both, a later seed is trained only after its seed 0 has
+finished: its seed-0 result decides whether ``search_arms.json``'s seed is taken instead. With
+``--executor local|slurm`` (lvsearch.dispatch; docs/cluster.md) each run is an independent
+submitit job instead, ``--max-parallel`` at a time, stage by stage in the same order
+(:func:`run_stages`), logs under ``WORK/dispatch/``.
 
 Usage::
 
@@ -61,7 +66,7 @@ from pathlib import Path
 import numpy as np
 
 from _common import (RESULTS, add_dispatch, bert_band, dispatch_options, dispatch_stage, exit_on_failures, machine,
-                     run_lvsearch, write_result)
+                     result_path, run_lvsearch, run_main, write_result)
 
 #: The space of a plan with no supernet to say otherwise; a plan records its own (``plan["space"]``).
 SPACE = "lvbert-elc"
@@ -231,28 +236,53 @@ def reproduces_arms(args, row: dict) -> bool:
 
 
 def run_order(rows: list[dict], seeded: int, seeds: int, order: str = "plan") -> list[tuple[dict, int]]:
-    """The (architecture, pretraining seed) runs in the order they start.
+    """The (architecture, pretraining seed) runs of a plan's ``rows`` in the order they start;
+    every run once.
 
-    ``plan``: every seed-0 run in plan order, then seeds 1.. of the first ``seeded``.
-    ``gate``: what the room rule (``gate``) needs first: seed 0 of the seeded architectures and
-    of the picks, then the seeded architectures' later seeds (σ_seed), then the remaining random
-    draws (the prior the best is shrunk toward). A later seed always comes after its seed 0.
+    ``plan``: every seed-0 run in plan order, then seeds 1..``seeds``-1 of the first ``seeded``.
+    ``gate``: what the room rule (:func:`gate`) needs first: seed 0 of the first ``seeded``
+    architectures and of the picks (``source == "pick"``), then the seeded architectures' later
+    seeds (σ_seed), then seed 0 of the remaining random draws (the prior the best is shrunk
+    toward). In both a later seed comes after its seed 0. With no picks ``gate`` is ``plan``
+    with the later seeds moved before the unseeded draws; a pick among the first ``seeded`` is
+    trained once, as a seeded architecture.
+
     Raises ValueError on another ``order``."""
     later = [(r, s) for s in range(1, seeds) for r in rows[:seeded]]
     if order == "plan":
         return [(r, 0) for r in rows] + later
     if order != "gate":
         raise ValueError(f"unknown run order {order!r}: plan or gate")
-    early = [r for i, r in enumerate(rows) if i < seeded or r["source"] == "pick"]
-    return [(r, 0) for r in early] + later + [(r, 0) for r in rows if r not in early]
+    early = {r["id"] for i, r in enumerate(rows) if i < seeded or r["source"] == "pick"}
+    return ([(r, 0) for r in rows if r["id"] in early] + later
+            + [(r, 0) for r in rows if r["id"] not in early])
+
+
+def run_stages(rows: list[dict], seeded: int, seeds: int, order: str = "plan") -> list[list[tuple[dict, int]]]:
+    """:func:`run_order` cut into stages for ``--executor local|slurm``, where a stage's jobs
+    all run before the next stage starts: a new stage wherever the order switches between seed
+    0 and later seeds (a later seed needs its seed-0 result), so ``plan`` is [seed 0 of every
+    architecture, the later seeds] and ``gate`` [seed 0 of the seeded architectures and the
+    picks, their later seeds, seed 0 of the other draws]."""
+    stages: list[list[tuple[dict, int]]] = []
+    for r, s in run_order(rows, seeded, seeds, order):
+        if not stages or (s == 0) != (stages[-1][-1][1] == 0):
+            stages.append([])
+        stages[-1].append((r, s))
+    return stages
 
 
 def train_all(args, plan: dict) -> None:
+    """Every run of the plan (:func:`run_order`), ``--jobs`` at a time in a thread pool, or as
+    dispatched jobs (:func:`train_dispatched`). The pool takes jobs first in, first out, so a
+    later seed, submitted after its seed 0, starts only after that seed 0 has started; it then
+    waits for its result (which decides whether search_arms.json's seed can be taken) and is
+    not run when its seed 0 failed. Every run's line is printed in :func:`run_order`; failed runs
+    (their error names the log) are listed after every run has ended, with a non-zero exit
+    (``SystemExit``), and the same command again continues them."""
     rows = plan["archs"]
-    seeded = rows[:args.seeded]
     if not args.dispatch.inline:
-        return train_dispatched(args, rows, seeded)
-    # FIFO: a later seed waits for its seed 0, which was submitted (so started) before it
+        return train_dispatched(args, rows)
     with ThreadPoolExecutor(args.jobs) as pool:
         first, futures = {}, []
         for r, s in run_order(rows, args.seeded, args.seeds, args.order):
@@ -262,36 +292,49 @@ def train_all(args, plan: dict) -> None:
                 continue
 
             def job(r=r, s=s):
-                print(first[r["id"]].result(), flush=True)
+                if first[r["id"]].exception() is not None:
+                    return f"{r['id']} {r['ops']} s{s}: not run (its seed 0 failed)"
                 if arms_seed(r, s) is not None and reproduces_arms(args, r):
                     return f"{r['id']} {r['ops']} s{s}: from search_arms.json (seed 0 reproduced)"
                 return run_one(args, r, s)
             futures.append(pool.submit(job))
+        failed = []
         for f in futures:
-            print(f.result(), flush=True)
+            try:
+                print(f.result(), flush=True)
+            except Exception as e:  # noqa: BLE001 - listed below; the other runs go on
+                failed.append(str(e))
+                print(f"failed: {e}", flush=True)
+    if failed:
+        raise SystemExit(f"{len(failed)} of {len(futures)} runs failed (the same command again continues them):\n"
+                         + "\n".join(f"  {e}" for e in failed))
 
 
-def train_dispatched(args, rows: list[dict], seeded: list[dict]) -> None:
-    """``--executor local|slurm``: every seed-0 run as one independent job, then the later
-    seeds (which need the seed-0 result to decide whether search_arms.json's seeds can be
-    reused); a failed job is reported with its log after all others ran (exit non-zero), and
-    the same command again continues it from its checkpoint (run_one resumes)."""
+def train_dispatched(args, rows: list[dict]) -> None:
+    """``--executor local|slurm``: the runs as independent jobs, stage by stage in ``--order``
+    (:func:`run_stages`); a later seed is submitted only after its seed-0 stage has ended (the
+    seed-0 result decides whether search_arms.json's seeds can be reused) and not at all when
+    its seed 0 failed. A failed job is reported with its log after all others ran (exit
+    non-zero), and the same command again continues it from its checkpoint (run_one resumes)."""
     from lvsearch.dispatch import Job
 
     failures: dict = {}
-    first = [Job(f"{r['id']}-s0", run_one, {"args": args, "row": r, "seed": 0}) for r in rows]
-    dispatch_stage(args.dispatch, first, args.work / "dispatch" / "seed-0", failures)
-    later = []
-    for s in range(1, args.seeds):
-        for r in seeded:
-            if f"{r['id']}-s0" in failures:
+    total = 0
+    stages = run_stages(rows, args.seeded, args.seeds, args.order)
+    for i, stage in enumerate(stages):
+        jobs = []
+        for r, s in stage:
+            if s > 0 and f"{r['id']}-s0" in failures:
                 continue
-            if arms_seed(r, s) is not None and reproduces_arms(args, r):
+            if s > 0 and arms_seed(r, s) is not None and reproduces_arms(args, r):
                 print(f"{r['id']} {r['ops']} s{s}: from search_arms.json (seed 0 reproduced)", flush=True)
                 continue
-            later.append(Job(f"{r['id']}-s{s}", run_one, {"args": args, "row": r, "seed": s}))
-    dispatch_stage(args.dispatch, later, args.work / "dispatch" / "later-seeds", failures)
-    exit_on_failures(failures, len(first) + len(later))
+            jobs.append(Job(f"{r['id']}-s{s}", run_one, {"args": args, "row": r, "seed": s}))
+        # the plan order's two stages keep their folder names (seed-0, later-seeds)
+        name = ("seed-0" if stage[0][1] == 0 else "later-seeds") + (f"-{i}" if len(stages) > 2 else "")
+        dispatch_stage(args.dispatch, jobs, args.work / "dispatch" / name, failures)
+        total += len(jobs)
+    exit_on_failures(failures, total)
 
 
 # ----------------------------------------------------------------------------------------
@@ -876,24 +919,30 @@ def vs_default(reports: dict[str, dict]) -> dict:
 
 
 def main() -> None:
+    from lvsearch.argtypes import count as count_arg, positive_count
+
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--supernet", type=Path, default=None,
                    help="the quickstart supernet (space and band); --report without it re-reports the committed "
                         "plan and results (the fitness variants' statistics recomputed from their committed scores)")
     p.add_argument("--data", type=Path, default=None, help="prepared corpus (lvsearch data prepare --vocab-size 4096); needed to train")
     p.add_argument("--work", type=Path, required=True, help="folder for the plan, runs and logs (resumable)")
-    p.add_argument("--random", type=int, default=18, help="random draws inside the band (on the first run)")
+    p.add_argument("--random", type=count_arg, default=18, help="random draws inside the band (on the first run)")
     p.add_argument("--picks", type=Path, nargs="*", help="architecture files of searched picks to add")
-    p.add_argument("--seeded", type=int, default=6, help="the first N architectures of the plan get every seed")
-    p.add_argument("--seeds", type=int, default=3)
-    p.add_argument("--steps", type=int, default=2000)
-    p.add_argument("--eval-every", type=int, default=400)
-    p.add_argument("--dev-sequences", type=int, default=512)
-    p.add_argument("--jobs", type=int, default=2)
-    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--seeded", type=count_arg, default=6, help="the first N architectures of the plan get every seed")
+    p.add_argument("--seeds", type=positive_count, default=3, help="pretraining seeds 0..N-1 of the seeded architectures")
+    p.add_argument("--steps", type=positive_count, default=2000)
+    p.add_argument("--eval-every", type=positive_count, default=400)
+    p.add_argument("--dev-sequences", type=positive_count, default=512)
+    p.add_argument("--jobs", type=positive_count, default=2, help="runs at a time (the inline thread pool)")
+    p.add_argument("--threads", type=positive_count, default=1, help="OMP_NUM_THREADS of each run")
     p.add_argument("--order", choices=["plan", "gate"], default="plan",
-                   help="plan: every seed-0 run, then the later seeds; gate: what the room rule needs first "
-                        "(the seeded architectures with all seeds and the picks), then the other draws")
+                   help="which runs start first. plan: seed 0 of every architecture in plan order, then seeds "
+                        "1..SEEDS-1 of the seeded ones. gate: what the room rule (summary.gate) needs first: seed 0 of "
+                        "the seeded architectures and of the picks, then the seeded ones' later seeds (σ_seed), "
+                        "then seed 0 of the other random draws (the prior the best is shrunk toward), so a partial "
+                        "run can already be read by the rule. In both a later seed is trained only after its seed 0 "
+                        "has finished (its result decides whether search_arms.json's seed can be reused)")
     add_dispatch(p, "the retrain + evaluate of every architecture and seed")
     p.add_argument("--fitness-variants", nargs="*", default=[],
                    help="dev sizes (or 'all') to rank-check in --report")
@@ -906,6 +955,7 @@ def main() -> None:
     args.dispatch = dispatch_options(args)
     global NAME
     NAME = args.name
+    result_path(NAME, own=lambda d: "plan" in d and str(d.get("what", "")).startswith("the landscape of"))
     if (args.supernet is None or args.data is None) and not args.report:
         raise SystemExit("--supernet and --data are needed to train (only --report works without them)")
     plan = make_plan(args)
@@ -917,4 +967,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

@@ -124,3 +124,120 @@ def test_gate_order_trains_what_the_room_rule_needs_first(landscape):
     assert gate[11:] == [("03", 0), ("04", 0), ("05", 0)]
     with pytest.raises(ValueError, match="plan or gate"):
         landscape.run_order(rows, 3, 3, order="best")
+
+
+def _plan_rows(sources: list[str]) -> list[dict]:
+    return [_row(f"{i:02d}", src, f"n{i}", [0.3]) for i, src in enumerate(sources)]
+
+
+@pytest.mark.parametrize("sources, seeded, seeds", [
+    (["reference", "reference", "random", "random"], 2, 3),  # no picks
+    (["reference", "random", "pick", "pick"], 0, 3),  # nothing seeded
+    (["reference", "pick", "random", "pick", "random"], 3, 2),  # a pick among the seeded
+    (["reference", "random"], 5, 3),  # fewer architectures than --seeded
+    (["pick", "random", "random"], 2, 1),  # one seed: no later seeds
+])
+def test_run_order_edge_cases_every_run_once_each_later_seed_after_its_seed_0(landscape, sources, seeded, seeds):
+    rows = _plan_rows(sources)
+    want = sorted([(r["id"], 0) for r in rows] + [(r["id"], s) for s in range(1, seeds) for r in rows[:seeded]])
+    for order in ("plan", "gate"):
+        got = [(r["id"], s) for r, s in landscape.run_order(rows, seeded, seeds, order)]
+        assert sorted(got) == want and len(set(got)) == len(got)
+        assert all(got.index((i, 0)) < k for k, (i, s) in enumerate(got) if s > 0)
+        stages = landscape.run_stages(rows, seeded, seeds, order)
+        assert [(r["id"], s) for st in stages for r, s in st] == got
+        assert all(len({s == 0 for _, s in st}) == 1 for st in stages)
+    gate = [(r["id"], s) for r, s in landscape.run_order(rows, seeded, seeds, "gate")]
+    early = {r["id"] for i, r in enumerate(rows) if i < seeded or r["source"] == "pick"}
+    assert [i for i, s in gate[:len(early)]] == [r["id"] for r in rows if r["id"] in early]  # plan order within
+    if "pick" not in sources:  # gate without picks: plan with the later seeds before the unseeded draws
+        plan = [(r["id"], s) for r, s in landscape.run_order(rows, seeded, seeds, "plan")]
+        assert [x for x in gate if x[1] == 0] == [x for x in plan if x[1] == 0]
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+@pytest.mark.parametrize("order", ["plan", "gate"])
+def test_the_run_loop_trains_a_later_seed_after_its_seed_0_and_never_waits_forever(landscape, monkeypatch, capsys,
+                                                                                  jobs, order):
+    """The inline pool, with ``run_one`` stubbed: every run once, each later seed trained after
+    its seed 0 has finished (one worker or two; a later seed blocks a worker while it waits),
+    runs already done reported as done, and a later seed of a failed seed 0 not run."""
+    import threading
+    from types import SimpleNamespace
+
+    rows = _plan_rows(["reference", "reference", "random", "random", "random", "pick", "pick"])
+    finished, lock = [], threading.Lock()
+
+    def run_one(args, row, seed):
+        if (row["id"], seed) == ("01", 0):
+            raise RuntimeError("lvsearch retrain failed (exit 1); see 01-s0.log")
+        with lock:
+            finished.append((row["id"], seed))
+        return f"{row['id']} s{seed}: done" if row["id"] == "02" else f"{row['id']} s{seed}: 1 s"
+
+    monkeypatch.setattr(landscape, "run_one", run_one)
+    monkeypatch.setattr(landscape, "arms_seed", lambda row, seed: None)
+    args = SimpleNamespace(dispatch=SimpleNamespace(inline=True), jobs=jobs, seeded=3, seeds=3, order=order)
+    outcome = {}
+
+    def train():
+        try:
+            landscape.train_all(args, {"archs": rows})
+        except SystemExit as e:
+            outcome["error"] = str(e)
+
+    t = threading.Thread(target=train, daemon=True)
+    t.start()
+    t.join(120)  # a deadlock hangs here (never reached by a correct loop)
+    assert not t.is_alive(), "the run loop waits forever"
+    assert outcome["error"].startswith("1 of 13 runs failed") and outcome["error"].endswith("see 01-s0.log")
+    expected = {(r["id"], s) for r, s in landscape.run_order(rows, 3, 3, order)} - {("01", 0), ("01", 1), ("01", 2)}
+    assert sorted(finished) == sorted(expected)
+    assert all(finished.index((i, 0)) < k for k, (i, s) in enumerate(finished) if s > 0)
+    out = capsys.readouterr().out  # every run's line, in the order the runs start
+    assert "02 s0: done" in out and "06 s0: 1 s" in out and "01 ssss s1: not run (its seed 0 failed)" in out
+
+
+def test_the_dispatched_stages_follow_the_order_and_skip_the_later_seeds_of_a_failed_seed_0(landscape, monkeypatch,
+                                                                                          tmp_path):
+    from types import SimpleNamespace
+
+    rows = _plan_rows(["reference", "reference", "random", "random", "pick"])
+    stages = []
+
+    def dispatch_stage(opts, jobs, folder, failures):
+        stages.append((folder.name, [j.name for j in jobs]))
+        failures.update({j.name: ("boom", None) for j in jobs if j.name == "01-s0"})
+
+    monkeypatch.setattr(landscape, "dispatch_stage", dispatch_stage)
+    monkeypatch.setattr(landscape, "exit_on_failures", lambda failures, total: stages.append(("exit", sorted(failures))))
+    monkeypatch.setattr(landscape, "arms_seed", lambda row, seed: None)
+    args = SimpleNamespace(dispatch=SimpleNamespace(inline=False), seeded=2, seeds=2, work=tmp_path, order="gate")
+    landscape.train_dispatched(args, rows)
+    assert stages == [("seed-0-0", ["00-s0", "01-s0", "04-s0"]), ("later-seeds-1", ["00-s1"]),
+                      ("seed-0-2", ["02-s0", "03-s0"]), ("exit", ["01-s0"])]
+    stages.clear()
+    args.order = "plan"
+    landscape.train_dispatched(args, rows)
+    assert [s[0] for s in stages] == ["seed-0", "later-seeds", "exit"] and stages[1][1] == ["00-s1"]
+
+
+@pytest.mark.parametrize("argv, expect", [
+    (["--name", "slot_flip_12", "--report"], "slot_flip_12.json exists and is not this benchmark's output"),
+    (["--name", "../x", "--report"], "'../x' is not a result name"),
+    (["--jobs", "0", "--report"], "argument --jobs: '0' must be ≥ 1"),
+    (["--seeds", "0", "--report"], "argument --seeds: '0' must be ≥ 1"),
+])
+def test_bad_options_are_one_message_exit_2_and_no_result_is_overwritten(tmp_path, argv, expect):
+    import os
+    import subprocess
+    import sys
+
+    results = BENCHMARKS / "results"
+    before = {p.name: p.read_bytes() for p in results.iterdir() if p.is_file()}
+    env = {**os.environ, "PYTHONPATH": str(BENCHMARKS.parent), "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, str(BENCHMARKS / "landscape.py"), "--work", str(tmp_path / "w"), *argv],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr and expect in proc.stderr, proc.stderr
+    assert {p.name: p.read_bytes() for p in results.iterdir() if p.is_file()} == before
+    assert not (tmp_path / "w").exists()
