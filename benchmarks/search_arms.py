@@ -258,20 +258,43 @@ def rank_check_on_arms(args, rows: dict) -> dict:
     return out
 
 
+#: The unit of a search's fitness by its metric (``best.json``'s ``meta.fitness_metric``).
+FITNESS_UNITS = {"loss": "nats (−loss: minus the mean masked-token cross-entropy)",
+                 "accuracy": "fraction (masked-token accuracy; 0.01 = 1 pp)"}
+
+
 def fitness_lead(searches: dict) -> dict | None:
     """The strategy's pick minus random search's pick on the search's own fitness, per search
-    seed (``searches[seed]["evolution"|"random"]["fitness"]``; nats for −loss), with the mean,
-    its Student-t 95% interval over seeds and how many seeds the strategy leads. None with fewer
-    than 2 paired seeds."""
+    seed: ``searches[seed]["evolution"|"random"]`` with ``fitness`` (the pick's fitness; a
+    seed without both picks, or with a pick without fitness, is left out) and
+    ``fitness_metric`` (``loss``: −loss in nats; ``accuracy``: a fraction; a seed whose two
+    searches used different metrics is left out). Returns the per-seed differences, their mean
+    with its Student-t 95% interval over seeds (:func:`lvsearch.stats.t_interval`), how many
+    seeds the strategy leads (``ahead``), trails (``behind``) or ties (``tied``: both picks
+    equally fit, as when both searches pick the same architecture), the metric and its unit;
+    the mean and interval are None when the seeds' searches used different metrics. None
+    with fewer than 2 paired seeds."""
     from lvsearch.stats import t_interval
 
-    d = {s: v["evolution"]["fitness"] - v["random"]["fitness"] for s, v in searches.items()
-         if {"evolution", "random"} <= set(v) and None not in (v["evolution"]["fitness"], v["random"]["fitness"])}
+    d, metric_of = {}, {}
+    for s, v in searches.items():
+        if not {"evolution", "random"} <= set(v) or None in (v["evolution"]["fitness"], v["random"]["fitness"]):
+            continue
+        metrics = {v[k].get("fitness_metric") for k in ("evolution", "random")} - {None}
+        if len(metrics) > 1:
+            continue
+        d[s] = v["evolution"]["fitness"] - v["random"]["fitness"]
+        metric_of[s] = next(iter(metrics), None)
     if len(d) < 2:
         return None
-    ci = t_interval(list(d.values()))
-    return {"per_seed": d, "n": len(d), "mean": sum(d.values()) / len(d), "t95": list(ci) if ci else None,
-            "ahead": sum(x > 0 for x in d.values())}
+    metrics = set(metric_of.values()) - {None}
+    one = len(metrics) <= 1
+    ci = t_interval(list(d.values())) if one else None
+    metric = next(iter(metrics), None) if one else "mixed: " + ", ".join(sorted(metrics))
+    return {"per_seed": d, "n": len(d), "mean": sum(d.values()) / len(d) if one else None,
+            "t95": list(ci) if ci else None, "ahead": sum(x > 0 for x in d.values()),
+            "behind": sum(x < 0 for x in d.values()), "tied": sum(x == 0 for x in d.values()),
+            "metric": metric, "unit": FITNESS_UNITS.get(metric)}
 
 
 def report(args) -> Path:
@@ -329,7 +352,8 @@ def report(args) -> Path:
             meta = best.get("meta", {})
             hist = state.get("history", [])
             searches.setdefault(str(s), {})[label] = {
-                "best_ops": best.get("ops"), "fitness": meta.get("fitness"), "params": meta.get("params"),
+                "best_ops": best.get("ops"), "fitness": meta.get("fitness"),
+                "fitness_metric": meta.get("fitness_metric"), "params": meta.get("params"),
                 "evaluations": len(hist), "passes": state.get("passes"),
                 "dc_in_slot_1": Arch.from_dict(best).ops[0] == "DC"}
     result = {
