@@ -64,6 +64,44 @@ def bert_band(loaded, band: float = BAND) -> tuple[int, int, int]:
     return ref, int(ref * (1 - band)), int(ref * (1 + band))
 
 
+#: Uniform draws tried per requested architecture before :func:`draw_in_band` gives up (the band
+#: may hold too few distinct architectures of the space).
+DRAWS_PER_ARCH = 1000
+
+
+def draw_in_band(space, count, lo: int, hi: int, n: int, *, first_seed: int = 0, seen=(),
+                 option: str = "--random", also: str = "") -> list[tuple[int, object]]:
+    """``n`` distinct architectures drawn uniformly inside a parameter band: ``space.sample(
+    random.Random(seed))`` for seed = ``first_seed``, ``first_seed`` + 1, ..., keeping a draw
+    when ``lo <= count(arch) <= hi`` (parameters) and its key is neither in ``seen`` (keys of
+    architectures listed already) nor drawn before. Returns ``[(seed, Arch), ...]`` in seed
+    order; the same arguments give the same draws.
+
+    Raises:
+        LvsearchError: ``DRAWS_PER_ARCH * n`` draws gave fewer than ``n`` (the band holds too
+            few distinct architectures of the space); the message names ``option``, its fix
+            says how many were found (and ``also``, another way out, when given).
+    """
+    import random
+
+    from lvsearch.errors import LvsearchError
+
+    keys, out = set(seen), []
+    tries = DRAWS_PER_ARCH * n
+    for seed in range(first_seed, first_seed + tries):
+        if len(out) == n:
+            break
+        a = space.sample(random.Random(seed))
+        if a.key not in keys and lo <= count(a) <= hi:
+            keys.add(a.key)
+            out.append((seed, a))
+    if len(out) < n:
+        raise LvsearchError(f"{option} {n}: {tries:,} draws of {space.name} gave only {len(out)} distinct "
+                            f"architectures inside the band [{lo:,}, {hi:,}] parameters (besides those listed "
+                            "already)", fix=f"pass a smaller {option} (these draws found {len(out)}){also}")
+    return out
+
+
 def run_main(main) -> None:
     """Run a benchmark's ``main()`` as the CLI runs a verb: a
     :class:`~lvsearch.errors.LvsearchError` (bad input) is one message ``<script>: error: ...``

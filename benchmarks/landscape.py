@@ -57,7 +57,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import random
 import re
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -65,8 +64,8 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import (RESULTS, add_dispatch, bert_band, dispatch_options, dispatch_stage, exit_on_failures, machine,
-                     result_path, run_lvsearch, run_main, write_result)
+from _common import (RESULTS, add_dispatch, bert_band, dispatch_options, dispatch_stage, draw_in_band, exit_on_failures,
+                     machine, result_path, run_lvsearch, run_main, write_result)
 
 #: The space of a plan with no supernet to say otherwise; a plan records its own (``plan["space"]``).
 SPACE = "lvbert-elc"
@@ -83,8 +82,16 @@ ARMS_NAMES = {"bert": "bert", "sandwich": "sandwich", "random:1": "random-arch"}
 
 
 def make_plan(args) -> dict:
-    """Load ``WORK/plan.json``, or create it; ``--picks`` files not yet in it are appended."""
+    """Load ``WORK/plan.json``, or create it; ``--picks`` files not yet in it are appended.
+
+    Raises:
+        LvsearchError: no plan to report (no ``--supernet``, no plan file), ``--picks`` without
+            ``--supernet``, a plan of another space than the supernet's, a pick of another
+            space, or a band holding fewer than ``--random``
+            distinct architectures (:func:`_common.draw_in_band`); nothing is written then.
+    """
     from lvsearch.arch import Arch, resolve_arch
+    from lvsearch.errors import LvsearchError
     from lvsearch.io import atomic_write_json
     from lvsearch.train.supernet import load_supernet
 
@@ -92,27 +99,31 @@ def make_plan(args) -> dict:
     if args.supernet is None:  # --report on another machine: the committed plan as it is
         plan = json.loads(path.read_text()) if path.exists() else committed().get("plan")
         if not plan:
-            raise SystemExit(f"no plan in {path} or in benchmarks/results/{NAME}.json: pass --supernet")
+            raise LvsearchError(f"--report without --supernet: no plan in {path} or in {RESULTS / NAME}.json",
+                                fix="pass --supernet (the plan is made from its space and band), or the --work or "
+                                    "--name of an existing landscape")
         if args.picks:
-            raise SystemExit("--picks needs --supernet (the band and the space)")
+            raise LvsearchError("--picks needs --supernet: the band and the space the picks are checked against "
+                                "come from it", fix="pass --supernet with --picks")
         return plan
     loaded = load_supernet(args.supernet)
     space = loaded.space
     count = loaded.supernet.num_params
     ref, lo, hi = bert_band(loaded)
     PARAM_COUNTER.update(count=count, band=(lo, hi), space=space, dims=loaded.dims)
+    plan = None
     if path.exists():
-        plan = json.loads(path.read_text())
+        plan, source = json.loads(path.read_text()), path
     elif committed().get("plan"):  # another machine: continue the committed plan
-        plan = committed()["plan"]
-    else:
+        plan, source = committed()["plan"], RESULTS / f"{NAME}.json"
+    if plan is not None and plan["space"] != plan_space_of(space):
+        raise LvsearchError(f"--supernet {args.supernet} is of {plan_space_of(space)}, but the plan in {source} is of "
+                            f"{plan['space']}", fix="pass the supernet the plan was made with, or another --name and "
+                                                    "--work for a landscape of this space")
+    if plan is None:
         rows = [{"name": n, "source": "reference", "arch": resolve_arch(n, space)} for n in REFERENCES]
-        seed = 1000
-        while sum(r["source"] == "random" for r in rows) < args.random:
-            a = space.sample(random.Random(seed))
-            if lo <= count(a) <= hi and all(r["arch"].key != a.key for r in rows):
-                rows.append({"name": f"random:{seed}", "source": "random", "arch": a})
-            seed += 1
+        rows += [{"name": f"random:{seed}", "source": "random", "arch": a} for seed, a in
+                 draw_in_band(space, count, lo, hi, args.random, first_seed=1000, seen=[r["arch"].key for r in rows])]
         plan = {"space": plan_space_of(space), "band": [lo, hi], "bert_params": ref, "archs": [
             {"id": f"{i:02d}", "name": r["name"], "source": r["source"], "key": r["arch"].key,
              "ops": r["arch"].compact, "params": count(r["arch"])} for i, r in enumerate(rows)]}
@@ -821,15 +832,36 @@ def paired_text(d: dict | None) -> str:
             f"{d['n']} architectures: {verdict}")
 
 
-def write_docs(path: Path, result: dict) -> None:
-    """Replace the text between the :func:`markers` in ``path`` by :func:`markdown`."""
+def docs_parts(path: Path) -> tuple[str, str]:
+    """The text of ``path`` (``--docs``) before its BEGIN and after its END :func:`markers`.
+
+    Raises:
+        LvsearchError: ``path`` unreadable, or without this ``--name``'s markers.
+    """
+    from lvsearch.errors import LvsearchError
+    from lvsearch.io import read_text
+
     BEGIN, END = markers()
-    text = path.read_text(encoding="utf-8")
-    if BEGIN not in text or END not in text:
-        raise SystemExit(f"{path} has no landscape markers ({BEGIN} ... {END})")
+    try:
+        text = read_text(path, what="--docs file")
+    except OSError as e:
+        raise LvsearchError(f"--docs {path} cannot be read ({e.strerror or e})",
+                            fix=f"pass the markdown file that holds the {NAME} block (docs/results.md)") from None
+    if BEGIN not in text or END not in text.split(BEGIN, 1)[1]:
+        raise LvsearchError(f"--docs {path} has no {NAME} block (the markers {BEGIN} ... {END})",
+                            fix="add the two marker lines where the table goes, or pass the file that has them")
     head, rest = text.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    path.write_text(head + BEGIN + "\n" + markdown(result) + "\n" + END + tail, encoding="utf-8")
+    return head, rest.split(END, 1)[1]
+
+
+def write_docs(path: Path, result: dict) -> None:
+    """Replace the text between the :func:`markers` in ``path`` by :func:`markdown`, atomically
+    (raises as :func:`docs_parts`)."""
+    from lvsearch.io import atomic_write_bytes
+
+    BEGIN, END = markers()
+    head, tail = docs_parts(path)
+    atomic_write_bytes(path, (head + BEGIN + "\n" + markdown(result) + "\n" + END + tail).encode("utf-8"))
 
 
 def fitness_variants(args, reuse: Path) -> dict:
@@ -920,6 +952,7 @@ def vs_default(reports: dict[str, dict]) -> dict:
 
 def main() -> None:
     from lvsearch.argtypes import count as count_arg, positive_count
+    from lvsearch.errors import LvsearchError
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--supernet", type=Path, default=None,
@@ -956,8 +989,12 @@ def main() -> None:
     global NAME
     NAME = args.name
     result_path(NAME, own=lambda d: "plan" in d and str(d.get("what", "")).startswith("the landscape of"))
+    if args.docs is not None:
+        docs_parts(args.docs)  # checked before anything is trained or written
     if (args.supernet is None or args.data is None) and not args.report:
-        raise SystemExit("--supernet and --data are needed to train (only --report works without them)")
+        missing = " and ".join(f for f, v in (("--supernet", args.supernet), ("--data", args.data)) if v is None)
+        raise LvsearchError(f"{missing} missing: --supernet and --data are needed to train",
+                            fix="pass --supernet SN --data CORPUS, or --report to only aggregate what exists")
     plan = make_plan(args)
     args.plan_space = plan["space"]
     print(f"{len(plan['archs'])} architectures; band {plan['band']}", flush=True)

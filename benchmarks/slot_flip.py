@@ -25,8 +25,9 @@ paired op flips:
 Every architecture is scored once: a pick that repeats another pick is counted once, and the
 draws skip architectures already listed. Bad input (a pick of another space or slot count, a
 missing supernet or landscape, a landscape of another space, ``--slot`` outside the space, no
-architecture at all, a ``--name`` whose file is another benchmark's) is one message and exit
-status 2 before anything is scored or written.
+architecture at all, a band holding fewer than ``--random`` distinct architectures, a ``--name``
+whose file is another benchmark's) is one message and exit status 2 before anything is scored
+or written.
 
 A slot op the fitness prefers but standalone training does not is a bias of the supernet that
 no search over its fitness can undo.
@@ -44,22 +45,18 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import random
 from itertools import combinations
 from pathlib import Path
 
 import numpy as np
 
-from _common import RESULTS, bert_band, machine, result_path, run_main, write_result
+from _common import RESULTS, bert_band, draw_in_band, machine, result_path, run_main, write_result
 
 #: The start of the result's ``what``: how a re-run recognises its own output (``--name``).
 WHAT = "paired op flips of slot"
 #: Units of the result's numbers.
 UNITS = {"fitness": "nats: −loss, minus the mean cross-entropy per masked dev token (higher is better)",
          "standalone": "fraction: MLM dev accuracy (0.01 = 1 pp)"}
-#: Uniform draws tried per requested ``--random`` architecture before giving up (the band may
-#: hold too few architectures of the space).
-DRAWS_PER_ARCH = 1000
 
 
 def flips(arch, slot: int, ops) -> dict:
@@ -215,17 +212,8 @@ def main() -> None:
             continue
         seen[a.key] = str(f)
         archs.append({"source": "pick", "name": str(f), "arch": a})
-    seed, tries = 0, DRAWS_PER_ARCH * args.random
-    while sum(r["source"] == "random" for r in archs) < args.random:
-        if seed >= tries:
-            raise LvsearchError(f"{seed} draws of {space.name} gave only {sum(r['source'] == 'random' for r in archs)} "
-                                f"distinct architectures inside bert's band [{lo:,}, {hi:,}] parameters",
-                                fix="pass a smaller --random (or searched --picks)")
-        a = space.sample(random.Random(seed))
-        if lo <= count(a) <= hi and a.key not in seen:
-            seen[a.key] = f"random:{seed}"
-            archs.append({"source": "random", "name": f"random:{seed}", "arch": a})
-        seed += 1
+    for seed, a in draw_in_band(space, count, lo, hi, args.random, seen=seen, also=", or searched --picks"):
+        archs.append({"source": "random", "name": f"random:{seed}", "arch": a})
     dev, _ = load_dev(loaded, args.data, args.dev_sequences)
     ev = SupernetEvaluator(loaded.supernet, dev, seq_len=loaded.config.train.seq_len, fitness=DEFAULT)
     for r in archs:

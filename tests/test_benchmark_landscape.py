@@ -241,3 +241,109 @@ def test_bad_options_are_one_message_exit_2_and_no_result_is_overwritten(tmp_pat
     assert proc.returncode == 2 and "Traceback" not in proc.stderr and expect in proc.stderr, proc.stderr
     assert {p.name: p.read_bytes() for p in results.iterdir() if p.is_file()} == before
     assert not (tmp_path / "w").exists()
+
+
+# ------------------------------------------------------------------ the draws and bad input on a tiny supernet
+
+
+def test_draws_in_the_band_are_distinct_reproducible_and_stop_with_a_message(monkeypatch):
+    """``_common.draw_in_band`` (landscape's and slot_flip's random draws): in-band, distinct,
+    skipping the keys given, the same draws for the same seeds; a band that holds too few
+    architectures stops with one LvsearchError naming the option instead of drawing forever."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    from _common import DRAWS_PER_ARCH, draw_in_band
+
+    from lvsearch.errors import LvsearchError
+    from lvsearch.space import SearchSpace
+
+    space = SearchSpace.resolve("lvbert-elc", 2)  # 18 architectures
+    count = lambda a: 100 * a.ops.count("SA")  # noqa: E731 - parameters: 100 per attention slot
+    first = draw_in_band(space, count, 100, 100, 3, first_seed=1000)
+    assert [s for s, _ in first] == sorted(s for s, _ in first) and all(s >= 1000 for s, _ in first)
+    assert all(a.ops.count("SA") == 1 for _, a in first) and len({a.key for _, a in first}) == 3
+    assert draw_in_band(space, count, 100, 100, 3, first_seed=1000) == first
+    skip = draw_in_band(space, count, 100, 100, 3, first_seed=1000, seen=[first[0][1].key])
+    assert first[0][1].key not in {a.key for _, a in skip} and skip[:2] == first[1:]
+    assert draw_in_band(space, count, 0, 10**9, 0) == []
+    with pytest.raises(LvsearchError, match=rf"--random 2: {2 * DRAWS_PER_ARCH:,} draws of lvbert-elc@2 gave only 0 ") as e:
+        draw_in_band(space, count, 1000, 2000, 2)  # no architecture has 10 attention slots
+    assert "fix: pass a smaller --random (these draws found 0)" in str(e.value)
+    in_band = {a.key for a in (space.sample(random.Random(s)) for s in range(2000)) if count(a) == 100}
+    with pytest.raises(LvsearchError, match=f"gave only {len(in_band)} distinct"):
+        draw_in_band(space, count, 100, 100, len(in_band) + 1, option="--draws")
+
+
+@pytest.fixture(scope="module")
+def land_ws(prepared_corpus: Path, tmp_path_factory) -> dict[str, Path]:
+    """A tiny 2-slot supernet (its space holds 18 architectures, all inside bert's band), an
+    architecture file of another slot count and a markdown file without the landscape block."""
+    from test_reliability import SN_SETS, _sets
+
+    from lvsearch.arch import Arch
+    from lvsearch.cli import main
+
+    w = tmp_path_factory.mktemp("land")
+    assert main(["train-supernet", "--config", "quickstart", "--data", str(prepared_corpus), "--out", str(w / "sn2"),
+                 *_sets([*SN_SETS, "num_slots=2"])]) == 0
+    Arch.sequential("sfsf").to_json(w / "pick4.json", space="lvbert-elc")
+    (w / "results.md").write_text("# results\n\n<!-- landscape:begin (benchmarks/landscape.py --docs) -->\n")
+    return {"W": w, "CORPUS": prepared_corpus, "SN": w / "sn2"}
+
+
+LAND_CASES = [  # (id, argv, text of the one message); land_2 has no committed plan, landscape has one
+    ("random-more-than-the-band-holds", "--supernet {SN} --data {CORPUS} --name land_2 --random 20",
+     "--random 20: 20,000 draws of lvbert-elc@2 gave only"),
+    ("committed-plan-of-another-space", "--supernet {SN} --data {CORPUS} --random 1",
+     "--supernet {SN} is of lvbert-elc@2, but the plan in " + str(BENCHMARKS / "results" / "landscape.json")
+     + " is of lvbert-elc@12"),
+    ("supernet-missing", "--supernet {W}/nosn --data {CORPUS} --name land_2", "{W}/nosn holds no run"),
+    ("data-missing", "--supernet {SN} --name land_2", "--data missing: --supernet and --data are needed to train"),
+    ("pick-other-slot-count", "--supernet {SN} --data {CORPUS} --name land_2 --random 1 --picks {W}/pick4.json",
+     "{W}/pick4.json has 4 slots"),
+    ("report-without-a-plan", "--report --name land_2", "--report without --supernet: no plan in {W}/work/plan.json"),
+    ("picks-without-supernet", "--report --picks {W}/pick4.json", "--picks needs --supernet"),
+    ("docs-without-the-block", "--report --docs {W}/results.md", "has no landscape block"),
+    ("docs-missing", "--report --docs {W}/nope.md", "--docs {W}/nope.md cannot be read"),
+]
+
+
+@pytest.mark.parametrize("case", LAND_CASES, ids=[c[0] for c in LAND_CASES])
+def test_bad_input_is_one_message_exit_2_nothing_written(land_ws, case):
+    import os
+    import subprocess
+    import sys
+
+    from test_reliability import tree_digest
+
+    _, argv, expect = case
+    folders = {"W": land_ws["W"], "RESULTS": BENCHMARKS / "results"}
+    before = {k: tree_digest(p) for k, p in folders.items()}
+    env = {**os.environ, "PYTHONPATH": str(BENCHMARKS.parent), "OMP_NUM_THREADS": "1"}
+    env.pop("LVSEARCH_DEBUG", None)
+    proc = subprocess.run([sys.executable, str(BENCHMARKS / "landscape.py"), "--work", f"{land_ws['W']}/work",
+                           *[a.format(**land_ws) for a in argv.split()]],
+                          capture_output=True, text=True, timeout=300, env=env)
+    err = " ".join(proc.stderr.split())
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr + proc.stdout and "landscape.py: error:" in err and "fix:" in err, err
+    assert expect.format(**land_ws) in err, err
+    assert {k: tree_digest(p) for k, p in folders.items()} == before
+
+
+def test_a_new_plan_draws_distinct_band_architectures_after_the_references(land_ws, landscape, tmp_path, monkeypatch):
+    """``make_plan`` on a space with room for the draws: the references, then ``--random``
+    draws from seed 1000 that repeat none of them, the plan and one architecture file each written."""
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(landscape, "NAME", "land_2")  # no committed plan of this name
+    monkeypatch.setattr(landscape, "PARAM_COUNTER", {})  # make_plan fills it; the module's own is kept
+    args = SimpleNamespace(work=tmp_path / "w", supernet=land_ws["SN"], picks=None, random=4)
+    plan = landscape.make_plan(args)
+    names = [r["name"] for r in plan["archs"]]
+    assert names[:3] == landscape.REFERENCES and all(n.startswith("random:") for n in names[3:]) and len(names) == 7
+    assert min(int(n.split(":")[1]) for n in names[3:]) >= 1000
+    keys = [r["key"] for r in plan["archs"][2:]]  # bert and sandwich are one architecture in two slots
+    assert len(set(keys)) == len(keys) and plan["space"] == "lvbert-elc@2"
+    assert all(plan["band"][0] <= r["params"] <= plan["band"][1] for r in plan["archs"])
+    assert sorted(p.name for p in (args.work / "archs").iterdir()) == [f"{i:02d}.json" for i in range(7)]
+    assert landscape.make_plan(args) == plan  # the plan is fixed on the first run
