@@ -24,6 +24,11 @@ and for each pair of arms the paired difference with three intervals (seed-level
 percentile bootstrap, Student t over seeds, and a target-level paired bootstrap that pools the
 seeds' dev targets / BLiMP pairs and so shows measurement noise only).
 
+Bad input (a missing supernet, data or task folder, a ``--work`` that is a file, a
+``--seed-list`` seed given twice, a number out of range, an unknown arm, ``--report`` on a
+folder without finished runs, a ``--name`` whose file is another benchmark's) is one message
+and exit status 2 before anything is trained or written.
+
 Usage::
 
     python benchmarks/search_arms.py --supernet QS/supernet --data CORPUS --work /tmp/arms \\
@@ -45,19 +50,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from _common import (BAND, add_dispatch, bert_band, dispatch_options, dispatch_stage, exit_on_failures, machine,
-                     run_lvsearch as lvsearch, shared_data_dir, write_result)
+                     result_path, run_lvsearch as lvsearch, run_main, shared_data_dir, write_result)
 
 ARMS = ["ea", "random-search", "bert", "sandwich", "random-arch"]
 PAIRS = [("ea", "bert"), ("ea", "random-search"), ("random-search", "bert"), ("ea", "sandwich"),
          ("ea", "random-arch"), ("sandwich", "bert"), ("random-arch", "bert")]
-
-
-
-def band(supernet: Path) -> tuple[int, int, int]:
-    """bert's parameter count on the supernet's dims and the ± BAND band around it."""
-    from lvsearch.train.supernet import load_supernet
-
-    return bert_band(load_supernet(supernet))
+#: The result's ``what``: how a re-run recognises its own output (``--name``).
+WHAT = "EA vs random search vs references over seeds (benchmarks/search_arms.py)"
 
 
 def search(args, seed: int, lo: int, hi: int) -> Path:
@@ -138,7 +137,7 @@ def mlm_eval(args, run: Path, log: Path) -> None:
 
 def train_all(args) -> None:
     (args.work / "logs").mkdir(parents=True, exist_ok=True)
-    ref, lo, hi = band(args.supernet)
+    ref, lo, hi = args.band
     print(f"bert {ref:,} params; band [{lo:,}, {hi:,}]", flush=True)
     first = [a for a in ARMS[:3] if a in args.arms]
     order = [(arm, s) for s in seed_list(args) for arm in first] + \
@@ -298,6 +297,12 @@ def fitness_lead(searches: dict) -> dict | None:
 
 
 def report(args) -> Path:
+    """Aggregate the finished runs of ``args.work`` into ``benchmarks/results/<--name>.json``
+    and return its path.
+
+    Raises:
+        LvsearchError: no finished run of the arms and seeds asked for (nothing is written).
+    """
     rows: dict[str, dict[int, dict]] = {}
     for arm in args.arms:
         for s in seed_list(args):
@@ -313,6 +318,14 @@ def report(args) -> Path:
             m.update(arch=cfg["arch"]["ops"], params=summ["params"], steps=summ["steps"], tokens=summ["tokens"],
                      train_seconds=summ.get("seconds_this_process"))
             rows.setdefault(arm, {})[s] = m
+    if not rows:
+        from lvsearch.errors import LvsearchError
+
+        wanted = "eval.json" if not args.mlm_only else "mlm.json or eval.json"
+        raise LvsearchError(f"--report: --work {args.work} holds no finished run of the arms {', '.join(args.arms)} "
+                            f"and seeds {', '.join(map(str, seed_list(args)))} (runs/ARM-sSEED/{wanted})",
+                            fix="train first (the same command without --report), or pass the --work, --arms and "
+                                "seeds of a finished run")
     arms = {}
     for arm, by_seed in rows.items():
         vals = list(by_seed.values())
@@ -357,7 +370,7 @@ def report(args) -> Path:
                 "evaluations": len(hist), "passes": state.get("passes"),
                 "dc_in_slot_1": Arch.from_dict(best).ops[0] == "DC"}
     result = {
-        "what": "EA vs random search vs references over seeds (benchmarks/search_arms.py)",
+        "what": WHAT,
         "settings": {"supernet": str(args.supernet), "steps": args.steps, "seeds": seed_list(args),
                      "strategy": args.strategy or "evolution", "num_slots": args.num_slots,
                      "population": args.population, "iterations": args.iterations,
@@ -375,49 +388,95 @@ def report(args) -> Path:
     return write_result(args.name, result)
 
 
+def own_result(result) -> bool:
+    """True for a result this benchmark wrote (its ``what`` is :data:`WHAT`): the file a
+    ``--name`` may replace."""
+    return isinstance(result, dict) and result.get("what") == WHAT
+
+
+def search_dev_sequences(text: str) -> str:
+    """``--search-dev-sequences``: ``default`` or a number of dev sequences ≥ 1 (as text, the
+    way ``evolve --dev-sequences`` takes it and the result's settings record it)."""
+    from lvsearch.argtypes import positive_count
+
+    return "default" if text.strip() == "default" else str(positive_count(text))
+
+
+def check_args(args) -> None:
+    """Bad input, before anything is trained or written: ``--seed-list`` with a seed twice,
+    ``--work`` that is not a folder that can be written (``--report``: an existing folder),
+    ``--data`` or ``--task`` missing, and ``--supernet`` that is not a supernet run (loaded:
+    ``args.num_slots`` and ``args.band``, bert's count and its ± BAND band, are taken from it).
+
+    Raises:
+        LvsearchError: the first of these, naming the option and the fix.
+    """
+    from lvsearch.errors import LvsearchError
+    from lvsearch.io import check_writable_folder
+    from lvsearch.train.supernet import load_supernet
+
+    seeds = seed_list(args)
+    twice = sorted({s for s in seeds if seeds.count(s) > 1})
+    if twice:
+        raise LvsearchError(f"--seed-list {' '.join(map(str, seeds))}: seed(s) {', '.join(map(str, twice))} given "
+                            "more than once (each seed is one search and one run per arm)",
+                            fix="pass each search seed once")
+    check_writable_folder(args.work, "--work")
+    if args.report and not args.work.is_dir():
+        raise LvsearchError(f"--report: --work {args.work} does not exist", fix="pass the --work folder of a run")
+    for flag, path in (("--data", args.data), ("--task", args.task)):
+        if not path.is_dir():
+            raise LvsearchError(f"{flag} {path} is not a folder", fix=f"pass an existing {flag} folder")
+    loaded = load_supernet(args.supernet)
+    args.num_slots = loaded.space.num_slots
+    args.band = bert_band(loaded)
+
+
 def main() -> None:
+    from lvsearch.argtypes import count, positive_count
+
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--supernet", type=Path, required=True)
     p.add_argument("--data", type=Path, required=True, help="prepared corpus (lvsearch data prepare --vocab-size 4096)")
     p.add_argument("--work", type=Path, required=True, help="folder for searches, runs and logs (resumable)")
     p.add_argument("--space", default="lvbert-elc", help="space of the random-arch arm (the supernet's family)")
-    p.add_argument("--seeds", type=int, default=3)
-    p.add_argument("--seed-list", type=int, nargs="+", default=None,
-                   help="search seeds to run and report instead of 0..--seeds-1")
+    p.add_argument("--seeds", type=positive_count, default=3)
+    p.add_argument("--seed-list", type=count, nargs="+", default=None,
+                   help="search seeds to run and report instead of 0..--seeds-1 (each once)")
     p.add_argument("--strategy", choices=["evolution", "aging"], default=None,
                    help="the searched arm's strategy (evolve --strategy; default: evolve's, evolution)")
-    p.add_argument("--steps", type=int, default=2000, help="retrain steps per arm (batch 32 × 64 tokens)")
-    p.add_argument("--eval-every", type=int, default=400)
-    p.add_argument("--dev-sequences", type=int, default=512)
-    p.add_argument("--population", type=int, default=20)
-    p.add_argument("--iterations", type=int, default=10)
-    p.add_argument("--search-dev-sequences", default="128",
+    p.add_argument("--steps", type=positive_count, default=2000, help="retrain steps per arm (batch 32 × 64 tokens)")
+    p.add_argument("--eval-every", type=positive_count, default=400)
+    p.add_argument("--dev-sequences", type=positive_count, default=512)
+    p.add_argument("--population", type=positive_count, default=20)
+    p.add_argument("--iterations", type=positive_count, default=10)
+    p.add_argument("--search-dev-sequences", type=search_dev_sequences, default="128",
                    help="dev sequences of the search's fitness (evolve --dev-sequences; fitness and racing are evolve's "
                         "defaults), or 'default': evolve's default count too (1024). The committed 3-seed benchmark used "
                         "128 with the accuracy fitness and no racing, evolve's defaults then")
     p.add_argument("--arms", nargs="+", choices=ARMS, default=ARMS, help="arms to train (default: all five)")
-    p.add_argument("--name", default="search_arms", help="result file name under benchmarks/results (no .json)")
+    p.add_argument("--name", default="search_arms",
+                   help="result name: benchmarks/results/NAME.json (a re-run replaces only its own output)")
     p.add_argument("--mlm-only", action="store_true",
                    help="evaluate MLM dev accuracy and its floor only (no BLiMP, no fine-tuning): ~25%% less time")
-    p.add_argument("--blimp-limit", type=int, default=100)
+    p.add_argument("--blimp-limit", type=positive_count, default=100)
     p.add_argument("--task", type=Path, default=None, help="fine-tuning task (default: shared sentence_polarity)")
-    p.add_argument("--jobs", type=int, default=2)
-    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--jobs", type=positive_count, default=2)
+    p.add_argument("--threads", type=positive_count, default=1)
     add_dispatch(p, "the searches and the retrain + evaluate of every arm and seed")
     p.add_argument("--report", action="store_true", help="only aggregate what exists")
     args = p.parse_args()
     args.dispatch = dispatch_options(args)
+    result_path(args.name, own=own_result)
     args.supernet, args.data, args.work = args.supernet.resolve(), args.data.resolve(), args.work.resolve()
     if args.task is None:
         args.task = shared_data_dir() / "tasks" / "sentence_polarity"
     args.blimp = shared_data_dir() / "blimp"
-    from lvsearch.io import read_json
-
-    args.num_slots = int(read_json(args.supernet / "config.json", what="supernet run config")["config"]["num_slots"])
+    check_args(args)
     if not args.report:
         train_all(args)
     print(report(args))
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

@@ -1,7 +1,12 @@
-"""The arms benchmark's search-side statistics (benchmarks/search_arms.py), nothing trained."""
+"""The arms benchmark (benchmarks/search_arms.py): its search-side statistics (nothing trained),
+and bad input on a tiny supernet."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -58,3 +63,73 @@ def test_fitness_lead_counts_a_shared_pick_as_a_tie_and_checks_the_interval_agai
     legacy = search_arms.fitness_lead({"0": {"evolution": {"fitness": -5.0}, "random": {"fitness": -5.1}},
                                        "1": {"evolution": {"fitness": -5.0}, "random": {"fitness": -5.2}}})
     assert legacy["metric"] is None and legacy["mean"] == pytest.approx(0.15)  # files before the metric was kept
+
+
+# ------------------------------------------------------------------ bad input on a tiny supernet
+
+
+def test_its_own_results_are_the_committed_search_arms_files(monkeypatch):
+    """``--name`` may replace a file only when ``own_result`` recognises it: every committed
+    search_arms*.json, and no other benchmark's result."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import search_arms
+
+    results = BENCHMARKS / "results"
+    mine = sorted(results.glob("search_arms*.json"))
+    assert mine and all(search_arms.own_result(json.loads(p.read_text())) for p in mine)
+    others = [results / "landscape.json", results / "slot_flip_12.json"]
+    assert not any(search_arms.own_result(json.loads(p.read_text())) for p in others if p.exists())
+    assert not search_arms.own_result([1, 2]) and not search_arms.own_result({"arms": {}})
+
+
+@pytest.fixture(scope="module")
+def arms_ws(prepared_corpus: Path, tmp_path_factory) -> dict[str, Path]:
+    """A tiny 2-slot supernet, an empty work folder and a file where a folder is expected."""
+    from test_reliability import SN_SETS, _sets
+
+    from lvsearch.cli import main
+
+    w = tmp_path_factory.mktemp("arms")
+    assert main(["train-supernet", "--config", "quickstart", "--data", str(prepared_corpus), "--out", str(w / "sn2"),
+                 *_sets([*SN_SETS, "num_slots=2"])]) == 0
+    (w / "empty").mkdir()
+    (w / "afile").write_text("not a folder\n")
+    return {"W": w, "CORPUS": prepared_corpus, "SN": w / "sn2"}
+
+
+ARMS_CASES = [  # (id, argv after --supernet {SN} --data {CORPUS} --work {W}/work, text of the one message)
+    ("supernet-missing", "--supernet {W}/nosn", "{W}/nosn holds no run"),
+    ("work-is-a-file", "--work {W}/afile", "--work {W}/afile is a file"),
+    ("data-missing", "--data {W}/nodata", "--data {W}/nodata is not a folder"),
+    ("seeds-zero", "--seeds 0", "argument --seeds: '0' must be ≥ 1"),
+    ("seed-list-twice", "--seed-list 0 1 0", "--seed-list 0 1 0: seed(s) 0 given more than once"),
+    ("seed-list-negative", "--seed-list 0 -1", "argument --seed-list"),
+    ("steps-not-a-number", "--steps many", "argument --steps: not a number: 'many'"),
+    ("search-dev-sequences-zero", "--search-dev-sequences 0", "argument --search-dev-sequences: '0' must be ≥ 1"),
+    ("arm-unknown", "--arms ea nope", "argument --arms: invalid choice: 'nope'"),
+    ("report-on-an-empty-work", "--report --work {W}/empty", "--report: --work {W}/empty holds no finished run"),
+    ("report-on-no-work", "--report --work {W}/nowork", "--report: --work {W}/nowork does not exist"),
+    ("name-of-another-result", "--name landscape", "landscape.json exists and is not this benchmark's output"),
+    ("name-with-a-folder", "--name ../x", "'../x' is not a result name"),
+]
+
+
+@pytest.mark.parametrize("case", ARMS_CASES, ids=[c[0] for c in ARMS_CASES])
+def test_bad_input_is_one_message_exit_2_nothing_written(arms_ws, case):
+    from test_reliability import tree_digest
+
+    _, argv, expect = case
+    folders = {"W": arms_ws["W"], "RESULTS": BENCHMARKS / "results"}
+    before = {k: tree_digest(p) for k, p in folders.items()}
+    given = [a.format(**arms_ws) for a in argv.split()]
+    base = {"--supernet": str(arms_ws["SN"]), "--data": str(arms_ws["CORPUS"]), "--work": f"{arms_ws['W']}/work"}
+    base = [x for k, v in base.items() if k not in given for x in (k, v)]  # a case's own value replaces the base one
+    env = {**os.environ, "PYTHONPATH": str(BENCHMARKS.parent), "OMP_NUM_THREADS": "1"}
+    env.pop("LVSEARCH_DEBUG", None)
+    proc = subprocess.run([sys.executable, str(BENCHMARKS / "search_arms.py"), *base, *given],
+                          capture_output=True, text=True, timeout=300, env=env)
+    err = " ".join(proc.stderr.split())
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr + proc.stdout and "search_arms.py: error:" in err, err
+    assert expect.format(**arms_ws) in err, err
+    assert {k: tree_digest(p) for k, p in folders.items()} == before
