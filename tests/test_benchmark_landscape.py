@@ -309,25 +309,13 @@ LAND_CASES = [  # (id, argv, text of the one message); land_2 has no committed p
 
 @pytest.mark.parametrize("case", LAND_CASES, ids=[c[0] for c in LAND_CASES])
 def test_bad_input_is_one_message_exit_2_nothing_written(land_ws, case):
-    import os
-    import subprocess
-    import sys
-
-    from test_reliability import tree_digest
+    from benchmark_cli import assert_benchmark_refuses
 
     _, argv, expect = case
-    folders = {"W": land_ws["W"], "RESULTS": BENCHMARKS / "results"}
-    before = {k: tree_digest(p) for k, p in folders.items()}
-    env = {**os.environ, "PYTHONPATH": str(BENCHMARKS.parent), "OMP_NUM_THREADS": "1"}
-    env.pop("LVSEARCH_DEBUG", None)
-    proc = subprocess.run([sys.executable, str(BENCHMARKS / "landscape.py"), "--work", f"{land_ws['W']}/work",
-                           *[a.format(**land_ws) for a in argv.split()]],
-                          capture_output=True, text=True, timeout=300, env=env)
-    err = " ".join(proc.stderr.split())
-    assert proc.returncode == 2, proc.stderr[-3000:]
-    assert "Traceback" not in proc.stderr + proc.stdout and "landscape.py: error:" in err and "fix:" in err, err
-    assert expect.format(**land_ws) in err, err
-    assert {k: tree_digest(p) for k, p in folders.items()} == before
+    err = assert_benchmark_refuses("landscape.py", ["--work", f"{land_ws['W']}/work",
+                                                    *[a.format(**land_ws) for a in argv.split()]],
+                                   expect.format(**land_ws), {"W": land_ws["W"], "RESULTS": BENCHMARKS / "results"})
+    assert "fix:" in err, err
 
 
 def test_a_new_plan_draws_distinct_band_architectures_after_the_references(land_ws, landscape, tmp_path, monkeypatch):

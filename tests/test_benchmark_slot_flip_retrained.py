@@ -77,7 +77,7 @@ CASES = [  # (id, original, flipped, text of the one message)
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_bad_input_is_one_message_exit_2_nothing_written(tmp_path, case):
-    from test_reliability import tree_digest
+    from benchmark_cli import assert_benchmark_refuses
 
     w = tmp_path
     flips_file(w / "flips.json", {"scfs": {"SA": -5.0, "DC": -5.01, "FF": -5.03}})
@@ -89,18 +89,9 @@ def test_bad_input_is_one_message_exit_2_nothing_written(tmp_path, case):
     (run_folder(w / "noeval", "ccfs", 0.29) / "mlm.json").unlink()
     run_folder(w / "unscored", "ffff", 0.29)
     run_folder(w / "unscored1", "cfff", 0.29)
-    folders = {"W": w, "RESULTS": RESULTS}
-    before = {k: tree_digest(p) for k, p in folders.items()}
-    env = {**os.environ, "PYTHONPATH": str(BENCHMARKS.parent), "OMP_NUM_THREADS": "1"}
-    env.pop("LVSEARCH_DEBUG", None)
-    proc = subprocess.run([sys.executable, str(BENCHMARKS / "slot_flip_retrained.py"), "--flips", str(w / "flips.json"),
-                           "--pair", str(w / case[1]), str(w / case[2]), "--name", "slot_flip_retrained_test_never"],
-                          capture_output=True, text=True, timeout=120, env=env)
-    err = " ".join(proc.stderr.split())
-    assert proc.returncode == 2, proc.stderr[-3000:]
-    assert "Traceback" not in proc.stderr + proc.stdout and "slot_flip_retrained.py: error:" in err, err
-    assert case[3] in err, err
-    assert {k: tree_digest(p) for k, p in folders.items()} == before
+    assert_benchmark_refuses("slot_flip_retrained.py",
+                             ["--flips", str(w / "flips.json"), "--pair", str(w / case[1]), str(w / case[2]),
+                              "--name", "slot_flip_retrained_test_never"], case[3], {"W": w, "RESULTS": RESULTS})
 
 
 def test_a_name_of_another_benchmarks_result_is_refused(tmp_path):
