@@ -45,7 +45,8 @@ UNITS = {"supernet_difference": "nats: −loss of the flipped architecture − t
 
 def load_run(folder: Path) -> dict:
     """A retrain run folder's architecture, recipe (``config.json``'s ``config`` without the
-    space's name) and MLM dev accuracy.
+    space's name), MLM dev accuracy and its neighbour-count floor on the same dev targets (a
+    fraction; None when the evaluation has no floor).
 
     Raises:
         LvsearchError: ``config.json`` or ``mlm.json`` missing or unreadable.
@@ -58,6 +59,7 @@ def load_run(folder: Path) -> dict:
         mlm = json.loads((folder / "mlm.json").read_text(encoding="utf-8"))
         arch = Arch.from_dict(cfg["arch"], source=folder / "config.json")
         acc = float(mlm["mlm"]["accuracy"])
+        floor = mlm["mlm"].get("floors", {}).get("neighbour-count", {}).get("accuracy")
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise LvsearchError(f"--pair {folder}: not a finished retrain run with an evaluation "
                             f"(config.json and mlm.json; {type(e).__name__})",
@@ -66,7 +68,7 @@ def load_run(folder: Path) -> dict:
     # the recipe without its space name, which a run may spell as "lvbert-elc" or "lvbert-elc@12";
     # the architectures' slot counts are compared on their own
     recipe = {k: v for k, v in (cfg.get("config") or {}).items() if k != "space"}
-    return {"folder": str(folder), "arch": arch, "recipe": recipe, "accuracy": acc,
+    return {"folder": str(folder), "arch": arch, "recipe": recipe, "accuracy": acc, "floor": floor,
             "dev_sequences": mlm["mlm"].get("dev_settings", {}).get("num_sequences")}
 
 
@@ -103,6 +105,7 @@ def flip_pair(orig: dict, flip: dict, rows_by_key: dict, slot: int) -> dict:
     return {"original": orig["folder"], "flipped": flip["folder"], "compact": a.compact, "slot": where[0],
             "own_op": own, "flipped_op": new, "supernet_difference": row["fitness"][new] - row["fitness"][own],
             "original_accuracy": orig["accuracy"], "flipped_accuracy": flip["accuracy"],
+            "original_floor": orig["floor"], "flipped_floor": flip["floor"],
             "standalone_difference": flip["accuracy"] - orig["accuracy"]}
 
 
