@@ -45,6 +45,11 @@ RT_TINY = ["num_slots=4", "model.hidden=32", "model.embedding=16", "model.ff_inn
 #: a top-k of 4: the retrain examples take 4 finalists from topk.json
 SEARCH_TINY = ["--population", "6", "--iterations", "2", "--topk", "4", "--crossover", "3", "--mutation", "3",
                "--dev-sequences", "16"]
+#: how often a ``latency measure`` runs when its calibration is refused as too noisy (the
+#: machine was busy: :func:`lvsearch.latency.predict.calibrate`) before the example is skipped
+BUSY_TRIES = 3
+#: the refusal's words, as the CLI prints them (whitespace collapsed)
+BUSY = "the machine was probably busy"
 #: reference architectures with a fixed number of slots (no num_slots=4 for them)
 FIXED_DEPTH = ("lvbert-paper",)
 
@@ -197,6 +202,14 @@ def examples_ws(shared_data: Path, corpora: Path, small_corpus: Path, tmp_path_f
     def run(*argv: str) -> None:
         assert main(list(argv)) == 0, argv
 
+    def measure_latency(*argv: str) -> None:
+        """``latency measure``, again when a busy machine's timings were refused (it times real
+        runs: on a loaded CI machine a 3-architecture calibration can fit a negative time)."""
+        for _ in range(BUSY_TRIES - 1):
+            if main(list(argv)) == 0:
+                return
+        run(*argv)
+
     old = os.getcwd()
     os.chdir(ws)
     try:
@@ -212,8 +225,8 @@ def examples_ws(shared_data: Path, corpora: Path, small_corpus: Path, tmp_path_f
             shutil.move(ws / "runs" / name, root / "store" / name)
             (ws / "runs" / name).symlink_to(root / "store" / name, target_is_directory=True)
         run("evolve", "--supernet", "runs/sn", "--out", "runs/search", *SEARCH_TINY)
-        run("latency", "measure", "--supernet", "runs/sn", "--out", "runs/latency-cpu.json", "--repeats", "2",
-            "--warmup", "1", "--calibrate", "3")
+        measure_latency("latency", "measure", "--supernet", "runs/sn", "--out", "runs/latency-cpu.json", "--repeats",
+                        "2", "--warmup", "1", "--calibrate", "3")
         rt = ["--config", "retrain-quickstart", "--data", "data/corpus", *_sets(RT_TINY)]
         for arch, out in (("runs/search/best.json", "runs/best"), ("bert", "runs/bert"),
                           ("random:1", "runs/random-best"), ("runs/search/best.json", "runs/small")):
@@ -293,6 +306,15 @@ def test_documented_example_runs(examples_ws: Path, where: str, cmd: str, monkey
     monkeypatch.chdir(case)
     code = main(argv)
     text = " ".join("".join(capsys.readouterr()).split())
+    if _verb(argv) == ("latency", "measure"):
+        for _ in range(BUSY_TRIES - 1):  # timings refused as too noisy: time again
+            if code != 2 or BUSY not in text:
+                break
+            code = main(argv)
+            text = " ".join("".join(capsys.readouterr()).split())
+        if code == 2 and BUSY in text and "Traceback" not in text:
+            pytest.skip(f"{where}: {cmd}: timings refused as too noisy {BUSY_TRIES} times on this busy machine "
+                        f"(the refusal itself is tested in test_latency.py): {text[-300:]}")
     if any(w in cmd for w in NEEDS_HUB) and code == 2:
         assert re.search(r"hub|offline|internet|download|cache", text, re.I), f"{where}: {cmd}\n{text[-3000:]}"
         return
