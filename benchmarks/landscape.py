@@ -86,7 +86,8 @@ def make_plan(args) -> dict:
 
     Raises:
         LvsearchError: no plan to report (no ``--supernet``, no plan file), ``--picks`` without
-            ``--supernet``, a plan of another space than the supernet's, a pick of another
+            ``--supernet``, a plan of another space than the supernet's or of other widths (its
+            ``bert`` parameter count and band differ from the supernet's), a pick of another
             space, or a band holding fewer than ``--random``
             distinct architectures (:func:`_common.draw_in_band`); nothing is written then.
     """
@@ -120,6 +121,12 @@ def make_plan(args) -> dict:
         raise LvsearchError(f"--supernet {args.supernet} is of {plan_space_of(space)}, but the plan in {source} is of "
                             f"{plan['space']}", fix="pass the supernet the plan was made with, or another --name and "
                                                     "--work for a landscape of this space")
+    if plan is not None and (plan["band"] != [lo, hi] or plan["bert_params"] != ref):
+        raise LvsearchError(f"--supernet {args.supernet} has other widths than the plan in {source}: bert has "
+                            f"{ref:,} parameters on it (band [{lo:,}, {hi:,}]), {plan['bert_params']:,} in the plan "
+                            f"(band [{plan['band'][0]:,}, {plan['band'][1]:,}])",
+                            fix="pass a supernet trained with the plan's command (its widths), or another --name and "
+                                "--work for a landscape of these widths")
     if plan is None:
         rows = [{"name": n, "source": "reference", "arch": resolve_arch(n, space)} for n in REFERENCES]
         rows += [{"name": f"random:{seed}", "source": "random", "arch": a} for seed, a in

@@ -3,6 +3,7 @@ additive fit, on synthetic rows (nothing is trained)."""
 
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 
@@ -335,3 +336,26 @@ def test_a_new_plan_draws_distinct_band_architectures_after_the_references(land_
     assert all(plan["band"][0] <= r["params"] <= plan["band"][1] for r in plan["archs"])
     assert sorted(p.name for p in (args.work / "archs").iterdir()) == [f"{i:02d}.json" for i in range(7)]
     assert landscape.make_plan(args) == plan  # the plan is fixed on the first run
+
+
+def test_a_continued_plan_of_other_widths_is_refused(land_ws, landscape, tmp_path, monkeypatch):
+    """A plan continued with a supernet of the same space but other widths (bert's parameter
+    count and so the band differ) would train architectures of one size and report them
+    against the band of another: ``make_plan`` refuses it and leaves the plan as it was."""
+    from types import SimpleNamespace
+
+    from lvsearch.errors import LvsearchError
+
+    monkeypatch.setattr(landscape, "NAME", "land_2")
+    monkeypatch.setattr(landscape, "PARAM_COUNTER", {})
+    args = SimpleNamespace(work=tmp_path / "w", supernet=land_ws["SN"], picks=None, random=2)
+    plan = landscape.make_plan(args)
+    assert landscape.make_plan(args) == plan  # the same widths continue
+    plan_file = args.work / "plan.json"
+    other = {**plan, "bert_params": plan["bert_params"] + 64, "band": [plan["band"][0] + 61, plan["band"][1] + 67]}
+    plan_file.write_text(json.dumps(other))
+    before = plan_file.read_bytes()
+    with pytest.raises(LvsearchError, match="has other widths than the plan in") as e:
+        landscape.make_plan(args)
+    assert f"{plan['bert_params']:,} parameters on it" in str(e.value)
+    assert plan_file.read_bytes() == before
