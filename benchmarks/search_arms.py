@@ -24,6 +24,14 @@ and for each pair of arms the paired difference with three intervals (seed-level
 percentile bootstrap, Student t over seeds, and a target-level paired bootstrap that pools the
 seeds' dev targets / BLiMP pairs and so shows measurement noise only).
 
+A long test spans sessions on machines that may not keep ``--work``: a result that records the
+supernet's and the corpus's sha256 (every result written by this version) is continued from its
+committed JSON. An arm and seed in ``benchmarks/results/<--name>.json`` is not searched or
+retrained again, and the report merges it with what ``--work`` holds, but only when the
+supernet's weights, the corpus's manifest and every setting that changes a result are the
+committed ones (a supernet retrained with the same command at the same thread count is
+byte-identical); otherwise the run stops with one message before anything is trained.
+
 Bad input (a missing supernet, data or task folder, a ``--work`` that is a file, a
 ``--seed-list`` seed given twice, a number out of range, an unknown arm, ``--report`` on a
 folder without finished runs, a ``--name`` whose file is another benchmark's) is one message
@@ -49,7 +57,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from _common import (BAND, add_dispatch, bert_band, dispatch_options, dispatch_stage, exit_on_failures, machine,
+from _common import (BAND, RESULTS, add_dispatch, bert_band, dispatch_options, dispatch_stage, exit_on_failures, machine,
                      result_path, run_lvsearch as lvsearch, run_main, shared_data_dir, write_result)
 
 ARMS = ["ea", "random-search", "bert", "sandwich", "random-arch"]
@@ -59,10 +67,75 @@ PAIRS = [("ea", "bert"), ("ea", "random-search"), ("random-search", "bert"), ("e
 WHAT = "EA vs random search vs references over seeds (benchmarks/search_arms.py)"
 
 
+#: Settings a continued run shares with its committed result, or it is refused
+#: (:func:`check_continuation`): each changes what a seed's runs measure.
+CONTINUE_KEYS = ("supernet_sha256", "data_manifest_sha256", "steps", "strategy", "num_slots", "population",
+                 "iterations", "search_dev_sequences", "dev_sequences", "mlm_only", "recipe", "param_band")
+
+
+def run_settings(args) -> dict:
+    """What a result records of the command (``settings``); :data:`CONTINUE_KEYS` among them."""
+    return {"supernet": str(args.supernet), "supernet_sha256": args.supernet_sha256,
+            "data_manifest_sha256": args.data_manifest_sha256, "steps": args.steps, "seeds": seed_list(args),
+            "strategy": args.strategy or "evolution", "num_slots": args.num_slots,
+            "population": args.population, "iterations": args.iterations,
+            "search_dev_sequences": args.search_dev_sequences, "dev_sequences": args.dev_sequences,
+            "blimp_limit": None if args.mlm_only else args.blimp_limit, "mlm_only": args.mlm_only,
+            "task": str(args.task), "threads_per_run": args.threads, "jobs": args.jobs, "param_band": BAND,
+            "recipe": "retrain-quickstart", "arms": args.arms,
+            "search_fitness": "lvsearch evolve's defaults at the time of the run (fitness, racing; see its "
+                              "search folders' state.json)"}
+
+
+def committed_result(args) -> dict:
+    """``benchmarks/results/<--name>.json`` when it can be continued (this benchmark's own
+    output, recording the supernet's sha256), else ``{}`` (an older result is replaced, as before)."""
+    try:
+        result = json.loads((RESULTS / f"{args.name}.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    if not own_result(result) or not (result.get("settings") or {}).get("supernet_sha256"):
+        return {}
+    return result
+
+
+def check_continuation(args, committed: dict) -> None:
+    """Refuse to continue a committed result with another supernet, corpus or setting.
+
+    Raises:
+        LvsearchError: a :data:`CONTINUE_KEYS` setting differs from the committed result's
+            (named with both values); nothing is trained or written.
+    """
+    from lvsearch.errors import LvsearchError
+
+    if not committed:
+        return
+    ours, theirs = run_settings(args), committed["settings"]
+    diff = [k for k in CONTINUE_KEYS if ours[k] != theirs.get(k)]
+    if diff:
+        shown = "; ".join(f"{k}: {theirs.get(k)!r} committed, {ours[k]!r} now" for k in diff)
+        raise LvsearchError(f"--name {args.name}: {RESULTS / (args.name + '.json')} was measured with other settings "
+                            f"({shown}), so its seeds cannot be continued",
+                            fix="pass the committed run's supernet (retrained with the same command at the same "
+                                "thread count), corpus and options, or another --name")
+
+
+def committed_seed(args, arm: str, seed: int) -> dict | None:
+    """The committed metrics of ``arm`` at search seed ``seed`` (``args.committed``), or None."""
+    return (((args.committed.get("arms") or {}).get(arm) or {}).get("per_seed") or {}).get(str(seed))
+
+
+def committed_search(args, seed: int) -> dict:
+    """The committed ``searches`` entry of ``seed`` (``{}`` when none)."""
+    return (args.committed.get("searches") or {}).get(str(seed)) or {}
+
+
 def search(args, seed: int, lo: int, hi: int) -> Path:
     out = args.work / f"search-{seed}"
     if (out / "random" / "best.json").exists() and _search_done(out / "random"):
         return out
+    if all(committed_seed(args, arm, seed) is not None for arm in ("ea", "random-search") if arm in args.arms):
+        return out  # both picks retrained in the committed result: nothing left that needs the search
     cmd = ["evolve", "--supernet", str(args.supernet), "--out", str(out), "--population", str(args.population),
            "--iterations", str(args.iterations), "--seed", str(seed), "--compare-random",
            "--min-params", str(lo), "--max-params", str(hi)]
@@ -107,6 +180,8 @@ def run_arm(args, arm: str, seed: int) -> str:
     report = run / ("mlm.json" if args.mlm_only else "eval.json")
     if report.exists():
         return f"{arm}-s{seed}: done"
+    if committed_seed(args, arm, seed) is not None:
+        return f"{arm}-s{seed}: in the committed {args.name}.json"
     t0 = time.time()
     if not (run / "summary.json").exists():
         if (run / "checkpoints" / "latest.json").exists():  # continue with the recorded config
@@ -202,6 +277,20 @@ def _metrics(report: dict | None, mlm_report: dict) -> dict:
     return out
 
 
+def merged_rows(args, rows: dict[str, dict[int, dict]]) -> dict[str, dict[int, dict]]:
+    """``rows`` (``arm -> seed -> metrics`` of the runs in ``--work``) with every arm and seed
+    asked for that ``--work`` lacks taken from the committed result (``source`` "committed";
+    without the per-target bits, which a committed result does not keep)."""
+    out = {arm: dict(by_seed) for arm, by_seed in rows.items()}
+    for arm in args.arms:
+        for s in seed_list(args):
+            m = committed_seed(args, arm, s)
+            if m is not None and s not in out.get(arm, {}):
+                out.setdefault(arm, {})[s] = {**m, "source": "committed", "_mlm_correct": None,
+                                              "_blimp_correct": None}
+    return {arm: dict(sorted(by_seed.items())) for arm, by_seed in out.items()}
+
+
 def _intervals(a: list[float], b: list[float], a_bits: list[str] | None, b_bits: list[str] | None) -> dict:
     import numpy as np
     from scipy import stats
@@ -216,7 +305,7 @@ def _intervals(a: list[float], b: list[float], a_bits: list[str] | None, b_bits:
         out["seed_bootstrap_95"] = [float(res.confidence_interval.low), float(res.confidence_interval.high)]
         t = stats.t.interval(0.95, d.size - 1, loc=d.mean(), scale=stats.sem(d)) if d.std() > 0 else (d.mean(), d.mean())
         out["t_95"] = [float(t[0]), float(t[1])]
-    if a_bits and b_bits:
+    if a_bits and b_bits and None not in a_bits and None not in b_bits:  # committed rows keep no bits
         x = np.concatenate([np.frombuffer(s.encode(), np.uint8) - 48 for s in a_bits]).astype(float)
         y = np.concatenate([np.frombuffer(s.encode(), np.uint8) - 48 for s in b_bits]).astype(float)
         out["target_bootstrap_95"] = list(bootstrap_mean_interval(x - y, n_resamples=2000, seed=0))
@@ -238,7 +327,10 @@ def rank_check_on_arms(args, rows: dict) -> dict:
     archs: dict[str, Arch] = {}
     for arm, by_seed in rows.items():
         for s in by_seed:
-            a = Arch.from_dict(json.loads((args.work / "runs" / f"{arm}-s{s}" / "config.json").read_text())["arch"])
+            if by_seed[s].get("key"):
+                a = Arch.from_key(by_seed[s]["key"])
+            else:  # a row without its key (older results): its run folder's config
+                a = Arch.from_dict(json.loads((args.work / "runs" / f"{arm}-s{s}" / "config.json").read_text())["arch"])
             archs[a.key] = a
             acc.setdefault(a.key, []).append(by_seed[s]["mlm_accuracy"])
     loaded = load_supernet(args.supernet)
@@ -303,6 +395,8 @@ def report(args) -> Path:
     Raises:
         LvsearchError: no finished run of the arms and seeds asked for (nothing is written).
     """
+    from lvsearch.arch import Arch
+
     rows: dict[str, dict[int, dict]] = {}
     for arm in args.arms:
         for s in seed_list(args):
@@ -315,9 +409,11 @@ def report(args) -> Path:
                          json.loads((run / "mlm.json").read_text()))
             summ = json.loads((run / "summary.json").read_text())
             cfg = json.loads((run / "config.json").read_text())
-            m.update(arch=cfg["arch"]["ops"], params=summ["params"], steps=summ["steps"], tokens=summ["tokens"],
-                     train_seconds=summ.get("seconds_this_process"))
+            m.update(arch=cfg["arch"]["ops"], key=Arch.from_dict(cfg["arch"]).key, params=summ["params"],
+                     steps=summ["steps"], tokens=summ["tokens"], train_seconds=summ.get("seconds_this_process"),
+                     source="this run")
             rows.setdefault(arm, {})[s] = m
+    rows = merged_rows(args, rows)
     if not rows:
         from lvsearch.errors import LvsearchError
 
@@ -352,8 +448,6 @@ def report(args) -> Path:
                 blimp=_intervals([ra[s]["blimp"] for s in common], [rb[s]["blimp"] for s in common],
                                  [ra[s]["_blimp_correct"] for s in common], [rb[s]["_blimp_correct"] for s in common]),
                 polarity=_intervals([ra[s]["polarity"] for s in common], [rb[s]["polarity"] for s in common], None, None))
-    from lvsearch.arch import Arch
-
     searches = {}
     for s in seed_list(args):
         for label, folder in (("evolution", args.work / f"search-{s}"), ("random", args.work / f"search-{s}" / "random")):
@@ -369,16 +463,11 @@ def report(args) -> Path:
                 "fitness_metric": meta.get("fitness_metric"), "params": meta.get("params"),
                 "evaluations": len(hist), "passes": state.get("passes"),
                 "dc_in_slot_1": Arch.from_dict(best).ops[0] == "DC"}
+        for label, entry in committed_search(args, s).items():  # searched on an earlier machine
+            searches.setdefault(str(s), {}).setdefault(label, entry)
     result = {
         "what": WHAT,
-        "settings": {"supernet": str(args.supernet), "steps": args.steps, "seeds": seed_list(args),
-                     "strategy": args.strategy or "evolution", "num_slots": args.num_slots,
-                     "population": args.population, "iterations": args.iterations,
-                     "search_dev_sequences": args.search_dev_sequences, "dev_sequences": args.dev_sequences,
-                     "blimp_limit": None if args.mlm_only else args.blimp_limit, "mlm_only": args.mlm_only, "task": str(args.task), "threads_per_run": args.threads,
-                     "jobs": args.jobs, "param_band": BAND, "recipe": "retrain-quickstart", "arms": args.arms,
-                     "search_fitness": "lvsearch evolve's defaults at the time of the run (fitness, racing; see its "
-                                       "search folders' state.json)"},
+        "settings": run_settings(args),
         "machine": machine(), "searches": searches, "arms": arms, "pairs": pairs,
         "dc_in_slot_1": {label: sum(v[label]["dc_in_slot_1"] for v in searches.values() if label in v)
                          for label in ("evolution", "random")},
@@ -406,13 +495,16 @@ def check_args(args) -> None:
     """Bad input, before anything is trained or written: ``--seed-list`` with a seed twice,
     ``--work`` that is not a folder that can be written (``--report``: an existing folder),
     ``--data`` or ``--task`` missing, and ``--supernet`` that is not a supernet run (loaded:
-    ``args.num_slots`` and ``args.band``, bert's count and its ± BAND band, are taken from it).
+    ``args.num_slots`` and ``args.band``, bert's count and its ± BAND band, are taken from it),
+    ``--data`` that is not a prepared corpus, and a committed result of ``--name`` measured with
+    other settings (:func:`check_continuation`; ``args.committed`` is the result continued).
 
     Raises:
         LvsearchError: the first of these, naming the option and the fix.
     """
     from lvsearch.errors import LvsearchError
     from lvsearch.io import check_writable_folder
+    from lvsearch.data.shards import PreparedData
     from lvsearch.train.supernet import load_supernet
 
     seeds = seed_list(args)
@@ -430,6 +522,10 @@ def check_args(args) -> None:
     loaded = load_supernet(args.supernet)
     args.num_slots = loaded.space.num_slots
     args.band = bert_band(loaded)
+    args.supernet_sha256 = loaded.weights_sha256
+    args.data_manifest_sha256 = PreparedData.open(args.data).manifest_sha256
+    args.committed = committed_result(args)
+    check_continuation(args, args.committed)
 
 
 def main() -> None:

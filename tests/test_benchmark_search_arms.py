@@ -62,6 +62,83 @@ def test_fitness_lead_counts_a_shared_pick_as_a_tie_and_checks_the_interval_agai
     assert legacy["metric"] is None and legacy["mean"] == pytest.approx(0.15)  # files before the metric was kept
 
 
+# ------------------------------------------------------------------ continuing a committed result
+
+
+def _continuing(monkeypatch, tmp_path, committed: dict | None, **over):
+    """``search_arms`` with RESULTS in ``tmp_path`` holding ``committed`` as ``test_arms.json``,
+    and args of a 2-seed EA / random-search run (``over`` replaces some)."""
+    from types import SimpleNamespace
+
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import search_arms
+
+    monkeypatch.setattr(search_arms, "RESULTS", tmp_path)
+    if committed is not None:
+        (tmp_path / "test_arms.json").write_text(json.dumps(committed))
+    args = SimpleNamespace(name="test_arms", supernet=tmp_path / "sn", supernet_sha256="aa" * 32,
+                           data_manifest_sha256="bb" * 32, steps=2000, seeds=2, seed_list=None, strategy=None,
+                           num_slots=24, population=50, iterations=40, search_dev_sequences="default",
+                           dev_sequences=512, blimp_limit=100, mlm_only=True, task=tmp_path, threads=1, jobs=2,
+                           arms=["ea", "random-search"], work=tmp_path / "work")
+    for k, v in over.items():
+        setattr(args, k, v)
+    return search_arms, args
+
+
+def _committed(search_arms, args, per_seed: dict) -> dict:
+    return {"what": search_arms.WHAT, "settings": search_arms.run_settings(args),
+            "arms": {arm: {"per_seed": rows} for arm, rows in per_seed.items()},
+            "searches": {"0": {"evolution": {"best_ops": "cs", "fitness": -5.0}, "random": {"best_ops": "sc",
+                                                                                          "fitness": -5.1}}}}
+
+
+def test_a_committed_seed_is_not_run_again_and_is_merged_into_the_report(monkeypatch, tmp_path):
+    """A test over many sessions: seed 0 of both arms is in the committed result, so its search
+    and retrains are skipped, and the report's rows hold it (marked ``committed``) beside the
+    seeds this machine ran, whose rows win where both exist."""
+    search_arms, args = _continuing(monkeypatch, tmp_path, None)
+    row = {"mlm_accuracy": 0.29, "mlm_loss": 4.1, "key": "k0", "source": "this run"}
+    (tmp_path / "test_arms.json").write_text(json.dumps(
+        _committed(search_arms, args, {"ea": {"0": row}, "random-search": {"0": {**row, "mlm_accuracy": 0.28}}})))
+    args.committed = search_arms.committed_result(args)
+    search_arms.check_continuation(args, args.committed)
+    assert search_arms.run_arm(args, "ea", 0) == "ea-s0: in the committed test_arms.json"
+    assert search_arms.search(args, 0, 1, 2) == args.work / "search-0"  # no evolve started (it would fail here)
+    assert not args.work.exists()
+    ours = {"ea": {1: {"mlm_accuracy": 0.30, "_mlm_correct": "01"}}}
+    rows = search_arms.merged_rows(args, ours)
+    assert rows["ea"][0]["source"] == "committed" and rows["ea"][0]["_mlm_correct"] is None
+    assert rows["ea"][1] == ours["ea"][1] and list(rows["ea"]) == [0, 1]
+    assert rows["random-search"][0]["mlm_accuracy"] == 0.28
+    assert search_arms.committed_search(args, 0)["random"]["best_ops"] == "sc"
+    # a committed row keeps no per-target bits: the target-level bootstrap is left out, the rest is computed
+    d = search_arms._intervals([0.30, 0.29], [0.28, 0.28], [None, "01"], ["10", "11"])
+    assert d["mean_difference"] == pytest.approx(0.015) and "target_bootstrap_95" not in d and "t_95" in d
+
+
+@pytest.mark.parametrize("key,value", [("supernet_sha256", "cc" * 32), ("data_manifest_sha256", "dd" * 32),
+                                       ("steps", 1000), ("population", 20), ("strategy", "aging"),
+                                       ("search_dev_sequences", "128")])
+def test_a_committed_result_of_other_settings_is_refused(monkeypatch, tmp_path, key, value):
+    """Continuing with another supernet (a retrain that is not byte-identical), corpus or a
+    setting that changes a seed's result is one message naming both values; a result that
+    recorded no supernet sha256 (older versions) is not continued but replaced, as before."""
+    from lvsearch.errors import LvsearchError
+
+    search_arms, args = _continuing(monkeypatch, tmp_path, None)
+    committed = _committed(search_arms, args, {"ea": {"0": {"mlm_accuracy": 0.29}}})
+    (tmp_path / "test_arms.json").write_text(json.dumps(committed))
+    setattr(args, key, value)
+    with pytest.raises(LvsearchError, match=f"was measured with other settings \\({key}: ") as e:
+        search_arms.check_continuation(args, search_arms.committed_result(args))
+    assert repr(value) in str(e.value) and "another --name" in e.value.fix
+    del committed["settings"]["supernet_sha256"]
+    (tmp_path / "test_arms.json").write_text(json.dumps(committed))
+    assert search_arms.committed_result(args) == {}
+    search_arms.check_continuation(args, {})  # nothing to continue: no refusal
+
+
 # ------------------------------------------------------------------ bad input on a tiny supernet
 
 
@@ -108,6 +185,7 @@ ARMS_CASES = [  # (id, argv after --supernet {SN} --data {CORPUS} --work {W}/wor
     ("report-on-no-work", "--report --work {W}/nowork", "--report: --work {W}/nowork does not exist"),
     ("name-of-another-result", "--name landscape", "landscape.json exists and is not this benchmark's output"),
     ("name-with-a-folder", "--name ../x", "'../x' is not a result name"),
+    ("data-not-prepared", "--data {W}/empty", "{W}/empty is not a prepared dataset (no manifest.json)"),
 ]
 
 
