@@ -397,6 +397,11 @@ def is_random_draw(row: dict) -> bool:
     return row["source"] == "random" or row["name"].startswith("random:")
 
 
+def is_fixed_reference(row: dict) -> bool:
+    """A reference order (``bert``, ``sandwich``), not a draw of the space."""
+    return row["source"] == "reference" and not is_random_draw(row)
+
+
 def summarize(rows: list[dict]) -> dict:
     import numpy as np
     from scipy import stats
@@ -449,6 +454,12 @@ def summarize(rows: list[dict]) -> dict:
             s_past = math.sqrt(sum(((np.asarray(v) - np.mean(v)) ** 2).sum() for v in past) / dof_past)
             out["gate"]["past_floor_sigma"] = {"sigma_seed": s_past, "archs": len(past), "dof": dof_past,
                                                **gate(rows, s_past, additive, power(s_past))}
+        fixed = [r for r in rows if not is_fixed_reference(r)]
+        refit = additive_fit(fixed) if len(fixed) < len(rows) else None
+        if refit:  # sensitivity: the fit without the fixed reference orders (far below the band's draws)
+            out["gate"]["without_references"] = {"left_out": [r["name"] for r in rows if is_fixed_reference(r)],
+                                                 "additive_n": refit["n"], "additive_loo_r2": refit["loo_r2"],
+                                                 **gate(rows, sigma, refit, out["power"])}
     if len(one) >= 3:
         x, y = [r["params"] for r in one], [r["accuracy_seed0"] for r in one]
         t = stats.kendalltau(x, y)
@@ -801,6 +812,15 @@ def markdown(result: dict) -> str:
                        f"({q['sigma_seed'] * 100:.2f} pp, {q['dof']} df; the picks a test compares are all past it): "
                        f"B {q['shrinkage']:.2f}, shrunk best {q['best_shrunk']:.4f}, room {q['room'] * 100:+.2f} pp, "
                        f"{verdict}.")
+        if g.get("without_references", {}).get("room") is not None:
+            q = g["without_references"]
+            verdict = ", ".join(f"{'≥' if q['room_at_least_detectable'][k] else '<'} {v * 100:.2f} pp "
+                                f"({k.replace('_', ' ')})" for k, v in q["detectable"].items())
+            fit = (f"its best in-band prediction {q['fit_band_best']:.4f}" if q["fit_band_best"] is not None
+                   else "then left out")
+            out.append(f"  With the additive fit refitted without {' and '.join(f'`{n}`' for n in q['left_out'])} "
+                       f"(the reference orders, far below the draws; {q['additive_n']} architectures): leave-one-out "
+                       f"R² {q['additive_loo_r2']:.2f}, {fit}, room {q['room'] * 100:+.2f} pp, {verdict}.")
     if s.get("params_control"):
         pc = s["params_control"]
         lo, hi = pc["kendall_tau_ci95"]

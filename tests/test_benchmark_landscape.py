@@ -359,3 +359,29 @@ def test_a_continued_plan_of_other_widths_is_refused(land_ws, landscape, tmp_pat
         landscape.make_plan(args)
     assert f"{plan['bert_params']:,} parameters on it" in str(e.value)
     assert plan_file.read_bytes() == before
+
+
+def test_gate_reports_the_room_with_the_fit_refitted_without_the_reference_orders(landscape, monkeypatch):
+    """`bert` and `sandwich` sit far below the band's draws, so the additive fit explains them
+    and its leave-one-out R² says little about the top: the gate adds the room with the fit
+    refitted on the draws and picks alone (``without_references``), the rule itself unchanged."""
+    monkeypatch.setattr(landscape, "PARAM_COUNTER", {})  # no supernet: no band draws of the fit
+    rng = random.Random(1)
+    rows = []
+    for i in range(14):  # draws: noise only, no per-slot structure
+        ops = "".join(rng.choice("fc") for _ in range(4))  # the draws hold no attention slot
+        seeds = [0.29 + rng.gauss(0, 0.004) for _ in range(3 if i < 4 else 1)]
+        rows.append(_row(f"{i:02d}", "random", f"random:{1000 + i}", seeds, ops))
+    rows += [_row("b", "reference", "bert", [0.20, 0.21, 0.205], "sfsf"),
+             _row("w", "reference", "sandwich", [0.19, 0.18, 0.20], "ssfs"),
+             _row("p", "pick", "s0/random/best.json", [0.291], "cfcs")]
+    for r in rows:
+        r.update(params=1000, beats_floor_all=r["accuracy_mean"] > 0.25)
+    s = landscape.summarize(rows)
+    g, q = s["gate"], s["gate"]["without_references"]
+    assert q["left_out"] == ["bert", "sandwich"] and q["additive_n"] == len(rows) - 2
+    assert q["additive_loo_r2"] == pytest.approx(landscape.additive_fit(rows[:14] + rows[16:])["loo_r2"])
+    assert s["additive"]["loo_r2"] > 0.3 > q["additive_loo_r2"] + 0.3  # the references carry the fit's R²
+    assert q["random_search_mean"] == g["random_search_mean"] == pytest.approx(0.291)
+    assert q["best_shrunk"] == pytest.approx(g["best_shrunk"])  # the same candidates and shrinkage
+    assert s["gate"]["room"] == pytest.approx(g["estimate"] - 0.291)
