@@ -11,7 +11,6 @@ example does. The only substitutions are the README's placeholders, ``torchrun``
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shlex
