@@ -819,7 +819,7 @@ def markdown(result: dict) -> str:
             fit = (f"its best in-band prediction {q['fit_band_best']:.4f}" if q["fit_band_best"] is not None
                    else "then left out")
             out.append(f"  With the additive fit refitted without {' and '.join(f'`{n}`' for n in q['left_out'])} "
-                       f"(the reference orders, far below the draws; {q['additive_n']} architectures): leave-one-out "
+                       f"(the reference orders; {q['additive_n']} architectures): leave-one-out "
                        f"R² {q['additive_loo_r2']:.2f}, {fit}, room {q['room'] * 100:+.2f} pp, {verdict}.")
     if s.get("params_control"):
         pc = s["params_control"]
