@@ -27,7 +27,10 @@ seeds' dev targets / BLiMP pairs and so shows measurement noise only).
 A long test spans sessions on machines that may not keep ``--work``: a result that records the
 supernet's and the corpus's sha256 (every result written by this version) is continued from its
 committed JSON. An arm and seed in ``benchmarks/results/<--name>.json`` is not searched or
-retrained again, and the report merges it with what ``--work`` holds, but only when the
+retrained again, and the report merges it with what ``--work`` holds; a seed whose two
+searches are committed (``--report`` writes a result as soon as a search is done, with its
+pick's architecture) is not searched again and its picks are retrained from the result. All
+this only when the
 supernet's weights, the corpus's manifest and every setting that changes a result are the
 committed ones (a supernet retrained with the same command at the same thread count is
 byte-identical); otherwise the run stops with one message before anything is trained.
@@ -130,12 +133,41 @@ def committed_search(args, seed: int) -> dict:
     return (args.committed.get("searches") or {}).get(str(seed)) or {}
 
 
+#: The searched arms and the label of their search in a result's ``searches`` entry.
+SEARCH_LABELS = {"ea": "evolution", "random-search": "random"}
+
+
+def committed_pick(args, arm: str, seed: int) -> dict | None:
+    """The architecture (``Arch.to_dict`` without ``meta``) that the committed result records
+    as ``arm``'s pick at search seed ``seed`` when that search finished on an earlier machine,
+    or None (not committed, or a result from before picks were kept)."""
+    return (committed_search(args, seed).get(SEARCH_LABELS[arm]) or {}).get("arch")
+
+
+def pick_file(args, arm: str, seed: int) -> Path:
+    """The ``--arch`` file of a searched arm: the search's ``best.json`` in ``--work``, or, when
+    this machine has not run that search, the committed pick written to ``WORK/picks/``."""
+    folder = args.work / f"search-{seed}"
+    best = folder / "best.json" if arm == "ea" else folder / "random" / "best.json"
+    arch = committed_pick(args, arm, seed)
+    if best.exists() or arch is None:
+        return best
+    from lvsearch.io import atomic_write_json
+
+    out = args.work / "picks" / f"{arm}-s{seed}.json"
+    atomic_write_json(out, arch)
+    return out
+
+
 def search(args, seed: int, lo: int, hi: int) -> Path:
     out = args.work / f"search-{seed}"
     if (out / "random" / "best.json").exists() and _search_done(out / "random"):
         return out
-    if all(committed_seed(args, arm, seed) is not None for arm in ("ea", "random-search") if arm in args.arms):
+    searched = [arm for arm in SEARCH_LABELS if arm in args.arms]
+    if all(committed_seed(args, arm, seed) is not None for arm in searched):
         return out  # both picks retrained in the committed result: nothing left that needs the search
+    if all(committed_pick(args, arm, seed) is not None for arm in searched):
+        return out  # both searches finished on an earlier machine: their picks are retrained from the result
     cmd = ["evolve", "--supernet", str(args.supernet), "--out", str(out), "--population", str(args.population),
            "--iterations", str(args.iterations), "--seed", str(seed), "--compare-random",
            "--min-params", str(lo), "--max-params", str(hi)]
@@ -165,10 +197,8 @@ def arch_arg(args, arm: str, seed: int) -> list[str]:
     """The retrain's ``--arch`` (and ``--set num_slots`` when the supernet's slot count is not
     the recipe's 12)."""
     resize = ["--set", f"num_slots={args.num_slots}"] if args.num_slots != 12 else []
-    if arm == "ea":
-        return ["--arch", str(args.work / f"search-{seed}" / "best.json"), *resize]
-    if arm == "random-search":
-        return ["--arch", str(args.work / f"search-{seed}" / "random" / "best.json"), *resize]
+    if arm in SEARCH_LABELS:
+        return ["--arch", str(pick_file(args, arm, seed)), *resize]
     if arm == "random-arch":
         return ["--arch", "random:1", "--set", f"space={args.space}", *resize]
     return ["--arch", arm, *resize]
@@ -414,12 +444,33 @@ def report(args) -> Path:
                      source="this run")
             rows.setdefault(arm, {})[s] = m
     rows = merged_rows(args, rows)
-    if not rows:
+    searches = {}
+    for s in seed_list(args):
+        for label, folder in (("evolution", args.work / f"search-{s}"), ("random", args.work / f"search-{s}" / "random")):
+            try:
+                best = json.loads((folder / "best.json").read_text())
+                state = json.loads((folder / "state.json").read_text())
+            except (OSError, ValueError):
+                continue
+            if not state.get("done"):
+                continue  # still running: its best so far is not its pick
+            meta = best.get("meta", {})
+            hist = state.get("history", [])
+            searches.setdefault(str(s), {})[label] = {
+                "best_ops": best.get("ops"), "fitness": meta.get("fitness"),
+                "fitness_metric": meta.get("fitness_metric"), "params": meta.get("params"),
+                "evaluations": len(hist), "passes": state.get("passes"),
+                "dc_in_slot_1": Arch.from_dict(best).ops[0] == "DC",
+                "arch": {k: v for k, v in best.items() if k != "meta"}}
+        for label, entry in committed_search(args, s).items():  # searched on an earlier machine
+            searches.setdefault(str(s), {}).setdefault(label, entry)
+    if not rows and not searches:
         from lvsearch.errors import LvsearchError
 
         wanted = "eval.json" if not args.mlm_only else "mlm.json or eval.json"
         raise LvsearchError(f"--report: --work {args.work} holds no finished run of the arms {', '.join(args.arms)} "
-                            f"and seeds {', '.join(map(str, seed_list(args)))} (runs/ARM-sSEED/{wanted})",
+                            f"and seeds {', '.join(map(str, seed_list(args)))} (runs/ARM-sSEED/{wanted}) and no "
+                            "finished search",
                             fix="train first (the same command without --report), or pass the --work, --arms and "
                                 "seeds of a finished run")
     arms = {}
@@ -448,23 +499,6 @@ def report(args) -> Path:
                 blimp=_intervals([ra[s]["blimp"] for s in common], [rb[s]["blimp"] for s in common],
                                  [ra[s]["_blimp_correct"] for s in common], [rb[s]["_blimp_correct"] for s in common]),
                 polarity=_intervals([ra[s]["polarity"] for s in common], [rb[s]["polarity"] for s in common], None, None))
-    searches = {}
-    for s in seed_list(args):
-        for label, folder in (("evolution", args.work / f"search-{s}"), ("random", args.work / f"search-{s}" / "random")):
-            try:
-                best = json.loads((folder / "best.json").read_text())
-                state = json.loads((folder / "state.json").read_text())
-            except (OSError, ValueError):
-                continue
-            meta = best.get("meta", {})
-            hist = state.get("history", [])
-            searches.setdefault(str(s), {})[label] = {
-                "best_ops": best.get("ops"), "fitness": meta.get("fitness"),
-                "fitness_metric": meta.get("fitness_metric"), "params": meta.get("params"),
-                "evaluations": len(hist), "passes": state.get("passes"),
-                "dc_in_slot_1": Arch.from_dict(best).ops[0] == "DC"}
-        for label, entry in committed_search(args, s).items():  # searched on an earlier machine
-            searches.setdefault(str(s), {}).setdefault(label, entry)
     result = {
         "what": WHAT,
         "settings": run_settings(args),

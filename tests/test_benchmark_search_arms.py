@@ -117,6 +117,69 @@ def test_a_committed_seed_is_not_run_again_and_is_merged_into_the_report(monkeyp
     assert d["mean_difference"] == pytest.approx(0.015) and "target_bootstrap_95" not in d and "t_95" in d
 
 
+def test_a_committed_search_is_not_run_again_and_its_picks_are_retrained(monkeypatch, tmp_path):
+    """A seed whose two searches finished on an earlier machine (the committed result keeps each
+    pick's architecture) but whose picks were not retrained there: no search is started again,
+    the retrain's ``--arch`` is the committed pick written to ``WORK/picks/``, and a search this
+    machine ran itself wins over the committed one."""
+    from lvsearch.arch import Arch
+
+    search_arms, args = _continuing(monkeypatch, tmp_path, None)
+    ea, rs = Arch.from_key("s(h2)c(k9)|0;0,1"), Arch.from_key("f(i2)s(h4)|0;1")
+    committed = _committed(search_arms, args, {})
+    committed["searches"]["0"]["evolution"]["arch"] = ea.to_dict(space="lvbert-elastic")
+    committed["searches"]["0"]["random"]["arch"] = rs.to_dict(space="lvbert-elastic")
+    (tmp_path / "test_arms.json").write_text(json.dumps(committed))
+    args.committed = search_arms.committed_result(args)
+    assert search_arms.search(args, 0, 1, 2) == args.work / "search-0"  # no evolve started (it would fail here)
+    for arm, want in (("ea", ea), ("random-search", rs)):
+        flag, path, *resize = search_arms.arch_arg(args, arm, 0)
+        assert flag == "--arch" and Path(path) == args.work / "picks" / f"{arm}-s0.json"
+        assert Arch.from_dict(json.loads(Path(path).read_text())) == want and resize == ["--set", "num_slots=24"]
+    mine = args.work / "search-0" / "best.json"
+    ea.to_json(mine, meta={"fitness": -5.0})
+    assert search_arms.arch_arg(args, "ea", 0)[1] == str(mine)
+    with pytest.raises(Exception):  # seed 1 has no committed pick: its search runs (and fails without a supernet)
+        search_arms.search(args, 1, 1, 2)
+
+
+def test_the_report_commits_finished_searches_before_any_retrain(monkeypatch, tmp_path):
+    """A result can be written as soon as a seed's searches are done, so a later machine needs
+    only the retrains: the report keeps each finished search's pick (its architecture) and
+    leaves out a search that is still running."""
+    from lvsearch.arch import Arch
+
+    search_arms, args = _continuing(monkeypatch, tmp_path, None, seeds=1)
+    args.committed = {}
+    written = {}
+    monkeypatch.setattr(search_arms, "write_result", lambda name, result: written.setdefault(name, result))
+    monkeypatch.setattr(search_arms, "machine", lambda: {})
+    ea, rs = Arch.from_key("s(h2)c(k9)|0;0,1"), Arch.from_key("c(k3)s(h4)|0;1")
+    folder = args.work / "search-0"
+    ea.to_json(folder / "best.json", meta={"fitness": -5.0, "fitness_metric": "loss"})
+    rs.to_json(folder / "random" / "best.json", meta={"fitness": -5.1, "fitness_metric": "loss"})
+    (folder / "state.json").write_text(json.dumps({"done": True, "passes": 900, "history": [{}] * 4}))
+    (folder / "random" / "state.json").write_text(json.dumps({"done": False, "passes": 100, "history": [{}]}))
+    search_arms.report(args)
+    got = written["test_arms"]["searches"]["0"]
+    assert set(got) == {"evolution"} and Arch.from_dict(got["evolution"]["arch"]) == ea
+    assert got["evolution"]["passes"] == 900 and got["evolution"]["dc_in_slot_1"] is False
+    assert written["test_arms"]["arms"] == {}
+    (folder / "random" / "state.json").write_text(json.dumps({"done": True, "passes": 900, "history": [{}] * 5}))
+    written.clear()
+    search_arms.report(args)
+    got = written["test_arms"]["searches"]["0"]
+    assert Arch.from_dict(got["random"]["arch"]) == rs and got["random"]["dc_in_slot_1"] is True
+    import shutil
+
+    shutil.rmtree(args.work)
+    args.work.mkdir()
+    from lvsearch.errors import LvsearchError
+
+    with pytest.raises(LvsearchError, match="no finished search"):
+        search_arms.report(args)
+
+
 @pytest.mark.parametrize("key,value", [("supernet_sha256", "cc" * 32), ("data_manifest_sha256", "dd" * 32),
                                        ("steps", 1000), ("population", 20), ("strategy", "aging"),
                                        ("search_dev_sequences", "128")])
