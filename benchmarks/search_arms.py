@@ -29,8 +29,10 @@ supernet's and the corpus's sha256 (every result written by this version) is con
 committed JSON. An arm and seed in ``benchmarks/results/<--name>.json`` is not searched or
 retrained again, and the report merges it with what ``--work`` holds; a seed whose two
 searches are committed (``--report`` writes a result as soon as a search is done, with its
-pick's architecture) is not searched again and its picks are retrained from the result. All
-this only when the
+pick's architecture) is not searched again and its picks are retrained from the result; a
+seed whose strategy search alone is committed runs only its random-search control, as its own
+``evolve --strategy random`` call with the control's settings (the same history and pick as
+``--compare-random``'s control). All this only when the
 supernet's weights, the corpus's manifest and every setting that changes a result are the
 committed ones (a supernet retrained with the same command at the same thread count is
 byte-identical); otherwise the run stops with one message before anything is trained.
@@ -161,13 +163,16 @@ def pick_file(args, arm: str, seed: int) -> Path:
 
 def search(args, seed: int, lo: int, hi: int) -> Path:
     out = args.work / f"search-{seed}"
-    if (out / "random" / "best.json").exists() and _search_done(out / "random"):
-        return out
     searched = [arm for arm in SEARCH_LABELS if arm in args.arms]
     if all(committed_seed(args, arm, seed) is not None for arm in searched):
         return out  # both picks retrained in the committed result: nothing left that needs the search
     if all(committed_pick(args, arm, seed) is not None for arm in searched):
         return out  # both searches finished on an earlier machine: their picks are retrained from the result
+    ea = committed_search(args, seed).get("evolution") or {}
+    if not (out / "state.json").exists() and ea.get("arch") is not None and ea.get("config") is not None:
+        return random_control(args, seed, ea, lo, hi)  # the strategy finished on an earlier machine
+    if (out / "random" / "best.json").exists() and _search_done(out / "random"):
+        return out
     cmd = ["evolve", "--supernet", str(args.supernet), "--out", str(out), "--population", str(args.population),
            "--iterations", str(args.iterations), "--seed", str(seed), "--compare-random",
            "--min-params", str(lo), "--max-params", str(hi)]
@@ -178,6 +183,60 @@ def search(args, seed: int, lo: int, hi: int) -> Path:
     if (out / "state.json").exists():
         cmd.append("--resume")
     lvsearch(cmd, args.work / "logs" / f"search-{seed}.log", args.threads)
+    return out
+
+
+#: The search settings a standalone random control passes to ``evolve`` (every setting that
+#: ``SearchConfig`` records, as the CLI takes it).
+CONTROL_FLAGS = ("population", "iterations", "crossover", "mutation", "mutation_prob", "input_mutation_prob",
+                 "mutation_kind", "topk", "crossover_kind", "seed", "budget")
+
+
+def control_config(entry: dict) -> dict:
+    """The ``SearchConfig`` (as a dict) of the ``--compare-random`` control of the committed
+    strategy search ``entry`` (its ``config`` and ``passes``): :func:`lvsearch.search.job.random_control`."""
+    from types import SimpleNamespace
+
+    from lvsearch.search.evolution import SearchConfig
+    from lvsearch.search.job import random_control as control
+
+    return control(SearchConfig.from_state(entry["config"]), SimpleNamespace(passes=entry["passes"])).to_dict()
+
+
+def random_control(args, seed: int, ea: dict, lo: int, hi: int) -> Path:
+    """Run the random-search control of a seed whose strategy search finished on an earlier
+    machine (``ea``: its committed entry) as its own ``evolve --strategy random`` call, into
+    ``WORK/search-SEED/random``, the folder ``--compare-random`` gives it. With the control's
+    settings (:func:`control_config`: the same seed, so the same first population; the
+    strategy's passes as ``--budget``) and the same evaluator settings, it is the control
+    ``--compare-random`` runs after the strategy: the same history and pick (a test). Returns
+    the seed's search folder.
+
+    Raises:
+        LvsearchError: the finished control recorded other settings than the control's.
+    """
+    out = args.work / f"search-{seed}"
+    folder = out / "random"
+    want = control_config(ea)
+    if not (folder / "best.json").exists() or not _search_done(folder):
+        cmd = ["evolve", "--supernet", str(args.supernet), "--out", str(folder), "--strategy", "random",
+               "--min-params", str(lo), "--max-params", str(hi)]
+        for key in CONTROL_FLAGS:
+            if want.get(key) is not None:
+                cmd += ["--" + key.replace("_", "-"), str(want[key])]
+        if args.search_dev_sequences != "default":
+            cmd += ["--dev-sequences", str(args.search_dev_sequences)]
+        if (folder / "state.json").exists():
+            cmd.append("--resume")
+        lvsearch(cmd, args.work / "logs" / f"search-{seed}-random.log", args.threads)
+    got = json.loads((folder / "state.json").read_text())["config"]
+    if got != want:
+        from lvsearch.errors import LvsearchError
+
+        diff = sorted(k for k in set(got) | set(want) if got.get(k) != want.get(k))
+        raise LvsearchError(f"{folder}: the random-search control of seed {seed} ran with other settings than the "
+                            f"committed strategy's control ({', '.join(diff)})",
+                            fix=f"remove {folder} and run again")
     return out
 
 
@@ -461,7 +520,7 @@ def report(args) -> Path:
                 "fitness_metric": meta.get("fitness_metric"), "params": meta.get("params"),
                 "evaluations": len(hist), "passes": state.get("passes"),
                 "dc_in_slot_1": Arch.from_dict(best).ops[0] == "DC",
-                "arch": {k: v for k, v in best.items() if k != "meta"}}
+                "arch": {k: v for k, v in best.items() if k != "meta"}, "config": state.get("config")}
         for label, entry in committed_search(args, s).items():  # searched on an earlier machine
             searches.setdefault(str(s), {}).setdefault(label, entry)
     if not rows and not searches:

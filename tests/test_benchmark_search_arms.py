@@ -262,3 +262,44 @@ def test_bad_input_is_one_message_exit_2_nothing_written(arms_ws, case):
     base = [x for k, v in base.items() if k not in given for x in (k, v)]  # a case's own value replaces the base one
     assert_benchmark_refuses("search_arms.py", [*base, *given], expect.format(**arms_ws),
                              {"W": arms_ws["W"], "RESULTS": BENCHMARKS / "results"})
+
+
+def test_a_committed_strategy_search_runs_only_its_random_control_the_same_as_compare_random(
+        arms_ws, monkeypatch, tmp_path):
+    """A seed whose strategy search finished on an earlier machine and whose random-search
+    control did not: the control runs alone (``evolve --strategy random`` with the control's
+    settings) and gives the history and pick that ``evolve --compare-random`` gave it, racing
+    included; a finished control of other settings is refused, naming what differs."""
+    from lvsearch.cli import main
+    from lvsearch.errors import LvsearchError
+
+    search_arms, args = _continuing(monkeypatch, tmp_path, None, supernet=arms_ws["SN"], seed_list=[5],
+                                    population=4, iterations=3, search_dev_sequences="320",
+                                    work=tmp_path / "first")
+    args.committed = {}
+    written = {}
+    monkeypatch.setattr(search_arms, "write_result", lambda name, result: written.setdefault(name, result))
+    monkeypatch.setattr(search_arms, "machine", lambda: {})
+    lo, hi = 1, 10**9
+    first = args.work / "search-5"
+    assert main(["evolve", "--supernet", str(arms_ws["SN"]), "--out", str(first), "--compare-random", "--seed", "5",
+                 "--population", "4", "--iterations", "3", "--dev-sequences", "320", "--min-params", str(lo),
+                 "--max-params", str(hi)]) == 0
+    search_arms.report(args)
+    committed = written.pop("test_arms")
+    assert json.loads((first / "state.json").read_text())["config"]["budget"] is None
+    del committed["searches"]["5"]["random"]  # the session ended while the control ran
+    args.committed, args.work = committed, tmp_path / "second"
+    assert search_arms.search(args, 5, lo, hi) == args.work / "search-5"
+    control, again = first / "random", args.work / "search-5" / "random"
+    history = (control / "history.jsonl").read_text()
+    assert history and (again / "history.jsonl").read_text() == history
+    assert any(json.loads(r).get("partial") for r in history.splitlines())  # racing stopped some candidates
+    assert json.loads((again / "best.json").read_text()) == json.loads((control / "best.json").read_text())
+    assert not (args.work / "search-5" / "state.json").exists()  # the strategy did not run again
+    ea_pick = Path(search_arms.arch_arg(args, "ea", 5)[1])
+    assert json.loads(ea_pick.read_text()) == {k: v for k, v in json.loads((first / "best.json").read_text()).items()
+                                               if k != "meta"}
+    committed["searches"]["5"]["evolution"]["passes"] += 1  # a control of another budget is in --work
+    with pytest.raises(LvsearchError, match="ran with other settings than the committed strategy's control \\(budget\\)"):
+        search_arms.search(args, 5, lo, hi)

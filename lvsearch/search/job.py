@@ -273,11 +273,12 @@ def _load_few_shot(opts: EvolveOptions, loaded, out: Path, info):
 
 
 def random_control(config: SearchConfig, ea: SearchResult) -> SearchConfig:
-    """The ``--compare-random`` control of a finished search: random search with the same seed
-    (the same first population), the EA's dev-sequence passes as its budget (equal compute,
-    whatever racing completed in each), and iterations enough for the budget to bind."""
-    return SearchConfig(**dict(config.to_dict(), budget=max(1, ea.passes),
-                               iterations=max(config.iterations, 1) * 4))
+    """The ``--compare-random`` control of a finished search of ``config``: random search
+    (no tournament or cycle) with the same seed (the same first population) and the other
+    settings of ``config``, the EA's dev-sequence passes (``ea.passes``) as its budget (equal
+    compute, whatever racing completed in each), and iterations enough for the budget to bind."""
+    return SearchConfig(**dict(config.to_dict(), strategy="random", tournament=None, cycle=None,
+                               budget=max(1, ea.passes), iterations=max(config.iterations, 1) * 4))
 
 
 def check_size_band(supernet, constraints: Constraints) -> tuple[int, int]:
