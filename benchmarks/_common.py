@@ -241,3 +241,39 @@ def exit_on_failures(failures: dict, total: int) -> None:
         from lvsearch.dispatch import DispatchError
 
         raise SystemExit(str(DispatchError(failures, {}, total)))
+
+
+def best_at_passes(history: list[dict], marks: list[int]) -> list[float | None]:
+    """A search's best-so-far curve at equal compute: for each n in ``marks`` (dev-sequence
+    passes), the best complete fitness among the evaluations made within the first n passes
+    (the running sum of each ``history.jsonl`` entry's ``sequences``; partial, i.e. raced-out,
+    and rejected entries do not count). None at a mark before any complete evaluation."""
+    out, best, spent, i = [], None, 0, 0
+    for n in marks:
+        while i < len(history) and spent + history[i]["sequences"] <= n:
+            r = history[i]
+            spent += r["sequences"]
+            if r.get("fitness") is not None and not r.get("partial") and not r.get("rejected"):
+                best = r["fitness"] if best is None else max(best, r["fitness"])
+            i += 1
+        out.append(best)
+    return out
+
+
+def paired_rows(pa: dict, pb: dict, seeds: list[str], curve: str, unit: str, marks: list) -> list[dict]:
+    """Per mark, the paired difference a − b of two searches' ``curve`` (``pa[seed][curve]``,
+    one value per mark, None where a search has none yet) over ``seeds``: the mean, its Student-t
+    95% interval over seeds (:func:`lvsearch.stats.t_interval`; None under 2 seeds) and how many
+    seeds a leads; ``unit`` names the mark in each row."""
+    import numpy as np
+
+    from lvsearch.stats import t_interval
+
+    rows = []
+    for i, n in enumerate(marks):
+        d = [pa[s][curve][i] - pb[s][curve][i] for s in seeds
+             if pa[s][curve][i] is not None and pb[s][curve][i] is not None]
+        ci = t_interval(d)
+        rows.append({unit: n, "seeds": len(d), "mean_difference": float(np.mean(d)) if d else None,
+                     "t_95": list(ci) if ci is not None else None, "ahead": sum(x > 0 for x in d)})
+    return rows

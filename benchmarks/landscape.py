@@ -591,15 +591,21 @@ def row_choices(row: dict) -> list[str]:
     return arch_choices(Arch.from_key(row["key"]))
 
 
-def additive_fit(rows: list[dict], band: list[int] | None = None, draws: int = 2000) -> dict | None:
+def additive_fit(rows: list[dict], band: list[int] | None = None, draws: int = 2000,
+                 predict: dict[str, list[str]] | None = None) -> dict | None:
     """The additive per-slot model of a landscape: standalone accuracy (mean over seeds) ≈
     intercept + Σ_slots effect(slot, op), fitted by ridge regression (``sklearn.linear_model.RidgeCV``,
     leave-one-out choice of the penalty) on one indicator per (slot, op); leave-one-out R²
     (``cross_val_predict``) says how much of the landscape it explains. Its optimum (the best
     op per slot; connectivity does not enter) is where a search that climbs per-slot effects
     goes; ``band_best`` is the best of ``draws`` seeded uniform draws of the space inside the
-    plan's band by the fit, and ``random_median_predicted`` the fit's median over those draws
-    (what a random architecture gets). None with fewer than 8 architectures."""
+    plan's band by the fit, ``random_median_predicted`` and ``random_p90_predicted`` the fit's
+    median and 90th percentile over those draws (what a random architecture gets; above the
+    90th percentile is the fit's top decile of the band). ``predict`` (name → the architecture's
+    :func:`arch_choices`) adds the fit's accuracy for each under ``predicted``. A choice the
+    landscape never trained at a slot adds nothing there (the ridge coefficient of an indicator
+    that is never on is 0), in the band draws as in ``predict``. None with fewer than 8
+    architectures."""
     import random as pyrandom
 
     from sklearn.linear_model import RidgeCV
@@ -631,6 +637,8 @@ def additive_fit(rows: list[dict], band: list[int] | None = None, draws: int = 2
            "optimum_predicted": float(model.predict(np.array([x(best)]))[0]),
            "best_trained": float(y.max()), "best_trained_ops": done[int(y.argmax())]["ops"],
            "effects": {str(i + 1): {c: float(v) for c, v in zip(letters, centred[i])} for i in range(slots)}}
+    if predict:
+        out["predicted"] = {name: float(model.predict(np.array([x(choices)]))[0]) for name, choices in predict.items()}
     counts = PARAM_COUNTER.get("count")
     if counts is not None:  # the band needs a supernet's dims
         from lvsearch.arch import Arch
@@ -650,7 +658,8 @@ def additive_fit(rows: list[dict], band: list[int] | None = None, draws: int = 2
         out.update(optimum_params=int(counts(opt)), optimum_in_band=bool(lo <= counts(opt) <= hi),
                    band_best_ops=band_best[0] if band_best else None,
                    band_best_predicted=band_best[1] if band_best else None,
-                   random_median_predicted=float(np.median(preds)) if preds else None, band_draws=len(preds))
+                   random_median_predicted=float(np.median(preds)) if preds else None,
+                   random_p90_predicted=float(np.percentile(preds, 90)) if preds else None, band_draws=len(preds))
     return out
 
 

@@ -24,6 +24,13 @@ and for each pair of arms the paired difference with three intervals (seed-level
 percentile bootstrap, Student t over seeds, and a target-level paired bootstrap that pools the
 seeds' dev targets / BLiMP pairs and so shows measurement noise only).
 
+Beside the standalone numbers the report keeps each finished search's pick, its fitness and its
+climb (the best complete fitness within each tenth of the strategy search's dev-sequence
+passes), the strategy's climb minus random search's paired by seed (``climb_at_passes``), and
+with ``--landscape`` (a ``benchmarks/landscape.py`` result of the same space and band) where each
+pick sits on it: the landscape's additive per-slot fit at the pick, whether that is in the fit's
+top decile of the band, and a retrained pick's percentile among the landscape's random draws.
+
 A long test spans sessions on machines that may not keep ``--work``: a result that records the
 supernet's and the corpus's sha256 (every result written by this version) is continued from its
 committed JSON. An arm and seed in ``benchmarks/results/<--name>.json`` is not searched or
@@ -45,7 +52,7 @@ and exit status 2 before anything is trained or written.
 Usage::
 
     python benchmarks/search_arms.py --supernet QS/supernet --data CORPUS --work /tmp/arms \\
-        [--seeds 3] [--steps 2000] [--jobs 2] [--report]
+        [--seeds 3] [--steps 2000] [--jobs 2] [--report [--landscape LANDSCAPE.json]]
 
 EA against random search over many search seeds with ``lvsearch evolve``'s own fitness and racing
 (−loss raced over up to 1024 dev sequences), only the two searched arms, into its own JSON::
@@ -62,8 +69,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from _common import (BAND, RESULTS, add_dispatch, bert_band, dispatch_options, dispatch_stage, exit_on_failures, machine,
-                     result_path, run_lvsearch as lvsearch, run_main, shared_data_dir, write_result)
+from _common import (BAND, RESULTS, add_dispatch, bert_band, best_at_passes, dispatch_options, dispatch_stage,
+                     exit_on_failures, machine, paired_rows, result_path, run_lvsearch as lvsearch, run_main,
+                     shared_data_dir, write_result)
 
 ARMS = ["ea", "random-search", "bert", "sandwich", "random-arch"]
 PAIRS = [("ea", "bert"), ("ea", "random-search"), ("random-search", "bert"), ("ea", "sandwich"),
@@ -477,6 +485,105 @@ def fitness_lead(searches: dict) -> dict | None:
             "metric": metric, "unit": FITNESS_UNITS.get(metric)}
 
 
+#: Where a search's climb is read: tenths of its seed's strategy search's dev-sequence passes.
+CLIMB_FRACTIONS = [i / 10 for i in range(1, 11)]
+
+
+def add_climbs(searches: dict, histories: dict) -> None:
+    """Give every search this machine ran its climb at equal compute, in place:
+    ``searches[seed][label]["climb"]`` = the best complete fitness within each tenth of the
+    seed's strategy (``evolution``) search's dev-sequence passes (``pass_marks``, from its
+    ``passes``; :func:`_common.best_at_passes`), read from ``histories[(seed, label)]`` (the
+    search's ``state.json`` history). The random-search control spends the strategy's passes, so
+    both of a seed's curves share the marks. A committed search keeps the climb it was committed
+    with; a seed without its strategy search's passes gets none."""
+    for (seed, label), hist in histories.items():
+        ea = searches.get(seed, {}).get("evolution", {})
+        if not ea.get("passes"):
+            continue
+        marks = [round(ea["passes"] * f) for f in CLIMB_FRACTIONS]
+        searches[seed][label]["climb"] = {"pass_marks": marks, "best_at_passes": best_at_passes(hist, marks)}
+
+
+def climb_lead(searches: dict) -> list[dict] | None:
+    """The strategy's climb minus random search's at equal dev-sequence passes, paired by seed
+    (:func:`add_climbs`): per tenth of the passes (``fraction_of_passes``), the mean difference
+    of the best fitness so far (the search's fitness unit, :data:`FITNESS_UNITS`), its Student-t
+    95% interval over seeds and the seeds the strategy leads (:func:`_common.paired_rows`). The
+    secondary outcome beside the standalone one: does the strategy climb its fitness faster?
+    None with fewer than 2 seeds holding both climbs."""
+    both = {s: v for s, v in searches.items()
+            if all("climb" in v.get(label, {}) for label in ("evolution", "random"))
+            and v["evolution"]["climb"]["pass_marks"] == v["random"]["climb"]["pass_marks"]}
+    if len(both) < 2:
+        return None
+    seeds = sorted(both, key=int)
+    return paired_rows({s: both[s]["evolution"]["climb"] for s in seeds},
+                       {s: both[s]["random"]["climb"] for s in seeds}, seeds, "best_at_passes",
+                       "fraction_of_passes", CLIMB_FRACTIONS)
+
+
+#: A pick's arm (``rows``) and its search's label (``searches``).
+PICK_ARMS = {"ea": "evolution", "random-search": "random"}
+
+
+def landscape_placement(landscape_result: dict, searches: dict, rows: dict, counter: dict | None) -> dict | None:
+    """Where each pick sits on a landscape (``--landscape``: a ``benchmarks/landscape.py`` result
+    of the same space and band), the pre-registered secondary outcomes besides the climb:
+
+    * ``predicted``: the landscape's additive per-slot fit (``landscape.additive_fit``, refitted
+      on its trained architectures) at the pick, in accuracy (a fraction), and ``top_decile``:
+      above the fit's 90th percentile over seeded band draws (``counter``: what
+      ``landscape.PARAM_COUNTER`` needs to draw the band; None gives no ``top_decile``);
+    * ``percentile_among_random_draws``: once the pick is retrained (``rows[arm][seed]``), its
+      standalone MLM accuracy as a percentile (0–100) of the landscape's random draws' mean
+      accuracy (``scipy.stats.percentileofscore``, ties counted half).
+
+    Per seed and arm (``ea``, ``random-search``), with per arm how many picks are in the top
+    decile and the mean percentile. None when the landscape has too few trained architectures
+    for the fit (fewer than 8) or no search has a pick.
+    """
+    import landscape as ls
+    from scipy.stats import percentileofscore
+
+    from lvsearch.arch import Arch
+
+    archs = landscape_result["archs"]
+    draws = [r["accuracy_mean"] for r in archs if ls.is_random_draw(r) and r.get("accuracy_mean") is not None]
+    saved = dict(ls.PARAM_COUNTER)
+    ls.PARAM_COUNTER.clear()
+    ls.PARAM_COUNTER.update(counter or {})
+    try:
+        picks = {f"{arm}-s{seed}": ls.arch_choices(Arch.from_dict(v[label]["arch"]))
+                 for seed, v in searches.items() for arm, label in PICK_ARMS.items() if "arch" in v.get(label, {})}
+        fit = ls.additive_fit(archs, predict=picks) if picks else None
+    finally:
+        ls.PARAM_COUNTER.clear()
+        ls.PARAM_COUNTER.update(saved)
+    if fit is None:
+        return None
+    p90 = fit.get("random_p90_predicted")
+    per_seed: dict = {}
+    for name, predicted in fit["predicted"].items():
+        arm, _, seed = name.rpartition("-s")
+        acc = rows.get(arm, {}).get(int(seed), {}).get("mlm_accuracy")
+        per_seed.setdefault(seed, {})[arm] = {
+            "predicted": predicted, "top_decile": None if p90 is None else predicted > p90,
+            "mlm_accuracy": acc,
+            "percentile_among_random_draws": float(percentileofscore(draws, acc, kind="mean"))
+            if acc is not None and draws else None}
+    summary = {}
+    for arm in PICK_ARMS:
+        mine = [v[arm] for v in per_seed.values() if arm in v]
+        pct = [m["percentile_among_random_draws"] for m in mine if m["percentile_among_random_draws"] is not None]
+        summary[arm] = {"picks": len(mine), "top_decile": sum(bool(m["top_decile"]) for m in mine) if p90 else None,
+                        "retrained": len(pct), "mean_percentile_among_random_draws": sum(pct) / len(pct) if pct else None}
+    return {"random_draws": len(draws), "fit_loo_r2": fit["loo_r2"], "fit_n": fit["n"],
+            "random_median_predicted": fit.get("random_median_predicted"), "random_p90_predicted": p90,
+            "band_draws": fit.get("band_draws"), "per_seed": dict(sorted(per_seed.items(), key=lambda kv: int(kv[0]))),
+            "per_arm": summary}
+
+
 def report(args) -> Path:
     """Aggregate the finished runs of ``args.work`` into ``benchmarks/results/<--name>.json``
     and return its path.
@@ -503,7 +610,7 @@ def report(args) -> Path:
                      source="this run")
             rows.setdefault(arm, {})[s] = m
     rows = merged_rows(args, rows)
-    searches = {}
+    searches, histories = {}, {}
     for s in seed_list(args):
         for label, folder in (("evolution", args.work / f"search-{s}"), ("random", args.work / f"search-{s}" / "random")):
             try:
@@ -521,8 +628,10 @@ def report(args) -> Path:
                 "evaluations": len(hist), "passes": state.get("passes"),
                 "dc_in_slot_1": Arch.from_dict(best).ops[0] == "DC",
                 "arch": {k: v for k, v in best.items() if k != "meta"}, "config": state.get("config")}
+            histories[(str(s), label)] = hist
         for label, entry in committed_search(args, s).items():  # searched on an earlier machine
             searches.setdefault(str(s), {}).setdefault(label, entry)
+    add_climbs(searches, histories)
     if not rows and not searches:
         from lvsearch.errors import LvsearchError
 
@@ -565,6 +674,10 @@ def report(args) -> Path:
         "dc_in_slot_1": {label: sum(v[label]["dc_in_slot_1"] for v in searches.values() if label in v)
                          for label in ("evolution", "random")},
         "search_fitness": fitness_lead(searches),
+        "climb_at_passes": climb_lead(searches),
+        "landscape": None if args.landscape is None else {
+            "file": str(args.landscape),
+            **(landscape_placement(json.loads(args.landscape.read_text()), searches, rows, args.param_counter) or {})},
         "rank_check_on_arms": rank_check_on_arms(args, rows) if len(rows) > 1 else None,
     }
     return write_result(args.name, result)
@@ -582,6 +695,34 @@ def search_dev_sequences(text: str) -> str:
     from lvsearch.argtypes import positive_count
 
     return "default" if text.strip() == "default" else str(positive_count(text))
+
+
+def check_landscape(path: Path, space, band: tuple[int, int]) -> None:
+    """``--landscape``: a ``benchmarks/landscape.py`` result of the supernet's space (``space``)
+    and parameter band (``band``: bert's count ± BAND).
+
+    Raises:
+        LvsearchError: the file is missing, not JSON, another benchmark's output or of another
+            space or band, naming the file and the fix.
+    """
+    import landscape as ls
+
+    from lvsearch.errors import LvsearchError
+
+    fix = "pass the landscape result of this supernet's space and width (benchmarks/results/landscape_*.json)"
+    try:
+        got = json.loads(path.read_text())
+    except OSError as e:
+        raise LvsearchError(f"--landscape {path}: cannot be read ({e.strerror or e})", fix=fix) from None
+    except ValueError as e:
+        raise LvsearchError(f"--landscape {path} is not JSON ({e})", fix=fix) from None
+    if not isinstance(got, dict) or not str(got.get("what", "")).startswith("the landscape of") \
+            or not isinstance(got.get("plan"), dict) or not isinstance(got.get("archs"), list):
+        raise LvsearchError(f"--landscape {path} is not a benchmarks/landscape.py result", fix=fix)
+    want = ls.plan_space_of(space)
+    if got["plan"].get("space") != want or got["plan"].get("band") != list(band):
+        raise LvsearchError(f"--landscape {path} is of {got['plan'].get('space')} in the band {got['plan'].get('band')}, "
+                            f"the supernet of {want} in the band {list(band)}", fix=fix)
 
 
 def check_args(args) -> None:
@@ -617,6 +758,10 @@ def check_args(args) -> None:
     args.band = bert_band(loaded)
     args.supernet_sha256 = loaded.weights_sha256
     args.data_manifest_sha256 = PreparedData.open(args.data).manifest_sha256
+    args.param_counter = {"count": loaded.supernet.num_params, "band": args.band[1:], "space": loaded.space,
+                          "dims": loaded.dims, "space_has_variants": any(v for _, v in loaded.space.choices())}
+    if args.landscape is not None:
+        check_landscape(args.landscape, loaded.space, args.band[1:])
     args.committed = committed_result(args)
     check_continuation(args, args.committed)
 
@@ -653,11 +798,15 @@ def main() -> None:
     p.add_argument("--jobs", type=positive_count, default=2)
     p.add_argument("--threads", type=positive_count, default=1)
     add_dispatch(p, "the searches and the retrain + evaluate of every arm and seed")
+    p.add_argument("--landscape", type=Path, default=None,
+                   help="a benchmarks/landscape.py result of the same space and band: the report places each pick "
+                        "on it (the additive fit's prediction and top decile, percentile among its random draws)")
     p.add_argument("--report", action="store_true", help="only aggregate what exists")
     args = p.parse_args()
     args.dispatch = dispatch_options(args)
     result_path(args.name, own=own_result)
     args.supernet, args.data, args.work = args.supernet.resolve(), args.data.resolve(), args.work.resolve()
+    args.landscape = args.landscape.resolve() if args.landscape is not None else None
     if args.task is None:
         args.task = shared_data_dir() / "tasks" / "sentence_polarity"
     args.blimp = shared_data_dir() / "blimp"

@@ -57,8 +57,8 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import (RESULTS, add_dispatch, bert_band, dispatch_options, dispatch_stage, exit_on_failures, machine,
-                     run_lvsearch, write_result)
+from _common import (RESULTS, add_dispatch, bert_band, best_at_passes, dispatch_options, dispatch_stage,
+                     exit_on_failures, machine, paired_rows, run_lvsearch, write_result)
 
 STRATEGIES = ("evolution", "aging", "random")
 KINDS = ("mutation", "ops-only", "inputs-only", "inputs-resampled", "ops-resampled")
@@ -135,30 +135,6 @@ def best_so_far(history: list[dict], marks: list[int]) -> list[float | None]:
     return out
 
 
-def best_at_passes(history: list[dict], marks: list[int]) -> list[float | None]:
-    """Best complete fitness among the evaluations made within the first n dev-sequence passes
-    (the running sum of each entry's ``sequences``), for each n in ``marks``: curves of
-    strategies at equal compute."""
-    out, best, spent, i = [], -math.inf, 0, 0
-    for n in marks:
-        while i < len(history) and spent + history[i]["sequences"] <= n:
-            r = history[i]
-            spent += r["sequences"]
-            if r.get("fitness") is not None and not r.get("partial") and not r.get("rejected"):
-                best = max(best, r["fitness"])
-            i += 1
-        out.append(best if best > -math.inf else None)
-    return out
-
-
-def t_interval(x: list[float]) -> list[float] | None:
-    """Student-t 95% interval of the mean of ``x`` (:func:`lvsearch.stats.t_interval`)."""
-    from lvsearch.stats import t_interval as interval
-
-    got = interval(x)
-    return list(got) if got is not None else None
-
-
 def hamming(a: str, b: str) -> tuple[int, int]:
     """(op differences, input differences) of two architecture keys."""
     from lvsearch.arch import Arch
@@ -167,18 +143,6 @@ def hamming(a: str, b: str) -> tuple[int, int]:
     ops = sum(p != q for p, q in zip(x.ops, y.ops))
     ins = sum(len(set(p) ^ set(q)) for p, q in zip(x.inputs, y.inputs))
     return ops, ins
-
-
-def paired_rows(pa: dict, pb: dict, seeds: list[str], curve: str, unit: str, marks: list[int]) -> list[dict]:
-    """Per mark, the paired difference of two strategies' ``curve`` over ``seeds`` (mean, t 95%
-    interval, seeds ahead)."""
-    rows = []
-    for i, n in enumerate(marks):
-        d = [pa[s][curve][i] - pb[s][curve][i] for s in seeds
-             if pa[s][curve][i] is not None and pb[s][curve][i] is not None]
-        rows.append({unit: n, "seeds": len(d), "mean_difference": float(np.mean(d)) if d else None,
-                     "t_95": t_interval(d), "ahead": sum(x > 0 for x in d)})
-    return rows
 
 
 def curves_report(args) -> dict | None:

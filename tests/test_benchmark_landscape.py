@@ -65,6 +65,11 @@ def test_additive_fit_recovers_per_slot_choice_effects_variants_included(landsca
         assert fit["effects"][str(i + 1)] == pytest.approx(true, abs=1.5e-3)
     assert landscape.slot_choices(fit["optimum_ops"]) == [max(fit["effects"][str(i + 1)], key=fit["effects"][str(i + 1)].get)
                                                           for i in range(4)]
+    probe = {"best": landscape.slot_choices(fit["optimum_ops"]), "first": landscape.slot_choices(rows[0]["ops"])}
+    got = landscape.additive_fit(rows, predict=probe)["predicted"]
+    assert got["best"] == pytest.approx(fit["optimum_predicted"])  # the fit's own prediction of its optimum
+    assert got["first"] == pytest.approx(rows[0]["accuracy_mean"], abs=3e-3)
+    assert "predicted" not in fit
 
 
 def test_a_plan_names_a_resized_space_once(landscape):

@@ -80,7 +80,8 @@ def _continuing(monkeypatch, tmp_path, committed: dict | None, **over):
                            data_manifest_sha256="bb" * 32, steps=2000, seeds=2, seed_list=None, strategy=None,
                            num_slots=24, population=50, iterations=40, search_dev_sequences="default",
                            dev_sequences=512, blimp_limit=100, mlm_only=True, task=tmp_path, threads=1, jobs=2,
-                           arms=["ea", "random-search"], work=tmp_path / "work")
+                           arms=["ea", "random-search"], work=tmp_path / "work", landscape=None,
+                           param_counter=None)
     for k, v in over.items():
         setattr(args, k, v)
     return search_arms, args
@@ -158,18 +159,21 @@ def test_the_report_commits_finished_searches_before_any_retrain(monkeypatch, tm
     folder = args.work / "search-0"
     ea.to_json(folder / "best.json", meta={"fitness": -5.0, "fitness_metric": "loss"})
     rs.to_json(folder / "random" / "best.json", meta={"fitness": -5.1, "fitness_metric": "loss"})
-    (folder / "state.json").write_text(json.dumps({"done": True, "passes": 900, "history": [{}] * 4}))
-    (folder / "random" / "state.json").write_text(json.dumps({"done": False, "passes": 100, "history": [{}]}))
+    step = {"sequences": 225, "fitness": -5.0, "partial": False}
+    (folder / "state.json").write_text(json.dumps({"done": True, "passes": 900, "history": [step] * 4}))
+    (folder / "random" / "state.json").write_text(json.dumps({"done": False, "passes": 100, "history": [step]}))
     search_arms.report(args)
     got = written["test_arms"]["searches"]["0"]
     assert set(got) == {"evolution"} and Arch.from_dict(got["evolution"]["arch"]) == ea
     assert got["evolution"]["passes"] == 900 and got["evolution"]["dc_in_slot_1"] is False
     assert written["test_arms"]["arms"] == {}
-    (folder / "random" / "state.json").write_text(json.dumps({"done": True, "passes": 900, "history": [{}] * 5}))
+    (folder / "random" / "state.json").write_text(json.dumps({"done": True, "passes": 900, "history": [step] * 4}))
     written.clear()
     search_arms.report(args)
     got = written["test_arms"]["searches"]["0"]
     assert Arch.from_dict(got["random"]["arch"]) == rs and got["random"]["dc_in_slot_1"] is True
+    assert got["random"]["climb"]["pass_marks"] == [90 * i for i in range(1, 11)]  # tenths of the strategy's passes
+    assert got["random"]["climb"]["best_at_passes"][:3] == [None, None, -5.0]
     import shutil
 
     shutil.rmtree(args.work)
@@ -178,6 +182,98 @@ def test_the_report_commits_finished_searches_before_any_retrain(monkeypatch, tm
 
     with pytest.raises(LvsearchError, match="no finished search"):
         search_arms.report(args)
+
+
+def test_the_climb_pairs_a_seeds_two_searches_at_the_strategys_passes(monkeypatch):
+    """The secondary outcome: each search's best complete fitness within each tenth of its seed's
+    strategy-search passes (raced-out partial scores never count), the strategy minus random
+    search paired by seed with a Student-t interval; a committed search keeps its committed
+    climb, and a seed without both climbs is left out."""
+    import numpy as np
+    from scipy import stats
+
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import search_arms
+
+    def h(*entries):  # (sequences, fitness, partial)
+        return [{"sequences": n, "fitness": f, "partial": p} for n, f, p in entries]
+
+    searches = {"0": {"evolution": {"passes": 1000}, "random": {"passes": 1000}},
+                "1": {"evolution": {"passes": 500}, "random": {"passes": 500}},
+                "2": {"evolution": {"passes": 1000, "climb": {"pass_marks": [100 * i for i in range(1, 11)],
+                                                              "best_at_passes": [-5.0] * 10}},
+                      "random": {"passes": 1000}},
+                "3": {"evolution": {"passes": 1000}}}
+    histories = {("0", "evolution"): h((64, -5.9, True), (436, -5.2, False), (500, -5.1, False)),
+                 ("0", "random"): h((500, -5.3, False), (500, -5.25, False)),
+                 ("1", "evolution"): h((250, -5.4, False), (250, -5.0, False)),
+                 ("1", "random"): h((250, -5.1, False), (250, -5.2, False)),
+                 ("2", "random"): h((1000, -5.05, False)),
+                 ("3", "evolution"): h((1000, -5.0, False))}
+    search_arms.add_climbs(searches, histories)
+    assert searches["0"]["evolution"]["climb"]["best_at_passes"] == [None] * 4 + [-5.2] * 5 + [-5.1]
+    assert searches["0"]["random"]["climb"]["best_at_passes"] == [None] * 4 + [-5.3] * 5 + [-5.25]
+    assert searches["1"]["random"]["climb"]["pass_marks"] == [50 * i for i in range(1, 11)]
+    assert searches["2"]["evolution"]["climb"]["best_at_passes"] == [-5.0] * 10  # committed: kept
+    rows = search_arms.climb_lead(searches)
+    assert [r["fraction_of_passes"] for r in rows] == pytest.approx([i / 10 for i in range(1, 11)])
+    assert rows[0]["seeds"] == 0 and rows[0]["mean_difference"] is None  # nobody complete yet
+    last = [-5.1 - -5.25, -5.0 - -5.1, -5.0 - -5.05]  # seeds 0, 1, 2 at their whole passes; seed 3 has no control
+    assert rows[-1]["seeds"] == 3 and rows[-1]["ahead"] == 3
+    assert rows[-1]["mean_difference"] == pytest.approx(np.mean(last))
+    want = stats.t.interval(0.95, 2, loc=np.mean(last), scale=stats.sem(last))
+    assert rows[-1]["t_95"] == pytest.approx(list(want))
+    assert search_arms.climb_lead({"0": searches["0"]}) is None
+
+
+def test_each_pick_is_placed_on_a_landscape_by_its_additive_fit_and_random_draws(monkeypatch):
+    """The other secondary outcomes: the landscape's additive fit predicts each pick (its own
+    prediction when the pick is a trained landscape architecture), a pick is in the top decile
+    when above the 90th percentile of the fit over band draws, and a retrained pick's accuracy
+    is a percentile of the landscape's random draws (scipy, ties half); a pick not yet retrained
+    has none, and the landscape module's parameter counter is left as it was."""
+    import random
+
+    from scipy.stats import percentileofscore
+
+    from lvsearch.arch import Arch
+    from lvsearch.space import SearchSpace
+
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import landscape
+    import search_arms
+
+    rng = random.Random(0)
+    space = SearchSpace.load("lvbert-elc").with_num_slots(4)
+    good = {"DC": 0.01, "SA": 0.0, "FF": -0.01}
+    archs = []
+    for i in range(30):
+        a = space.sample(rng)
+        acc = 0.28 + sum(good[o] * (2 if j == 0 else 1) for j, o in enumerate(a.ops)) + rng.gauss(0, 1e-4)
+        archs.append({"id": f"{i:02d}", "source": "random", "name": f"random:{1000 + i}", "key": a.key,
+                      "ops": a.compact, "accuracy_mean": acc})
+    best, worst = max(archs, key=lambda r: r["accuracy_mean"]), min(archs, key=lambda r: r["accuracy_mean"])
+    searches = {"0": {"evolution": {"arch": Arch.from_key(best["key"]).to_dict(space="lvbert-elc")},
+                      "random": {"arch": Arch.from_key(worst["key"]).to_dict(space="lvbert-elc")}},
+                "1": {"evolution": {"arch": Arch.from_key(archs[3]["key"]).to_dict(space="lvbert-elc")}}}
+    rows = {"ea": {0: {"mlm_accuracy": archs[5]["accuracy_mean"]}}}
+    counter = {"count": lambda a: 100, "band": (0, 1000), "space": space}
+    landscape.PARAM_COUNTER["marker"] = 1
+    got = search_arms.landscape_placement({"archs": archs}, searches, rows, counter)
+    assert landscape.PARAM_COUNTER == {"marker": 1}
+    landscape.PARAM_COUNTER.clear()
+    fit = landscape.additive_fit(archs, predict={"b": landscape.slot_choices(best["ops"])})
+    ea0, rs0 = got["per_seed"]["0"]["ea"], got["per_seed"]["0"]["random-search"]
+    assert ea0["predicted"] == pytest.approx(fit["predicted"]["b"]) and ea0["top_decile"] is True
+    assert rs0["top_decile"] is False and rs0["predicted"] < got["random_median_predicted"] < got["random_p90_predicted"]
+    draws = [r["accuracy_mean"] for r in archs]
+    assert ea0["percentile_among_random_draws"] == pytest.approx(percentileofscore(draws, archs[5]["accuracy_mean"], kind="mean"))
+    assert rs0["mlm_accuracy"] is None and rs0["percentile_among_random_draws"] is None
+    assert got["per_arm"]["ea"]["picks"] == 2 and got["per_arm"]["ea"]["retrained"] == 1
+    assert got["per_arm"]["random-search"] == {"picks": 1, "top_decile": 0, "retrained": 0,
+                                               "mean_percentile_among_random_draws": None}
+    assert got["random_draws"] == 30 and got["fit_n"] == 30 and got["fit_loo_r2"] > 0.9
+    assert search_arms.landscape_placement({"archs": archs[:5]}, searches, rows, counter) is None  # too few to fit
 
 
 @pytest.mark.parametrize("key,value", [("supernet_sha256", "cc" * 32), ("data_manifest_sha256", "dd" * 32),
@@ -249,6 +345,12 @@ ARMS_CASES = [  # (id, argv after --supernet {SN} --data {CORPUS} --work {W}/wor
     ("name-of-another-result", "--name landscape", "landscape.json exists and is not this benchmark's output"),
     ("name-with-a-folder", "--name ../x", "'../x' is not a result name"),
     ("data-not-prepared", "--data {W}/empty", "{W}/empty is not a prepared dataset (no manifest.json)"),
+    ("landscape-not-json", "--report --work {W}/empty --landscape {W}/afile", "--landscape {W}/afile is not JSON"),
+    ("landscape-missing", "--report --work {W}/empty --landscape {W}/nofile", "--landscape {W}/nofile: cannot be read"),
+    ("landscape-of-another-benchmark", "--report --work {W}/empty --landscape {RESULTS}/slot_flip_12.json",
+     "slot_flip_12.json is not a benchmarks/landscape.py result"),
+    ("landscape-of-another-space", "--report --work {W}/empty --landscape {RESULTS}/landscape_elastic.json",
+     "landscape_elastic.json is of lvbert-elastic@24 in the band"),
 ]
 
 
@@ -257,10 +359,11 @@ def test_bad_input_is_one_message_exit_2_nothing_written(arms_ws, case):
     from benchmark_cli import assert_benchmark_refuses
 
     _, argv, expect = case
-    given = [a.format(**arms_ws) for a in argv.split()]
+    paths = {**arms_ws, "RESULTS": BENCHMARKS / "results"}
+    given = [a.format(**paths) for a in argv.split()]
     base = {"--supernet": str(arms_ws["SN"]), "--data": str(arms_ws["CORPUS"]), "--work": f"{arms_ws['W']}/work"}
     base = [x for k, v in base.items() if k not in given for x in (k, v)]  # a case's own value replaces the base one
-    assert_benchmark_refuses("search_arms.py", [*base, *given], expect.format(**arms_ws),
+    assert_benchmark_refuses("search_arms.py", [*base, *given], expect.format(**paths),
                              {"W": arms_ws["W"], "RESULTS": BENCHMARKS / "results"})
 
 
