@@ -986,9 +986,17 @@ def vs_default(reports: dict[str, dict]) -> dict:
     return out
 
 
+def fitness_size(text: str) -> str | int:
+    """``--fitness-variants``: ``all`` or a number of dev sequences ≥ 1."""
+    from lvsearch.argtypes import positive_count
+
+    return "all" if text.strip() == "all" else positive_count(text)
+
+
 def main() -> None:
     from lvsearch.argtypes import count as count_arg, positive_count
     from lvsearch.errors import LvsearchError
+    from lvsearch.io import check_writable_folder
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--supernet", type=Path, default=None,
@@ -1013,7 +1021,7 @@ def main() -> None:
                         "run can already be read by the rule. In both a later seed is trained only after its seed 0 "
                         "has finished (its result decides whether search_arms.json's seed can be reused)")
     add_dispatch(p, "the retrain + evaluate of every architecture and seed")
-    p.add_argument("--fitness-variants", nargs="*", default=[],
+    p.add_argument("--fitness-variants", nargs="*", default=[], type=fitness_size,
                    help="dev sizes (or 'all') to rank-check in --report")
     p.add_argument("--report", action="store_true", help="only aggregate what exists")
     p.add_argument("--docs", type=Path, default=None, help="rewrite the landscape block of this file (docs/results.md)")
@@ -1031,6 +1039,10 @@ def main() -> None:
         missing = " and ".join(f for f, v in (("--supernet", args.supernet), ("--data", args.data)) if v is None)
         raise LvsearchError(f"{missing} missing: --supernet and --data are needed to train",
                             fix="pass --supernet SN --data CORPUS, or --report to only aggregate what exists")
+    check_writable_folder(args.work, "--work")
+    if not args.report and not args.data.is_dir():
+        raise LvsearchError(f"--data {args.data} is not a folder", fix="pass the prepared corpus folder "
+                                                                       "(lvsearch data prepare)")
     plan = make_plan(args)
     args.plan_space = plan["space"]
     print(f"{len(plan['archs'])} architectures; band {plan['band']}", flush=True)
