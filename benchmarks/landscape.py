@@ -986,11 +986,12 @@ def vs_default(reports: dict[str, dict]) -> dict:
     return out
 
 
-def fitness_size(text: str) -> str | int:
-    """``--fitness-variants``: ``all`` or a number of dev sequences ≥ 1."""
+def fitness_size(text: str) -> str:
+    """``--fitness-variants``: ``all`` or a number of dev sequences ≥ 1 (as text, the way the
+    result keys the variants)."""
     from lvsearch.argtypes import positive_count
 
-    return "all" if text.strip() == "all" else positive_count(text)
+    return "all" if text.strip() == "all" else str(positive_count(text))
 
 
 def main() -> None:
