@@ -677,7 +677,7 @@ def report(args) -> Path:
         "climb_at_passes": climb_lead(searches),
         "landscape": None if args.landscape is None else {
             "file": str(args.landscape),
-            **(landscape_placement(json.loads(args.landscape.read_text()), searches, rows, args.param_counter) or {})},
+            **(landscape_placement(args.landscape_result, searches, rows, args.param_counter) or {})},
         "rank_check_on_arms": rank_check_on_arms(args, rows) if len(rows) > 1 else None,
     }
     return write_result(args.name, result)
@@ -697,9 +697,9 @@ def search_dev_sequences(text: str) -> str:
     return "default" if text.strip() == "default" else str(positive_count(text))
 
 
-def check_landscape(path: Path, space, band: tuple[int, int]) -> None:
+def check_landscape(path: Path, space, band: tuple[int, int]) -> dict:
     """``--landscape``: a ``benchmarks/landscape.py`` result of the supernet's space (``space``)
-    and parameter band (``band``: bert's count ± BAND).
+    and parameter band (``band``: bert's count ± BAND). Returns the result, read once.
 
     Raises:
         LvsearchError: the file is missing, not JSON, another benchmark's output or of another
@@ -723,6 +723,7 @@ def check_landscape(path: Path, space, band: tuple[int, int]) -> None:
     if got["plan"].get("space") != want or got["plan"].get("band") != list(band):
         raise LvsearchError(f"--landscape {path} is of {got['plan'].get('space')} in the band {got['plan'].get('band')}, "
                             f"the supernet of {want} in the band {list(band)}", fix=fix)
+    return got
 
 
 def check_args(args) -> None:
@@ -760,8 +761,8 @@ def check_args(args) -> None:
     args.data_manifest_sha256 = PreparedData.open(args.data).manifest_sha256
     args.param_counter = {"count": loaded.supernet.num_params, "band": args.band[1:], "space": loaded.space,
                           "dims": loaded.dims, "space_has_variants": any(v for _, v in loaded.space.choices())}
-    if args.landscape is not None:
-        check_landscape(args.landscape, loaded.space, args.band[1:])
+    args.landscape_result = None if args.landscape is None else check_landscape(args.landscape, loaded.space,
+                                                                                  args.band[1:])
     args.committed = committed_result(args)
     check_continuation(args, args.committed)
 

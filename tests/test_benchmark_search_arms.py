@@ -81,7 +81,7 @@ def _continuing(monkeypatch, tmp_path, committed: dict | None, **over):
                            num_slots=24, population=50, iterations=40, search_dev_sequences="default",
                            dev_sequences=512, blimp_limit=100, mlm_only=True, task=tmp_path, threads=1, jobs=2,
                            arms=["ea", "random-search"], work=tmp_path / "work", landscape=None,
-                           param_counter=None)
+                           landscape_result=None, param_counter=None)
     for k, v in over.items():
         setattr(args, k, v)
     return search_arms, args
