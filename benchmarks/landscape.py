@@ -20,7 +20,8 @@ space (``lvbert-elc@12``, hidden 128) inside ``bert``'s parameter band (± 5%):
 
 ``--report`` aggregates what exists into ``benchmarks/results/landscape.json``: the
 distribution of standalone MLM accuracy (median, top decile, best) over the random draws
-(``random:1`` included: it is a draw of the space too),
+inside the band (``random:1`` included when its parameter count is in the band: it is a draw of
+the space too),
 σ over seeds (pooled), headroom = (best − median) / σ_seed, the exact best-of-k-random curve
 (expected best standalone accuracy among k distinct random draws, from the order statistics),
 Kendall τ of the parameter count (a zero-cost control, Ning et al. 2021), and a
@@ -81,15 +82,58 @@ ARMS_NAMES = {"bert": "bert", "sandwich": "sandwich", "random:1": "random-arch"}
 # ----------------------------------------------------------------------------------------
 
 
+#: How every run of a plan is trained and evaluated (``--steps``, ``--eval-every``,
+#: ``--dev-sequences``, ``--threads``; the thread count changes a retrain's floats): fixed when the
+#: plan is made, so runs of one plan stay comparable; these defaults apply to a new plan.
+RUN_SETTINGS = {"steps": 2000, "eval_every": 400, "dev_sequences": 512, "threads": 1}
+#: Which runs a plan makes (``--seeds``, ``--seeded``): recorded with the plan like
+#: :data:`RUN_SETTINGS`, but an explicit value on a later call changes it (more seeds).
+RUN_SET = {"seeds": 3, "seeded": 6}
+
+
+def plan_training(args, plan: dict, source: Path) -> None:
+    """Fill ``plan["training"]`` (:data:`RUN_SETTINGS` and :data:`RUN_SET`) and set ``args`` to
+    it, so every run and the report use what the plan was trained with, not the command-line
+    defaults. A value not given on the command line (None) is the plan's; a plan from before
+    this record takes the committed result's settings when that result is of the same plan,
+    else the defaults.
+
+    Raises:
+        LvsearchError: an explicit :data:`RUN_SETTINGS` value other than the plan's (``source``
+            names the plan file); nothing is written then.
+    """
+    from lvsearch.errors import LvsearchError
+
+    rec = plan.setdefault("training", {})
+    old = committed()
+    legacy = {}
+    if not rec and old.get("plan", {}).get("space") == plan["space"] and old["plan"].get("band") == plan["band"]:
+        st = old.get("settings", {})
+        legacy = {k: st[v] for k, v in (("steps", "steps"), ("dev_sequences", "dev_sequences"), ("seeds", "seeds"),
+                                        ("seeded", "seeded"), ("threads", "threads_per_run")) if v in st}
+    for k, default in {**RUN_SETTINGS, **RUN_SET}.items():
+        given = getattr(args, k, None)
+        if given is not None and k in rec and given != rec[k] and k in RUN_SETTINGS:
+            flag = "--" + k.replace("_", "-")
+            raise LvsearchError(f"{flag} {given}: the plan in {source} is trained with {flag} {rec[k]}; runs of one "
+                                "plan must be trained alike to be compared",
+                                fix=f"drop {flag} (the plan's value is used), or pass another --work and --name for a "
+                                    f"landscape at {flag} {given}")
+        rec[k] = given if given is not None else rec.get(k, legacy.get(k, default))
+        setattr(args, k, rec[k])
+
+
 def make_plan(args) -> dict:
-    """Load ``WORK/plan.json``, or create it; ``--picks`` files not yet in it are appended.
+    """Load ``WORK/plan.json``, or create it; ``--picks`` files not yet in it are appended, and
+    the plan's run settings are set on ``args`` (:func:`plan_training`).
 
     Raises:
         LvsearchError: no plan to report (no ``--supernet``, no plan file), ``--picks`` without
             ``--supernet``, a plan of another space than the supernet's or of other widths (its
             ``bert`` parameter count and band differ from the supernet's), a pick of another
             space, or a band holding fewer than ``--random``
-            distinct architectures (:func:`_common.draw_in_band`); nothing is written then.
+            distinct architectures (:func:`_common.draw_in_band`), or a run setting other than
+            the plan's (:func:`plan_training`); nothing is written then.
     """
     from lvsearch.arch import Arch, resolve_arch
     from lvsearch.errors import LvsearchError
@@ -98,7 +142,8 @@ def make_plan(args) -> dict:
 
     path = args.work / "plan.json"
     if args.supernet is None:  # --report on another machine: the committed plan as it is
-        plan = json.loads(path.read_text()) if path.exists() else committed().get("plan")
+        plan, source = (json.loads(path.read_text()), path) if path.exists() else (committed().get("plan"),
+                                                                                   RESULTS / f"{NAME}.json")
         if not plan:
             raise LvsearchError(f"--report without --supernet: no plan in {path} or in {RESULTS / NAME}.json",
                                 fix="pass --supernet (the plan is made from its space and band), or the --work or "
@@ -106,12 +151,21 @@ def make_plan(args) -> dict:
         if args.picks:
             raise LvsearchError("--picks needs --supernet: the band and the space the picks are checked against "
                                 "come from it", fix="pass --supernet with --picks")
+        plan_training(args, plan, source)
+        if plan.get("model"):
+            set_counter(plan["model"], plan["band"])
+        else:
+            print(f"the plan in {source} does not record its supernet's model: the additive fit's band draws "
+                  "(and the room rule's fit estimate) need --supernet", flush=True)
         return plan
     loaded = load_supernet(args.supernet)
     space = loaded.space
     count = loaded.supernet.num_params
     ref, lo, hi = bert_band(loaded)
-    PARAM_COUNTER.update(count=count, band=(lo, hi), space=space, dims=loaded.dims)
+    model = {"space": loaded.run_config["space"], "dims": loaded.run_config["dims"],
+             "mixing_per_op": bool(loaded.config.mixing_per_op)}
+    PARAM_COUNTER.update(count=count, band=(lo, hi), space=space, dims=loaded.dims,
+                         space_has_variants=any(v for _, v in space.choices()))
     plan = None
     if path.exists():
         plan, source = json.loads(path.read_text()), path
@@ -133,20 +187,25 @@ def make_plan(args) -> dict:
                  draw_in_band(space, count, lo, hi, args.random, first_seed=1000, seen=[r["arch"].key for r in rows])]
         plan = {"space": plan_space_of(space), "band": [lo, hi], "bert_params": ref, "archs": [
             {"id": f"{i:02d}", "name": r["name"], "source": r["source"], "key": r["arch"].key,
-             "ops": r["arch"].compact, "params": count(r["arch"])} for i, r in enumerate(rows)]}
-    PARAM_COUNTER["space_has_variants"] = any(v for _, v in space.choices())
-    known = {r["key"] for r in plan["archs"]}
+             "ops": r["arch"].compact, "params": count(r["arch"])} for i, r in enumerate(rows)], "training": {}}
+        source = path
+    plan_training(args, plan, source)
+    plan.setdefault("model", model)  # what a report without the supernet counts parameters with
+    known = {r["key"]: r for r in plan["archs"]}
     for f in args.picks or []:
         a = Arch.from_json(f)
         space.validate(a, source=f)
         if a.key in known:
+            if known[a.key]["name"] != str(f):  # another row is this architecture: its runs stand for the pick
+                print(f"{f}: the same architecture as plan row {known[a.key]['id']} ({known[a.key]['name']}); "
+                      "not added again, that row's results are this pick's", flush=True)
             continue
         if not lo <= count(a) <= hi:
             print(f"{f}: {count(a):,} parameters, outside the band [{lo:,}, {hi:,}]; left out", flush=True)
             continue
         plan["archs"].append({"id": f"{len(plan['archs']):02d}", "name": str(f), "source": "pick", "key": a.key,
                               "ops": a.compact, "params": count(a)})
-        known.add(a.key)
+        known[a.key] = plan["archs"][-1]
     if PARAM_COUNTER["space_has_variants"]:  # the fit's labels, kept for a report without the supernet
         for r in plan["archs"]:
             r.setdefault("choices", arch_choices(Arch.from_key(r["key"])))
@@ -392,24 +451,31 @@ def collect(args, plan: dict) -> list[dict]:
     return rows
 
 
-def is_random_draw(row: dict) -> bool:
-    """A uniform draw of the space: the seeded draws and the reference ``random:1`` (a draw too)."""
-    return row["source"] == "random" or row["name"].startswith("random:")
+def is_random_draw(row: dict, band: list[int] | tuple[int, int]) -> bool:
+    """A uniform draw of the space inside the plan's parameter ``band`` ([lo, hi]): the seeded
+    draws (drawn in the band) and the reference ``random:1`` when its parameter count is in the
+    band (it is an unconditioned draw: on ``lvbert-elastic@24`` it has 3.2M parameters, outside
+    ``bert``'s ±5%, and is no sample of the band's distribution there)."""
+    lo, hi = band
+    return (row["source"] == "random" or row["name"].startswith("random:")) and lo <= row["params"] <= hi
 
 
 def is_fixed_reference(row: dict) -> bool:
-    """A reference order (``bert``, ``sandwich``), not a draw of the space."""
-    return row["source"] == "reference" and not is_random_draw(row)
+    """A reference order (``bert``, ``sandwich``), not a draw of the space (``random:1`` is a draw,
+    in the band or not)."""
+    return row["source"] == "reference" and not row["name"].startswith("random:")
 
 
-def summarize(rows: list[dict]) -> dict:
+def summarize(rows: list[dict], band: list[int]) -> dict:
+    """The landscape's summary (``summary`` of the result) from its :func:`collect` rows; the
+    random draws are those inside ``band`` (:func:`is_random_draw`)."""
     import numpy as np
     from scipy import stats
 
     from lvsearch.stats import bootstrap_interval
 
     one = [r for r in rows if r["accuracy_seed0"] is not None]
-    rand = [r["accuracy_seed0"] for r in one if is_random_draw(r)]
+    rand = [r["accuracy_seed0"] for r in one if is_random_draw(r, band)]
     multi = [[m["accuracy"] for m in r["seeds"].values()] for r in rows if len(r["seeds"]) >= 2]
     dof = sum(len(v) - 1 for v in multi)
     sigma = math.sqrt(sum(((np.asarray(v) - np.mean(v)) ** 2).sum() for v in multi) / dof) if dof else None
@@ -445,21 +511,21 @@ def summarize(rows: list[dict]) -> dict:
     additive = additive_fit(rows)
     if additive:
         out["additive"] = additive
-    if sigma and additive and out.get("power"):
-        out["gate"] = gate(rows, sigma, additive, out["power"])
+    if sigma and additive and out.get("power") and len(rand) >= 2:  # the shrinkage needs the draws' variance
+        out["gate"] = gate(rows, band, sigma, additive, out["power"])
         past = [[m["accuracy"] for m in r["seeds"].values()] for r in rows
                 if len(r["seeds"]) >= 2 and r["beats_floor_all"]]
         dof_past = sum(len(v) - 1 for v in past)
         if dof_past and len(past) < len(multi):  # sensitivity: σ_seed of the architectures a test compares
             s_past = math.sqrt(sum(((np.asarray(v) - np.mean(v)) ** 2).sum() for v in past) / dof_past)
             out["gate"]["past_floor_sigma"] = {"sigma_seed": s_past, "archs": len(past), "dof": dof_past,
-                                               **gate(rows, s_past, additive, power(s_past))}
+                                               **gate(rows, band, s_past, additive, power(s_past))}
         fixed = [r for r in rows if not is_fixed_reference(r)]
         refit = additive_fit(fixed) if len(fixed) < len(rows) else None
         if refit:  # sensitivity: the fit without the fixed reference orders (far below the band's draws)
             out["gate"]["without_references"] = {"left_out": [r["name"] for r in rows if is_fixed_reference(r)],
                                                  "additive_n": refit["n"], "additive_loo_r2": refit["loo_r2"],
-                                                 **gate(rows, sigma, refit, out["power"])}
+                                                 **gate(rows, band, sigma, refit, out["power"])}
     if len(one) >= 3:
         x, y = [r["params"] for r in one], [r["accuracy_seed0"] for r in one]
         t = stats.kendalltau(x, y)
@@ -500,25 +566,32 @@ def is_random_search_pick(row: dict) -> bool:
     return row["source"] == "pick" and Path(row["name"]).parent.name == "random"
 
 
-def gate(rows: list[dict], sigma_seed: float, additive: dict, power_: dict, seeds: int = 10) -> dict:
+def gate(rows: list[dict], band: list[int], sigma_seed: float, additive: dict, power_: dict, seeds: int = 10) -> dict:
     """The pre-registered room test of the 10-seed search test (docs/results.md, "The 10-seed
     test"): the space shows room when (the better of the additive fit's best in-band
     prediction, counted only where the fit predicts at all (leave-one-out R² > 0), and the best
     trained non-reference architecture shrunk for selection) − (the mean standalone accuracy
     of random search's picks) ≥ the difference a paired t test over ``seeds`` seeds detects.
 
-    The shrinkage is empirical Bayes over the random draws (seed 0): an architecture's mean over
+    The shrinkage is empirical Bayes over the random draws inside ``band`` (seed 0): an architecture's mean over
     n seeds x moves to m + B (x − m), B = τ² / (τ² + σ_seed² / n), with m and τ² + σ_seed² the
     draws' mean and variance (τ² clipped at 0): the best of many noisy runs is biased up by
     its selection. Every candidate is shrunk with its own n and the best is the highest shrunk
     mean (ties: the higher raw mean), so a 1-seed lucky run does not outrank a 10-seed mean
     that shrinks less. Random search's picks are not shrunk: they were selected on supernet
     fitness, whose noise is independent of their standalone retrains, so their measured mean is
-    not biased up by that selection. Accuracy is a fraction (0.01 = 1 pp)."""
-    rand = np.array([r["accuracy_seed0"] for r in rows if is_random_draw(r) and r["accuracy_seed0"] is not None])
+    not biased up by that selection. Accuracy is a fraction (0.01 = 1 pp).
+
+    Raises:
+        ValueError: fewer than 2 trained random draws inside ``band`` (:func:`summarize` then
+            leaves ``gate`` out).
+    """
+    rand = np.array([r["accuracy_seed0"] for r in rows if is_random_draw(r, band) and r["accuracy_seed0"] is not None])
+    if len(rand) < 2:
+        raise ValueError(f"gate: {len(rand)} trained random draw(s) in the band; the shrinkage needs 2 or more")
     m, total = float(rand.mean()), float(rand.var(ddof=1))
     tau2 = max(0.0, total - sigma_seed ** 2)
-    cands = [r for r in rows if r["source"] != "reference" or is_random_draw(r)]
+    cands = [r for r in rows if r["source"] != "reference" or is_random_draw(r, band)]
 
     def shrinkage(r: dict) -> float:
         return tau2 / (tau2 + sigma_seed ** 2 / len(r["seeds"])) if tau2 > 0 else 0.0
@@ -560,15 +633,17 @@ def slot_choices(ops: str) -> list[str]:
     return re.findall(r"[a-z](?:\([^)]*\))?", ops)
 
 
-def arch_choices(arch, dims=None) -> list[str]:
-    """One label per slot of ``arch`` for the additive fit: its compact choice, or, with model
-    ``dims`` (``PARAM_COUNTER["dims"]`` when a supernet is loaded), the op letter with its layer
-    sizes (``OpSpec.sizes``: ``"f(inner=512)"``), so a default variant and its explicit
-    spelling (``f`` and ``f(i1)`` in ``lvbert-elastic``) are the same feature."""
+def arch_choices(arch, counter: dict | None = None) -> list[str]:
+    """One label per slot of ``arch`` for the additive fit: its compact choice, or, with the
+    model ``dims`` of ``counter`` (:data:`PARAM_COUNTER`'s layout; the module's own when None,
+    filled when a supernet is loaded), the op letter with its layer sizes (``OpSpec.sizes``:
+    ``"f(inner=512)"``), so a default variant and its explicit spelling (``f`` and ``f(i1)`` in
+    ``lvbert-elastic``) are the same feature."""
     from lvsearch.ops import specs
 
-    dims = dims if dims is not None else PARAM_COUNTER.get("dims")
-    if dims is None or not any(arch.variants) and not PARAM_COUNTER.get("space_has_variants"):
+    counter = PARAM_COUNTER if counter is None else counter
+    dims = counter.get("dims")
+    if dims is None or not any(arch.variants) and not counter.get("space_has_variants"):
         return slot_choices(arch.compact)
     table = specs()
     out = []
@@ -579,20 +654,21 @@ def arch_choices(arch, dims=None) -> list[str]:
     return out
 
 
-def row_choices(row: dict) -> list[str]:
+def row_choices(row: dict, counter: dict | None = None) -> list[str]:
     """:func:`arch_choices` of a plan row: its recorded ``choices`` (written by :func:`make_plan`
-    for a space with variants), else computed from its key."""
+    for a space with variants), else computed from its key (with ``counter``'s dims, as there)."""
     if row.get("choices"):
         return list(row["choices"])
-    if PARAM_COUNTER.get("dims") is None:
+    counter = PARAM_COUNTER if counter is None else counter
+    if counter.get("dims") is None:
         return slot_choices(row["ops"])
     from lvsearch.arch import Arch
 
-    return arch_choices(Arch.from_key(row["key"]))
+    return arch_choices(Arch.from_key(row["key"]), counter)
 
 
-def additive_fit(rows: list[dict], band: list[int] | None = None, draws: int = 2000,
-                 predict: dict[str, list[str]] | None = None) -> dict | None:
+def additive_fit(rows: list[dict], draws: int = 2000, predict: dict[str, list[str]] | None = None,
+                 counter: dict | None = None) -> dict | None:
     """The additive per-slot model of a landscape: standalone accuracy (mean over seeds) ≈
     intercept + Σ_slots effect(slot, op), fitted by ridge regression (``sklearn.linear_model.RidgeCV``,
     leave-one-out choice of the penalty) on one indicator per (slot, op); leave-one-out R²
@@ -604,8 +680,9 @@ def additive_fit(rows: list[dict], band: list[int] | None = None, draws: int = 2
     90th percentile is the fit's top decile of the band). ``predict`` (name → the architecture's
     :func:`arch_choices`) adds the fit's accuracy for each under ``predicted``. A choice the
     landscape never trained at a slot adds nothing there (the ridge coefficient of an indicator
-    that is never on is 0), in the band draws as in ``predict``. None with fewer than 8
-    architectures."""
+    that is never on is 0), in the band draws as in ``predict``. ``counter`` (:data:`PARAM_COUNTER`'s
+    layout; the module's own when None) gives the labels' dims and the band to draw; without its
+    ``count`` there are no band draws. None with fewer than 8 architectures."""
     import random as pyrandom
 
     from sklearn.linear_model import RidgeCV
@@ -614,7 +691,8 @@ def additive_fit(rows: list[dict], band: list[int] | None = None, draws: int = 2
     done = [r for r in rows if r.get("accuracy_mean") is not None]
     if len(done) < 8:
         return None
-    labels = [row_choices(r) for r in done]
+    counter = PARAM_COUNTER if counter is None else counter
+    labels = [row_choices(r, counter) for r in done]
     slots = len(labels[0])
     letters = sorted({c for one in labels for c in one})
     spelled = {c: t for r, one in zip(done, labels) for c, t in zip(one, slot_choices(r["ops"]))}
@@ -639,18 +717,18 @@ def additive_fit(rows: list[dict], band: list[int] | None = None, draws: int = 2
            "effects": {str(i + 1): {c: float(v) for c, v in zip(letters, centred[i])} for i in range(slots)}}
     if predict:
         out["predicted"] = {name: float(model.predict(np.array([x(choices)]))[0]) for name, choices in predict.items()}
-    counts = PARAM_COUNTER.get("count")
+    counts = counter.get("count")
     if counts is not None:  # the band needs a supernet's dims
         from lvsearch.arch import Arch
 
-        space = PARAM_COUNTER["space"].with_num_slots(slots)  # the supernet's own space
+        space = counter["space"].with_num_slots(slots)  # the supernet's own space
         rng, preds, band_best = pyrandom.Random(0), [], None
-        lo, hi = PARAM_COUNTER["band"]
+        lo, hi = counter["band"]
         for _ in range(draws):
             a = space.sample(rng)
             if not lo <= counts(a) <= hi:
                 continue
-            p = float(model.predict(np.array([x(arch_choices(a))]))[0])
+            p = float(model.predict(np.array([x(arch_choices(a, counter))]))[0])
             preds.append(p)
             if band_best is None or p > band_best[1]:
                 band_best = (a.compact, p)
@@ -663,10 +741,27 @@ def additive_fit(rows: list[dict], band: list[int] | None = None, draws: int = 2
     return out
 
 
-#: ``count`` (parameters of an Arch on the supernet's dims), ``band`` and ``space`` (the
-#: supernet's SearchSpace), set when a supernet is loaded, so :func:`additive_fit` can place its
-#: optimum against the band.
+#: ``count`` (parameters of an Arch on the supernet's dims), ``band``, ``space`` (the supernet's
+#: SearchSpace), ``dims`` and ``space_has_variants``, set when a supernet is loaded or from the
+#: plan's ``model`` (:func:`set_counter`), so :func:`additive_fit` can place its optimum against
+#: the band and draw the band.
 PARAM_COUNTER: dict = {}
+
+
+def set_counter(model: dict, band: list[int]) -> None:
+    """Fill :data:`PARAM_COUNTER` from a plan's ``model`` record (the supernet's run-config
+    ``space`` and ``dims`` and its ``mixing_per_op``), without its weights: an untrained
+    ``Supernet`` of the same space and dims has the same parameter count per architecture, so a
+    report on a machine without the supernet draws the band as the one that made the plan."""
+    from lvsearch.model.dims import ModelDims
+    from lvsearch.model.supernet import Supernet
+    from lvsearch.space import SearchSpace
+
+    space = SearchSpace.from_dict(model["space"], source="the plan's model record")
+    dims = ModelDims.from_dict(model["dims"], source="the plan's model record")
+    net = Supernet(space, dims, mixing_per_op=bool(model.get("mixing_per_op")))
+    PARAM_COUNTER.update(count=net.num_params, band=tuple(band), space=space, dims=dims,
+                         space_has_variants=any(v for _, v in space.choices()))
 
 
 def power(sigma_seed: float, seeds=(3, 6, 10), alpha: float = 0.05, beta: float = 0.2) -> dict:
@@ -710,15 +805,15 @@ def report(args, plan: dict) -> Path:
         "settings": {"space": plan["space"], "band": plan["band"], "bert_params": plan["bert_params"],
                      "steps": args.steps, "tokens_per_run": args.steps * 32 * 64, "seeds": args.seeds,
                      "seeded": args.seeded, "dev_sequences": args.dev_sequences, "recipe": "retrain-quickstart",
-                     "threads_per_run": args.threads, "jobs": args.jobs,
+                     "threads_per_run": args.threads,
                      "supernet": str(args.supernet) if args.supernet else committed().get("settings", {}).get("supernet")},
-        "machine": machine(), "summary": summarize(rows), "archs": rows, "plan": plan,
+        "machine": machine(), "summary": summarize(rows, plan["band"]), "archs": rows, "plan": plan,
     }
     reuse = rank_check_file(args, rows)
     result["rank_check_file"] = str(reuse)
     if args.fitness_variants and len(rows) >= 8:
         result["fitness_variants"] = fitness_variants(args, reuse)
-    elif args.supernet is None and committed().get("fitness_variants"):
+    elif committed().get("fitness_variants"):  # not run this time: the committed scores, statistics refreshed
         result["fitness_variants"] = refreshed_variants(committed()["fitness_variants"], rows)
     if args.docs is not None:
         write_docs(args.docs, result)
@@ -754,7 +849,7 @@ def markdown(result: dict) -> str:
                    f"({sg['dof']} degrees of freedom): {sg['pooled_std'] * 100:.2f} pp (per architecture "
                    + ", ".join(f"{x * 100:.2f}" for x in sg["per_arch_std"]) + " pp).")
     if dr and s.get("headroom"):
-        out.append(f"* **Headroom.** Among the {dr['n']} random draws (`random:1` included): median {dr['median']:.4f}, "
+        out.append(f"* **Headroom.** Among the {dr['n']} random draws in the band: median {dr['median']:.4f}, "
                    f"top decile from {dr['top_decile_threshold']:.4f}, best {dr['best']:.4f}; (best − median) / σ_seed = "
                    f"{s['headroom']['best_minus_median_over_sigma_seed']:.2f}: what the random draws show of the space "
                    "above a median architecture (a lower bound on the space's headroom: a pick above the best draw, "
@@ -1007,13 +1102,24 @@ def main() -> None:
     p.add_argument("--work", type=Path, required=True, help="folder for the plan, runs and logs (resumable)")
     p.add_argument("--random", type=count_arg, default=18, help="random draws inside the band (on the first run)")
     p.add_argument("--picks", type=Path, nargs="*", help="architecture files of searched picks to add")
-    p.add_argument("--seeded", type=count_arg, default=6, help="the first N architectures of the plan get every seed")
-    p.add_argument("--seeds", type=positive_count, default=3, help="pretraining seeds 0..N-1 of the seeded architectures")
-    p.add_argument("--steps", type=positive_count, default=2000)
-    p.add_argument("--eval-every", type=positive_count, default=400)
-    p.add_argument("--dev-sequences", type=positive_count, default=512)
+    kept = "kept in the plan: a later call uses the plan's value"
+    p.add_argument("--seeded", type=count_arg, default=None,
+                   help=f"the first N architectures of the plan get every seed (default {RUN_SET['seeded']}; {kept}, "
+                        "or changes it when given)")
+    p.add_argument("--seeds", type=positive_count, default=None,
+                   help=f"pretraining seeds 0..N-1 of the seeded architectures (default {RUN_SET['seeds']}; {kept}, "
+                        "or changes it when given)")
+    fixed = "fixed by the plan: a later call uses it and refuses another"
+    p.add_argument("--steps", type=positive_count, default=None,
+                   help=f"training steps of each run (default {RUN_SETTINGS['steps']}; {fixed})")
+    p.add_argument("--eval-every", type=positive_count, default=None,
+                   help=f"evaluation and checkpoint interval in steps (default {RUN_SETTINGS['eval_every']}; {fixed})")
+    p.add_argument("--dev-sequences", type=positive_count, default=None,
+                   help=f"dev sequences of the MLM evaluation (default {RUN_SETTINGS['dev_sequences']}; {fixed})")
     p.add_argument("--jobs", type=positive_count, default=2, help="runs at a time (the inline thread pool)")
-    p.add_argument("--threads", type=positive_count, default=1, help="OMP_NUM_THREADS of each run")
+    p.add_argument("--threads", type=positive_count, default=None,
+                   help=f"OMP_NUM_THREADS of each run (default {RUN_SETTINGS['threads']}; {fixed}: the thread count "
+                        "changes a retrain's floats)")
     p.add_argument("--order", choices=["plan", "gate"], default="plan",
                    help="which runs start first. plan: seed 0 of every architecture in plan order, then seeds "
                         "1..SEEDS-1 of the seeded ones. gate: what the room rule (summary.gate) needs first: seed 0 of "

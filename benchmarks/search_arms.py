@@ -536,8 +536,8 @@ def landscape_placement(landscape_result: dict, searches: dict, rows: dict, coun
       above the fit's 90th percentile over seeded band draws (``counter``: what
       ``landscape.PARAM_COUNTER`` needs to draw the band; None gives no ``top_decile``);
     * ``percentile_among_random_draws``: once the pick is retrained (``rows[arm][seed]``), its
-      standalone MLM accuracy as a percentile (0–100) of the landscape's random draws' mean
-      accuracy (``scipy.stats.percentileofscore``, ties counted half).
+      standalone MLM accuracy as a percentile (0–100) of the mean accuracy of the landscape's
+      random draws inside its band (``landscape.is_random_draw``) (``scipy.stats.percentileofscore``, ties counted half).
 
     Per seed and arm (``ea``, ``random-search``), with per arm how many picks are in the top
     decile and the mean percentile. None when the landscape has too few trained architectures
@@ -549,17 +549,12 @@ def landscape_placement(landscape_result: dict, searches: dict, rows: dict, coun
     from lvsearch.arch import Arch
 
     archs = landscape_result["archs"]
-    draws = [r["accuracy_mean"] for r in archs if ls.is_random_draw(r) and r.get("accuracy_mean") is not None]
-    saved = dict(ls.PARAM_COUNTER)
-    ls.PARAM_COUNTER.clear()
-    ls.PARAM_COUNTER.update(counter or {})
-    try:
-        picks = {f"{arm}-s{seed}": ls.arch_choices(Arch.from_dict(v[label]["arch"]))
-                 for seed, v in searches.items() for arm, label in PICK_ARMS.items() if "arch" in v.get(label, {})}
-        fit = ls.additive_fit(archs, predict=picks) if picks else None
-    finally:
-        ls.PARAM_COUNTER.clear()
-        ls.PARAM_COUNTER.update(saved)
+    band = landscape_result["settings"]["band"]
+    draws = [r["accuracy_mean"] for r in archs if ls.is_random_draw(r, band) and r.get("accuracy_mean") is not None]
+    counter = counter or {}
+    picks = {f"{arm}-s{seed}": ls.arch_choices(Arch.from_dict(v[label]["arch"]), counter)
+             for seed, v in searches.items() for arm, label in PICK_ARMS.items() if "arch" in v.get(label, {})}
+    fit = ls.additive_fit(archs, predict=picks, counter=counter) if picks else None
     if fit is None:
         return None
     p90 = fit.get("random_p90_predicted")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -21,8 +22,12 @@ def landscape(monkeypatch):
     return landscape
 
 
+#: The parameter band of the hand-made rows (``_row`` gives 1,000 parameters: inside).
+BAND = [900, 1100]
+
+
 def _row(id: str, source: str, name: str, seeds: list[float], ops: str = "ssss") -> dict:
-    return {"id": id, "source": source, "name": name, "ops": ops, "accuracy_seed0": seeds[0],
+    return {"id": id, "source": source, "name": name, "ops": ops, "params": 1000, "accuracy_seed0": seeds[0],
             "accuracy_mean": float(np.mean(seeds)), "seeds": {str(k): {"accuracy": a} for k, a in enumerate(seeds)}}
 
 
@@ -35,7 +40,7 @@ def test_gate_takes_the_best_shrunk_mean_each_shrunk_with_its_own_seed_count(lan
              _row("R", "pick", "s3/random/best.json", [0.52, 0.53]), _row("bert", "reference", "bert", [0.7, 0.7])]
     sigma = 0.01
     power = {"minimum_detectable_difference": {"training_noise_only": {"10": 0.01}}}
-    g = landscape.gate(rows, sigma, {"loo_r2": -1.0}, power)
+    g = landscape.gate(rows, BAND, sigma, {"loo_r2": -1.0}, power)
     m = float(np.mean(draws))
     tau2 = float(np.var(draws, ddof=1)) - sigma ** 2
     post = {k: m + tau2 / (tau2 + sigma ** 2 / n) * (x - m) for k, x, n in (("A", 0.60, 1), ("B", 0.59, 10))}
@@ -45,8 +50,37 @@ def test_gate_takes_the_best_shrunk_mean_each_shrunk_with_its_own_seed_count(lan
     assert g["shrinkage"] == pytest.approx(tau2 / (tau2 + sigma ** 2 / 10))
     assert g["random_search_picks"] == 1 and g["room"] == pytest.approx(post["B"] - 0.525)
     assert g["room_at_least_detectable"] == {"training_noise_only": True}
-    flat = landscape.gate(rows, 1.0, {"loo_r2": -1.0}, power)  # τ² clipped at 0: all shrink to m; ties by raw mean
+    flat = landscape.gate(rows, BAND, 1.0, {"loo_r2": -1.0}, power)  # τ² clipped at 0: all shrink to m; ties by raw mean
     assert flat["shrinkage"] == 0.0 and flat["best_shrunk"] == pytest.approx(m) and flat["best_ops"] == "sfsf"
+
+
+def test_random_draws_are_those_inside_the_band_and_the_gate_needs_two(landscape, monkeypatch):
+    """`random:1` is an unconditioned draw of the space: on lvbert-elastic@24 it has 3.2M
+    parameters, outside bert's band, so it is no sample of the band's distribution. It counts
+    among the random draws (distribution, percentiles, the gate's prior) only inside the band;
+    with fewer than 2 draws in the band there is no gate (it was NaN)."""
+    monkeypatch.setattr(landscape, "PARAM_COUNTER", {})
+    rng = random.Random(2)
+    rows = [_row(f"{i:02d}", "random", f"random:{1000 + i}", [0.29 + rng.gauss(0, 0.004)] * (3 if i < 3 else 1),
+                 "".join(rng.choice("sfc") for _ in range(4))) for i in range(9)]
+    outside = _row("r1", "reference", "random:1", [0.40, 0.41, 0.40], "cccc")
+    outside["params"] = 5000
+    for r in rows + [outside]:
+        r["beats_floor_all"] = True
+    with_it, without = landscape.summarize(rows + [outside], BAND), landscape.summarize(rows, BAND)
+    assert with_it["random_draws"] == without["random_draws"] == 9
+    assert with_it["distribution_random"] == without["distribution_random"]
+    assert with_it["gate"]["random_draws_mean"] == pytest.approx(np.mean([r["accuracy_seed0"] for r in rows]))
+    assert with_it["gate"]["best_ops"] != "cccc"  # not a candidate: outside the band
+    assert landscape.is_fixed_reference(outside) is False  # still not left out as a reference order
+    inside = dict(outside, params=1000)
+    assert landscape.summarize(rows + [inside], BAND)["random_draws"] == 10
+    picks = [dict(_row(f"p{i}", "pick", f"s{i}/random/best.json", [0.3 + 0.001 * i], r["ops"]), beats_floor_all=True)
+             for i, r in enumerate(rows[1:])]  # enough architectures for the additive fit and σ_seed
+    few = landscape.summarize(rows[:1] + [outside] + picks, BAND)
+    assert few["random_draws"] == 1 and few["additive"] and few["sigma_seed"]["pooled_std"] and "gate" not in few
+    with pytest.raises(ValueError, match="1 trained random draw"):
+        landscape.gate(rows[:1], BAND, 0.004, {"loo_r2": -1.0}, {"minimum_detectable_difference": {}})
 
 
 def test_additive_fit_recovers_per_slot_choice_effects_variants_included(landscape):
@@ -349,6 +383,42 @@ def test_a_new_plan_draws_distinct_band_architectures_after_the_references(land_
     assert landscape.make_plan(args) == plan  # the plan is fixed on the first run
 
 
+def test_a_plan_keeps_its_run_settings_and_refuses_other_ones(land_ws, landscape, tmp_path, monkeypatch, capsys):
+    """The report recorded the command-line defaults (steps, dev sequences, threads) as what was
+    trained: the plan now records its run settings when made, a later call without them uses
+    the plan's, another value of a training setting is refused with the plan left as it was,
+    more seeds change the plan; a pick already in the plan under another name is named, not
+    dropped silently."""
+    from types import SimpleNamespace
+
+    from lvsearch.errors import LvsearchError
+
+    monkeypatch.setattr(landscape, "NAME", "land_2")
+    monkeypatch.setattr(landscape, "PARAM_COUNTER", {})
+    base = dict(work=tmp_path / "w", supernet=land_ws["SN"], picks=None, random=2)
+    first = SimpleNamespace(**base, steps=300, eval_every=100, dev_sequences=64, threads=2, seeds=None, seeded=None)
+    plan = landscape.make_plan(first)
+    assert plan["training"] == {"steps": 300, "eval_every": 100, "dev_sequences": 64, "threads": 2,
+                                "seeds": landscape.RUN_SET["seeds"], "seeded": landscape.RUN_SET["seeded"]}
+    later = SimpleNamespace(**base)  # nothing given: the plan's values, not the defaults
+    landscape.make_plan(later)
+    assert (later.steps, later.eval_every, later.dev_sequences, later.threads) == (300, 100, 64, 2)
+    plan_file = tmp_path / "w" / "plan.json"
+    before = plan_file.read_bytes()
+    with pytest.raises(LvsearchError, match="--steps 2000: the plan in .* is trained with --steps 300") as e:
+        landscape.make_plan(SimpleNamespace(**base, steps=2000))
+    assert "drop --steps" in e.value.fix and plan_file.read_bytes() == before
+    more = SimpleNamespace(**base, seeds=5)
+    assert landscape.make_plan(more)["training"]["seeds"] == 5 == more.seeds
+    assert json.loads(plan_file.read_text())["training"]["seeds"] == 5
+    twin = tmp_path / "pick.json"
+    shutil.copy(tmp_path / "w" / "archs" / "03.json", twin)
+    n = len(json.loads(plan_file.read_text())["archs"])
+    landscape.make_plan(SimpleNamespace(**{**base, "picks": [twin]}))
+    assert len(json.loads(plan_file.read_text())["archs"]) == n  # not added twice
+    assert f"{twin}: the same architecture as plan row 03" in capsys.readouterr().out
+
+
 def test_a_continued_plan_of_other_widths_is_refused(land_ws, landscape, tmp_path, monkeypatch):
     """A plan continued with a supernet of the same space but other widths (bert's parameter
     count and so the band differ) would train architectures of one size and report them
@@ -388,7 +458,7 @@ def test_gate_reports_the_room_with_the_fit_refitted_without_the_reference_order
              _row("p", "pick", "s0/random/best.json", [0.291], "cfcs")]
     for r in rows:
         r.update(params=1000, beats_floor_all=r["accuracy_mean"] > 0.25)
-    s = landscape.summarize(rows)
+    s = landscape.summarize(rows, BAND)
     g, q = s["gate"], s["gate"]["without_references"]
     assert q["left_out"] == ["bert", "sandwich"] and q["additive_n"] == len(rows) - 2
     assert q["additive_loo_r2"] == pytest.approx(landscape.additive_fit(rows[:14] + rows[16:])["loo_r2"])

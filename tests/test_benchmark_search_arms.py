@@ -247,33 +247,34 @@ def test_each_pick_is_placed_on_a_landscape_by_its_additive_fit_and_random_draws
     space = SearchSpace.load("lvbert-elc").with_num_slots(4)
     good = {"DC": 0.01, "SA": 0.0, "FF": -0.01}
     archs = []
-    for i in range(30):
+    for i in range(31):
         a = space.sample(rng)
         acc = 0.28 + sum(good[o] * (2 if j == 0 else 1) for j, o in enumerate(a.ops)) + rng.gauss(0, 1e-4)
         archs.append({"id": f"{i:02d}", "source": "random", "name": f"random:{1000 + i}", "key": a.key,
-                      "ops": a.compact, "accuracy_mean": acc})
-    best, worst = max(archs, key=lambda r: r["accuracy_mean"]), min(archs, key=lambda r: r["accuracy_mean"])
+                      "ops": a.compact, "accuracy_mean": acc, "params": 500})
+    archs[30].update(source="reference", name="random:1", params=5000)  # an unconditioned draw outside the band
+    best, worst = max(archs[:30], key=lambda r: r["accuracy_mean"]), min(archs[:30], key=lambda r: r["accuracy_mean"])
     searches = {"0": {"evolution": {"arch": Arch.from_key(best["key"]).to_dict(space="lvbert-elc")},
                       "random": {"arch": Arch.from_key(worst["key"]).to_dict(space="lvbert-elc")}},
                 "1": {"evolution": {"arch": Arch.from_key(archs[3]["key"]).to_dict(space="lvbert-elc")}}}
     rows = {"ea": {0: {"mlm_accuracy": archs[5]["accuracy_mean"]}}}
     counter = {"count": lambda a: 100, "band": (0, 1000), "space": space}
     landscape.PARAM_COUNTER["marker"] = 1
-    got = search_arms.landscape_placement({"archs": archs}, searches, rows, counter)
+    got = search_arms.landscape_placement({"archs": archs, "settings": {"band": [0, 1000]}}, searches, rows, counter)
     assert landscape.PARAM_COUNTER == {"marker": 1}
     landscape.PARAM_COUNTER.clear()
     fit = landscape.additive_fit(archs, predict={"b": landscape.slot_choices(best["ops"])})
     ea0, rs0 = got["per_seed"]["0"]["ea"], got["per_seed"]["0"]["random-search"]
     assert ea0["predicted"] == pytest.approx(fit["predicted"]["b"]) and ea0["top_decile"] is True
     assert rs0["top_decile"] is False and rs0["predicted"] < got["random_median_predicted"] < got["random_p90_predicted"]
-    draws = [r["accuracy_mean"] for r in archs]
+    draws = [r["accuracy_mean"] for r in archs[:30]]  # random:1 is outside the band: not one of its draws
     assert ea0["percentile_among_random_draws"] == pytest.approx(percentileofscore(draws, archs[5]["accuracy_mean"], kind="mean"))
     assert rs0["mlm_accuracy"] is None and rs0["percentile_among_random_draws"] is None
     assert got["per_arm"]["ea"]["picks"] == 2 and got["per_arm"]["ea"]["retrained"] == 1
     assert got["per_arm"]["random-search"] == {"picks": 1, "top_decile": 0, "retrained": 0,
                                                "mean_percentile_among_random_draws": None}
-    assert got["random_draws"] == 30 and got["fit_n"] == 30 and got["fit_loo_r2"] > 0.9
-    assert search_arms.landscape_placement({"archs": archs[:5]}, searches, rows, counter) is None  # too few to fit
+    assert got["random_draws"] == 30 and got["fit_n"] == 31 and got["fit_loo_r2"] > 0.9
+    assert search_arms.landscape_placement({"archs": archs[:5], "settings": {"band": [0, 1000]}}, searches, rows, counter) is None  # too few to fit
 
 
 @pytest.mark.parametrize("key,value", [("supernet_sha256", "cc" * 32), ("data_manifest_sha256", "dd" * 32),
