@@ -198,21 +198,21 @@ def add_dispatch(p, what: str) -> None:
     script; ``inline`` (the default) keeps the script's own ``--jobs`` thread pool."""
     from lvsearch.dispatch import add_dispatch_arguments
 
-    add_dispatch_arguments(p, f"{what}; local or slurm replaces the --jobs thread pool")
+    add_dispatch_arguments(p, what, inline="this script's --jobs thread pool, which local or slurm replaces")
 
 
 def dispatch_options(args):
-    """The parsed dispatch options (exits with the message on a bad combination). For
-    ``local``/``slurm`` the jobs, functions of this script pickled by submitit, must import
-    ``_common`` and lvsearch in their own process: this folder and the repository are put on
-    ``PYTHONPATH``, which the jobs inherit."""
-    from lvsearch.dispatch import options_from_args
-    from lvsearch.errors import LvsearchError
+    """The parsed dispatch options. For ``local``/``slurm`` the jobs, functions of this script
+    pickled by submitit, must import ``_common`` and lvsearch in their own process: this folder
+    and the repository are put on ``PYTHONPATH``, which the jobs inherit.
 
-    try:
-        opts = options_from_args(args)
-    except LvsearchError as e:
-        raise SystemExit(str(e)) from None
+    Raises:
+        LvsearchError: a bad combination (:func:`lvsearch.dispatch.options_from_args`); under
+            :func:`run_main` one message and exit status 2.
+    """
+    from lvsearch.dispatch import options_from_args
+
+    opts = options_from_args(args)
     if not opts.inline:
         here = str(Path(__file__).resolve().parent)
         os.environ["PYTHONPATH"] = os.pathsep.join([here, str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])

@@ -111,15 +111,16 @@ def plan_training(args, plan: dict, source: Path) -> None:
         st = old.get("settings", {})
         legacy = {k: st[v] for k, v in (("steps", "steps"), ("dev_sequences", "dev_sequences"), ("seeds", "seeds"),
                                         ("seeded", "seeded"), ("threads", "threads_per_run")) if v in st}
+    known = {**legacy, **rec}
     for k, default in {**RUN_SETTINGS, **RUN_SET}.items():
         given = getattr(args, k, None)
-        if given is not None and k in rec and given != rec[k] and k in RUN_SETTINGS:
+        if given is not None and k in known and given != known[k] and k in RUN_SETTINGS:
             flag = "--" + k.replace("_", "-")
-            raise LvsearchError(f"{flag} {given}: the plan in {source} is trained with {flag} {rec[k]}; runs of one "
+            raise LvsearchError(f"{flag} {given}: the plan in {source} is trained with {flag} {known[k]}; runs of one "
                                 "plan must be trained alike to be compared",
                                 fix=f"drop {flag} (the plan's value is used), or pass another --work and --name for a "
                                     f"landscape at {flag} {given}")
-        rec[k] = given if given is not None else rec.get(k, legacy.get(k, default))
+        rec[k] = given if given is not None else known.get(k, default)
         setattr(args, k, rec[k])
 
 

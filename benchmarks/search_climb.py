@@ -58,7 +58,7 @@ from pathlib import Path
 import numpy as np
 
 from _common import (RESULTS, add_dispatch, bert_band, best_at_passes, dispatch_options, dispatch_stage,
-                     exit_on_failures, machine, paired_rows, run_lvsearch, write_result)
+                     exit_on_failures, machine, paired_rows, run_lvsearch, run_main, write_result)
 
 STRATEGIES = ("evolution", "aging", "random")
 KINDS = ("mutation", "ops-only", "inputs-only", "inputs-resampled", "ops-resampled")
@@ -422,4 +422,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

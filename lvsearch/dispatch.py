@@ -127,12 +127,14 @@ def _key_value(text: str) -> tuple[str, str]:
     return key.strip().replace("-", "_"), value
 
 
-def add_dispatch_arguments(p: argparse.ArgumentParser, what: str = "the independent trainings") -> None:
+def add_dispatch_arguments(p: argparse.ArgumentParser, what: str = "the independent trainings", *,
+                           inline: str = "one after another in this process") -> None:
     """Add ``--executor``, ``--max-parallel`` and the ``--slurm-*`` options to ``p``
-    (read back with :func:`options_from_args`)."""
+    (read back with :func:`options_from_args`); ``what`` names the jobs, ``inline`` says how the
+    default ``inline`` executor runs them."""
     g = p.add_argument_group(f"job dispatch ({what}; docs/cluster.md)")
     g.add_argument("--executor", choices=EXECUTORS, default="inline",
-                   help=f"where {what} run: inline (default: one after another in this process), local (subprocesses "
+                   help=f"where {what} run: inline (default: {inline}), local (subprocesses "
                         "through submitit, --max-parallel at a time) or slurm (a Slurm job array through submitit); "
                         "logs under OUT/dispatch")
     g.add_argument("--max-parallel", type=positive_count, default=None, metavar="N",
@@ -152,6 +154,7 @@ def options_from_args(args: argparse.Namespace) -> DispatchOptions:
 
     Raises:
         LvsearchError: a ``--slurm-*`` option given without ``--executor slurm``;
+            ``--max-parallel`` with ``--executor inline`` (it would be ignored);
             ``--executor slurm`` where ``sbatch`` is not on ``PATH``.
     """
     opts = DispatchOptions(
@@ -168,6 +171,10 @@ def options_from_args(args: argparse.Namespace) -> DispatchOptions:
         if given:
             raise LvsearchError(f"{', '.join(given)} only apply to --executor slurm (got --executor {opts.executor})",
                                 fix="add --executor slurm, or drop them")
+    if opts.inline and opts.max_parallel is not None:
+        raise LvsearchError(f"--max-parallel {opts.max_parallel} only applies to --executor local or slurm (got "
+                            "--executor inline, which does not read it)",
+                            fix="add --executor local (or slurm), or drop --max-parallel")
     check_available(opts)
     return opts
 

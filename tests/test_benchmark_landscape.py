@@ -350,6 +350,10 @@ LAND_CASES = [  # (id, argv, text of the one message); land_2 has no committed p
      "--data {W}/nodata is not a folder"),
     ("fitness-variants-not-a-number", "--report --fitness-variants 128 abc", "argument --fitness-variants"),
     ("fitness-variants-zero", "--report --fitness-variants 0", "argument --fitness-variants: '0' must be ≥ 1"),
+    ("max-parallel-inline", "--supernet {SN} --data {CORPUS} --name land_2 --random 1 --max-parallel 2",
+     "--max-parallel 2 only applies to --executor local or slurm"),
+    ("steps-other-than-the-plan", "--report --steps 100",
+     "--steps 100: the plan in " + str(BENCHMARKS / "results" / "landscape.json") + " is trained with --steps 2000"),
 ]
 
 

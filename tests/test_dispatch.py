@@ -133,3 +133,22 @@ def test_slurm_options_reach_submitit(tmp_path: Path, monkeypatch):
         assert f"#SBATCH {line}" in text, text
     ex._executor.parameters["map_count"] = 5  # what submitit sets when it submits a batch of 5 as one array
     assert "#SBATCH --array=0-4%3" in ex._executor._make_submission_file_text("python -m x", "uid")
+
+
+def test_max_parallel_without_a_pool_is_refused_and_the_help_reads_whole():
+    """``--executor inline --max-parallel N`` ignored N silently; and a benchmark's --executor
+    help put its --jobs note in the middle of the sentence ("...seed; local or slurm replaces
+    the --jobs thread pool run: inline")."""
+    import argparse
+
+    from lvsearch.dispatch import add_dispatch_arguments, options_from_args
+    from lvsearch.errors import LvsearchError
+
+    p = argparse.ArgumentParser()
+    add_dispatch_arguments(p, "the runs", inline="the --jobs pool")
+    with pytest.raises(LvsearchError, match="--max-parallel 3 only applies to --executor local or slurm") as e:
+        options_from_args(p.parse_args(["--max-parallel", "3"]))
+    assert "--executor local" in e.value.fix
+    assert options_from_args(p.parse_args(["--executor", "local", "--max-parallel", "3"])).max_parallel == 3
+    text = " ".join(p.format_help().split())
+    assert "where the runs run: inline (default: the --jobs pool), local" in text
