@@ -86,8 +86,12 @@ def draw_in_band(space, count, lo: int, hi: int, n: int, *, first_seed: int = 0,
 
     from lvsearch.errors import LvsearchError
 
+    from lvsearch import ui
+
     keys, out = set(seen), []
     tries = DRAWS_PER_ARCH * n
+    lines = ui.phase_lines()  # a long draw (a large n) prints a [progress] line every 30 s
+    task = lines.add_task(f"{option}: drawing in the band", total=n, info="") if lines else None
     for seed in range(first_seed, first_seed + tries):
         if len(out) == n:
             break
@@ -95,6 +99,8 @@ def draw_in_band(space, count, lo: int, hi: int, n: int, *, first_seed: int = 0,
         if a.key not in keys and lo <= count(a) <= hi:
             keys.add(a.key)
             out.append((seed, a))
+        if lines:  # every draw: a band rarely hit still reports
+            lines.update(task, completed=len(out), info=f"{seed - first_seed + 1:,} draws")
     if len(out) < n:
         raise LvsearchError(f"{option} {n}: {tries:,} draws of {space.name} gave only {len(out)} distinct "
                             f"architectures inside the band [{lo:,}, {hi:,}] parameters (besides those listed "

@@ -1,8 +1,11 @@
 """The landscape benchmark: how much a search can gain in a space, and which fitness sees it.
 
 A search can only beat random search by as much as the space's standalone accuracies spread
-beyond the noise of one training run. This benchmark measures that spread on the quickstart
-space (``lvbert-elc@12``, hidden 128) inside ``bert``'s parameter band (± 5%):
+beyond the noise of one training run. This benchmark measures that spread on the space of its
+``--supernet`` (a quickstart-recipe supernet, hidden 128; the recipe's own space is ``lvbert``, so
+the committed landscapes trained theirs with ``--set space=lvbert-elc`` (``landscape.json``:
+``lvbert-elc@12``) or ``--set space=lvbert-elastic --set num_slots=24``
+(``landscape_elastic.json``)) inside ``bert``'s parameter band (± 5%):
 
 * **architectures** (``plan.json``, fixed on the first run): ``bert``, ``sandwich``,
   ``random:1`` (the arms benchmark's random architecture), ``--random`` seeded draws of
@@ -133,8 +136,9 @@ def make_plan(args) -> dict:
             ``--supernet``, a plan of another space than the supernet's or of other widths (its
             ``bert`` parameter count and band differ from the supernet's), a pick of another
             space, or a band holding fewer than ``--random``
-            distinct architectures (:func:`_common.draw_in_band`), or a run setting other than
-            the plan's (:func:`plan_training`); nothing is written then.
+            distinct architectures (:func:`_common.draw_in_band`), a run setting other than
+            the plan's (:func:`plan_training`), or ``--report`` with no plan to report; nothing
+            is written then.
     """
     from lvsearch.arch import Arch, resolve_arch
     from lvsearch.errors import LvsearchError
@@ -182,6 +186,10 @@ def make_plan(args) -> dict:
                             f"(band [{plan['band'][0]:,}, {plan['band'][1]:,}])",
                             fix="pass a supernet trained with the plan's command (its widths), or another --name and "
                                 "--work for a landscape of these widths")
+    if plan is None and args.report:
+        raise LvsearchError(f"--report: no plan in {path} or in {RESULTS / NAME}.json, so nothing was trained to report",
+                            fix="drop --report to make the plan and train it, or pass the --work or --name of an "
+                                "existing landscape")
     if plan is None:
         rows = [{"name": n, "source": "reference", "arch": resolve_arch(n, space)} for n in REFERENCES]
         rows += [{"name": f"random:{seed}", "source": "random", "arch": a} for seed, a in
@@ -799,7 +807,19 @@ def rank_check_file(args, rows: list[dict]) -> Path:
 
 
 def report(args, plan: dict) -> Path:
+    """Aggregate the plan's finished runs (in ``--work``, else committed) into
+    ``benchmarks/results/<NAME>.json`` (and ``--docs``); returns its path.
+
+    Raises:
+        LvsearchError: no finished run of the plan (nothing is written).
+    """
+    from lvsearch.errors import LvsearchError
+
     rows = collect(args, plan)
+    if not rows:
+        raise LvsearchError(f"no finished run of the plan's {len(plan['archs'])} architectures in {args.work} or in "
+                            f"{RESULTS / NAME}.json: nothing to report",
+                            fix="train them first: the same command without --report (with --supernet and --data)")
     result = {
         "what": f"the landscape of {plan['space']} at the quickstart width: standalone accuracy of band architectures "
                 "(benchmarks/landscape.py)",
@@ -810,8 +830,8 @@ def report(args, plan: dict) -> Path:
                      "supernet": str(args.supernet) if args.supernet else committed().get("settings", {}).get("supernet")},
         "machine": machine(), "summary": summarize(rows, plan["band"]), "archs": rows, "plan": plan,
     }
-    reuse = rank_check_file(args, rows)
-    result["rank_check_file"] = str(reuse)
+    reuse = rank_check_file(args, rows) if len(rows) >= 3 else None  # a rank check needs 3 architectures
+    result["rank_check_file"] = str(reuse) if reuse else None
     if args.fitness_variants and len(rows) >= 8:
         result["fitness_variants"] = fitness_variants(args, reuse)
     elif committed().get("fitness_variants"):  # not run this time: the committed scores, statistics refreshed

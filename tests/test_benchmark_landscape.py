@@ -313,6 +313,27 @@ def test_draws_in_the_band_are_distinct_reproducible_and_stop_with_a_message(mon
         draw_in_band(space, count, 100, 100, len(in_band) + 1, option="--draws")
 
 
+def test_a_long_draw_in_the_band_prints_progress_lines(monkeypatch, capsys):
+    """``--random 1000000`` drew for minutes without a word: the draw prints ``[progress]``
+    lines (every ``$LVSEARCH_PROGRESS_EVERY`` seconds; 0 here, so every draw), with the draws
+    tried; ``LVSEARCH_QUIET`` silences them."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    from _common import draw_in_band
+
+    from lvsearch.space import SearchSpace
+
+    space = SearchSpace.resolve("lvbert-elc", 2)
+    count = lambda a: 100 * a.ops.count("SA")  # noqa: E731
+    monkeypatch.setenv("LVSEARCH_PROGRESS_EVERY", "0")
+    monkeypatch.delenv("LVSEARCH_QUIET", raising=False)
+    draw_in_band(space, count, 100, 100, 3, first_seed=1000)
+    err = capsys.readouterr().err
+    assert "[progress] --random: drawing in the band: 3/3 (100%)" in err and " draws · " in err
+    monkeypatch.setenv("LVSEARCH_QUIET", "1")
+    draw_in_band(space, count, 100, 100, 3, first_seed=1000)
+    assert "[progress]" not in capsys.readouterr().err
+
+
 @pytest.fixture(scope="module")
 def land_ws(prepared_corpus: Path, tmp_path_factory) -> dict[str, Path]:
     """A tiny 2-slot supernet (its space holds 18 architectures, all inside bert's band), an
@@ -352,6 +373,8 @@ LAND_CASES = [  # (id, argv, text of the one message); land_2 has no committed p
     ("fitness-variants-zero", "--report --fitness-variants 0", "argument --fitness-variants: '0' must be ≥ 1"),
     ("max-parallel-inline", "--supernet {SN} --data {CORPUS} --name land_2 --random 1 --max-parallel 2",
      "--max-parallel 2 only applies to --executor local or slurm"),
+    ("report-with-supernet-and-no-plan", "--report --supernet {SN} --name land_2",
+     "--report: no plan in {W}/work/plan.json or in " + str(BENCHMARKS / "results" / "land_2.json")),
     ("steps-other-than-the-plan", "--report --steps 100",
      "--steps 100: the plan in " + str(BENCHMARKS / "results" / "landscape.json") + " is trained with --steps 2000"),
 ]
@@ -375,7 +398,7 @@ def test_a_new_plan_draws_distinct_band_architectures_after_the_references(land_
 
     monkeypatch.setattr(landscape, "NAME", "land_2")  # no committed plan of this name
     monkeypatch.setattr(landscape, "PARAM_COUNTER", {})  # make_plan fills it; the module's own is kept
-    args = SimpleNamespace(work=tmp_path / "w", supernet=land_ws["SN"], picks=None, random=4)
+    args = SimpleNamespace(work=tmp_path / "w", supernet=land_ws["SN"], picks=None, report=False, random=4)
     plan = landscape.make_plan(args)
     names = [r["name"] for r in plan["archs"]]
     assert names[:3] == landscape.REFERENCES and all(n.startswith("random:") for n in names[3:]) and len(names) == 7
@@ -399,7 +422,7 @@ def test_a_plan_keeps_its_run_settings_and_refuses_other_ones(land_ws, landscape
 
     monkeypatch.setattr(landscape, "NAME", "land_2")
     monkeypatch.setattr(landscape, "PARAM_COUNTER", {})
-    base = dict(work=tmp_path / "w", supernet=land_ws["SN"], picks=None, random=2)
+    base = dict(work=tmp_path / "w", supernet=land_ws["SN"], picks=None, report=False, random=2)
     first = SimpleNamespace(**base, steps=300, eval_every=100, dev_sequences=64, threads=2, seeds=None, seeded=None)
     plan = landscape.make_plan(first)
     assert plan["training"] == {"steps": 300, "eval_every": 100, "dev_sequences": 64, "threads": 2,
@@ -423,6 +446,23 @@ def test_a_plan_keeps_its_run_settings_and_refuses_other_ones(land_ws, landscape
     assert f"{twin}: the same architecture as plan row 03" in capsys.readouterr().out
 
 
+def test_a_report_of_a_plan_with_no_finished_run_is_refused(land_ws, landscape, tmp_path, monkeypatch):
+    """A plan made but not trained yet: the report was a traceback of the rank-check file
+    (fewer than 3 architectures); now one message, and no result file."""
+    from types import SimpleNamespace
+
+    from lvsearch.errors import LvsearchError
+
+    monkeypatch.setattr(landscape, "NAME", "land_2")
+    monkeypatch.setattr(landscape, "PARAM_COUNTER", {})
+    args = SimpleNamespace(work=tmp_path / "w", supernet=land_ws["SN"], picks=None, report=False, random=2, docs=None,
+                           fitness_variants=[])
+    plan = landscape.make_plan(args)
+    with pytest.raises(LvsearchError, match="no finished run of the plan's 5 architectures in") as e:
+        landscape.report(args, plan)
+    assert "without --report" in e.value.fix and not (landscape.RESULTS / "land_2.json").exists()
+
+
 def test_a_continued_plan_of_other_widths_is_refused(land_ws, landscape, tmp_path, monkeypatch):
     """A plan continued with a supernet of the same space but other widths (bert's parameter
     count and so the band differ) would train architectures of one size and report them
@@ -433,7 +473,7 @@ def test_a_continued_plan_of_other_widths_is_refused(land_ws, landscape, tmp_pat
 
     monkeypatch.setattr(landscape, "NAME", "land_2")
     monkeypatch.setattr(landscape, "PARAM_COUNTER", {})
-    args = SimpleNamespace(work=tmp_path / "w", supernet=land_ws["SN"], picks=None, random=2)
+    args = SimpleNamespace(work=tmp_path / "w", supernet=land_ws["SN"], picks=None, report=False, random=2)
     plan = landscape.make_plan(args)
     assert landscape.make_plan(args) == plan  # the same widths continue
     plan_file = args.work / "plan.json"

@@ -90,6 +90,8 @@ FLIP_CASES = [  # (id, argv, text of the one message)
     ("name-of-another-result", "--supernet {SN} --random 1 --name landscape",
      "landscape.json exists and is not this benchmark's output"),
     ("name-with-a-folder", "--supernet {SN} --random 1 --name ../x", "is not a result name"),
+    ("data-missing", "--supernet {SN} --random 1 --data {W}/nodata",  # said "recorded in config.json"
+     "data folder {W}/nodata (given with --data) not found"),
 ]
 
 

@@ -100,3 +100,16 @@ def test_a_name_of_another_benchmarks_result_is_refused(tmp_path):
                            "--pair", str(tmp_path), str(tmp_path), "--name", "slot_flip_12"],
                           capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode == 2 and "is not this benchmark's output" in proc.stderr, proc.stderr
+
+
+def test_flips_that_cannot_be_read_are_named_as_such(tmp_path):
+    """A missing --flips said "not a slot_flip.py result (no rows)"; it now says it cannot be read."""
+    from benchmark_cli import assert_benchmark_refuses
+
+    run_folder(tmp_path / "a", "scfs", 0.29)
+    run_folder(tmp_path / "b", "ccfs", 0.29)
+    assert_benchmark_refuses("slot_flip_retrained.py",
+                             ["--flips", str(tmp_path / "nope.json"), "--pair", str(tmp_path / "a"), str(tmp_path / "b"),
+                              "--name", "slot_flip_retrained_test_never"],
+                             f"--flips {tmp_path / 'nope.json'} cannot be read (No such file or directory)",
+                             {"W": tmp_path, "RESULTS": RESULTS})
