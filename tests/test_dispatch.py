@@ -82,7 +82,8 @@ def test_preempted_job_is_requeued_and_resumes_exactly(prepared_corpus: Path, tm
     and the second attempt resumes from step 4 to the weights of an uninterrupted run."""
     args = {"arch_file": "bert", "recipe": "retrain-quickstart", "overrides": TINY, "data_dir": str(prepared_corpus),
             "budget": 8, "target": 8, "device": "cpu"}
-    advance_finalist(run=str(tmp_path / "ref"), **args)
+    advance_finalist(run=str(tmp_path / "ref"), **args)  # at 1 torch thread (conftest)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # the job too, whatever the caller's (results depend on threads)
     monkeypatch.setenv("LVSEARCH_KILL_AT", "step:5")
     monkeypatch.setenv("LVSEARCH_KILL_SIGNAL", "USR2")
     got = run_jobs([Job("bert", advance_finalist, {"run": str(tmp_path / "pre"), **args})], LOCAL2, tmp_path / "sub")
