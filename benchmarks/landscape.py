@@ -97,34 +97,44 @@ RUN_SET = {"seeds": 3, "seeded": 6}
 def plan_training(args, plan: dict, source: Path) -> None:
     """Fill ``plan["training"]`` (:data:`RUN_SETTINGS` and :data:`RUN_SET`) and set ``args`` to
     it, so every run and the report use what the plan was trained with, not the command-line
-    defaults. A value not given on the command line (None) is the plan's; a plan from before
-    this record takes the committed result's settings when that result is of the same plan,
-    else the defaults.
+    defaults. A value not given on the command line (None) is the plan's. A plan from before
+    this record has none to hold to: an explicit value is taken as given, and a missing one is
+    the committed result's setting when that result is of the same plan (those settings were
+    the command line's, so they are a guess, printed as such), else the default.
 
     Raises:
-        LvsearchError: an explicit :data:`RUN_SETTINGS` value other than the plan's (``source``
-            names the plan file); nothing is written then.
+        LvsearchError: against the plan's own ``training`` record (``source`` names the plan
+            file): an explicit :data:`RUN_SETTINGS` value other than the recorded one, or a
+            :data:`RUN_SET` value below it (its trained seeds would drop out of every report);
+            nothing is written then.
     """
     from lvsearch.errors import LvsearchError
 
     rec = plan.setdefault("training", {})
+    recorded = dict(rec)
+    guess = {}
     old = committed()
-    legacy = {}
-    if not rec and old.get("plan", {}).get("space") == plan["space"] and old["plan"].get("band") == plan["band"]:
+    if not recorded and old.get("plan", {}).get("space") == plan["space"] and old["plan"].get("band") == plan["band"]:
         st = old.get("settings", {})
-        legacy = {k: st[v] for k, v in (("steps", "steps"), ("dev_sequences", "dev_sequences"), ("seeds", "seeds"),
-                                        ("seeded", "seeded"), ("threads", "threads_per_run")) if v in st}
-    known = {**legacy, **rec}
+        guess = {k: st[v] for k, v in (("steps", "steps"), ("dev_sequences", "dev_sequences"), ("seeds", "seeds"),
+                                       ("seeded", "seeded"), ("threads", "threads_per_run")) if v in st}
+    guessed = []
     for k, default in {**RUN_SETTINGS, **RUN_SET}.items():
-        given = getattr(args, k, None)
-        if given is not None and k in known and given != known[k] and k in RUN_SETTINGS:
-            flag = "--" + k.replace("_", "-")
-            raise LvsearchError(f"{flag} {given}: the plan in {source} is trained with {flag} {known[k]}; runs of one "
-                                "plan must be trained alike to be compared",
+        given, flag = getattr(args, k, None), "--" + k.replace("_", "-")
+        if given is not None and k in recorded and (given != recorded[k] if k in RUN_SETTINGS else given < recorded[k]):
+            what = ("runs of one plan must be trained alike to be compared" if k in RUN_SETTINGS else
+                    f"a smaller {flag} would drop the trained ones from every report")
+            raise LvsearchError(f"{flag} {given}: the plan in {source} records {flag} {recorded[k]}; {what}",
                                 fix=f"drop {flag} (the plan's value is used), or pass another --work and --name for a "
                                     f"landscape at {flag} {given}")
-        rec[k] = given if given is not None else known.get(k, default)
+        if given is None and k not in recorded and k in guess:
+            guessed.append(f"{flag} {guess[k]}")
+        rec[k] = given if given is not None else recorded.get(k, guess.get(k, default))
         setattr(args, k, rec[k])
+    if guessed:
+        print(f"the plan in {source} records no run settings: taking {', '.join(guessed)} from the committed "
+              f"{NAME}.json (what its report was run with); pass them explicitly if the runs were trained otherwise",
+              flush=True)
 
 
 def make_plan(args) -> dict:
@@ -205,9 +215,11 @@ def make_plan(args) -> dict:
         a = Arch.from_json(f)
         space.validate(a, source=f)
         if a.key in known:
-            if known[a.key]["name"] != str(f):  # another row is this architecture: its runs stand for the pick
-                print(f"{f}: the same architecture as plan row {known[a.key]['id']} ({known[a.key]['name']}); "
-                      "not added again, that row's results are this pick's", flush=True)
+            row = known[a.key]
+            if row["name"] != str(f) and str(f) not in row.get("also_picks", []):  # its runs stand for the pick
+                row.setdefault("also_picks", []).append(str(f))
+                print(f"{f}: the same architecture as plan row {row['id']} ({row['name']}); not trained again, that "
+                      "row's results count for this pick too", flush=True)
             continue
         if not lo <= count(a) <= hi:
             print(f"{f}: {count(a):,} parameters, outside the band [{lo:,}, {hi:,}]; left out", flush=True)
@@ -553,14 +565,14 @@ def pick_pairs(rows: list[dict], seeds: int = 10) -> dict | None:
     seeds estimate an SD poorly). None with fewer than 2 pairs."""
     from lvsearch.stats import detectable_difference
 
-    by_name = {r["name"]: r for r in rows if r["source"] == "pick" and r["accuracy_seed0"] is not None}
+    by_name = {n: r for r in rows if r["accuracy_seed0"] is not None for n in pick_names(r)}
     diffs = []
     for name, r in sorted(by_name.items()):
         if Path(name).parent.name == "random":
             continue
         twin = by_name.get(str(Path(name).parent / "random" / Path(name).name))
         if twin is not None:
-            diffs.append({"ea": name, "random_search": twin["name"],
+            diffs.append({"ea": name, "random_search": str(Path(name).parent / "random" / Path(name).name),
                           "difference": r["accuracy_seed0"] - twin["accuracy_seed0"]})
     if len(diffs) < 2:
         return None
@@ -570,9 +582,15 @@ def pick_pairs(rows: list[dict], seeds: int = 10) -> dict | None:
             "detectable_at": {str(seeds): detectable_difference(sd, seeds) if sd > 0 else None}}
 
 
+def pick_names(row: dict) -> list[str]:
+    """The ``--picks`` files a plan row stands for: its own name when it is a pick, and every
+    later pick of the same architecture (``also_picks``, a draw or reference included)."""
+    return ([row["name"]] if row["source"] == "pick" else []) + list(row.get("also_picks", []))
+
+
 def is_random_search_pick(row: dict) -> bool:
     """A pick of random search: ``evolve --compare-random`` writes it to ``OUT/random/best.json``."""
-    return row["source"] == "pick" and Path(row["name"]).parent.name == "random"
+    return any(Path(n).parent.name == "random" for n in pick_names(row))
 
 
 def gate(rows: list[dict], band: list[int], sigma_seed: float, additive: dict, power_: dict, seeds: int = 10) -> dict:
@@ -834,7 +852,7 @@ def report(args, plan: dict) -> Path:
     result["rank_check_file"] = str(reuse) if reuse else None
     if args.fitness_variants and len(rows) >= 8:
         result["fitness_variants"] = fitness_variants(args, reuse)
-    elif committed().get("fitness_variants"):  # not run this time: the committed scores, statistics refreshed
+    elif args.supernet is None and committed().get("fitness_variants"):  # the committed supernet's scores
         result["fitness_variants"] = refreshed_variants(committed()["fitness_variants"], rows)
     if args.docs is not None:
         write_docs(args.docs, result)

@@ -134,14 +134,14 @@ def main() -> None:
     args = p.parse_args()
     out = result_path(args.name, own=lambda d: str(d.get("what", "")).startswith(WHAT))
     try:
-        text = args.flips.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
+        text = args.flips.read_bytes()
+    except OSError as e:
         raise LvsearchError(f"--flips {args.flips} cannot be read ({getattr(e, 'strerror', None) or e.__class__.__name__})",
                             fix="pass a benchmarks/results/slot_flip*.json that exists") from None
     try:
         flips = json.loads(text)
         rows, slot = flips["rows"], int(flips["slot"])
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError):  # UnicodeDecodeError is a ValueError
         raise LvsearchError(f"--flips {args.flips}: not a slot_flip.py result (no rows)",
                             fix="pass a benchmarks/results/slot_flip*.json") from None
     by_key = {r["key"]: r for r in rows}  # slot_flip.py's rows carry Arch.key

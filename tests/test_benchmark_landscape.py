@@ -376,7 +376,7 @@ LAND_CASES = [  # (id, argv, text of the one message); land_2 has no committed p
     ("report-with-supernet-and-no-plan", "--report --supernet {SN} --name land_2",
      "--report: no plan in {W}/work/plan.json or in " + str(BENCHMARKS / "results" / "land_2.json")),
     ("steps-other-than-the-plan", "--report --steps 100",
-     "--steps 100: the plan in " + str(BENCHMARKS / "results" / "landscape.json") + " is trained with --steps 2000"),
+     "--steps 100: the plan in " + str(BENCHMARKS / "results" / "landscape.json") + " records --steps 2000"),
 ]
 
 
@@ -432,18 +432,48 @@ def test_a_plan_keeps_its_run_settings_and_refuses_other_ones(land_ws, landscape
     assert (later.steps, later.eval_every, later.dev_sequences, later.threads) == (300, 100, 64, 2)
     plan_file = tmp_path / "w" / "plan.json"
     before = plan_file.read_bytes()
-    with pytest.raises(LvsearchError, match="--steps 2000: the plan in .* is trained with --steps 300") as e:
+    with pytest.raises(LvsearchError, match="--steps 2000: the plan in .* records --steps 300") as e:
         landscape.make_plan(SimpleNamespace(**base, steps=2000))
     assert "drop --steps" in e.value.fix and plan_file.read_bytes() == before
     more = SimpleNamespace(**base, seeds=5)
     assert landscape.make_plan(more)["training"]["seeds"] == 5 == more.seeds
     assert json.loads(plan_file.read_text())["training"]["seeds"] == 5
-    twin = tmp_path / "pick.json"
+    before = plan_file.read_bytes()
+    with pytest.raises(LvsearchError, match="--seeds 2: the plan in .* records --seeds 5; a smaller --seeds would drop"):
+        landscape.make_plan(SimpleNamespace(**base, seeds=2))
+    assert plan_file.read_bytes() == before
+    twin = tmp_path / "s0" / "random" / "best.json"  # random search picked a planned draw
+    twin.parent.mkdir(parents=True)
     shutil.copy(tmp_path / "w" / "archs" / "03.json", twin)
     n = len(json.loads(plan_file.read_text())["archs"])
     landscape.make_plan(SimpleNamespace(**{**base, "picks": [twin]}))
-    assert len(json.loads(plan_file.read_text())["archs"]) == n  # not added twice
+    rows = json.loads(plan_file.read_text())["archs"]
+    assert len(rows) == n and rows[3]["also_picks"] == [str(twin)]  # not trained twice, but counted as the pick
+    assert landscape.is_random_search_pick(rows[3]) and not landscape.is_random_search_pick(rows[4])
     assert f"{twin}: the same architecture as plan row 03" in capsys.readouterr().out
+
+
+def test_a_plan_without_run_settings_takes_the_committed_ones_as_a_guess(land_ws, landscape, tmp_path, monkeypatch,
+                                                                         capsys):
+    """A plan from before the record: the committed result's settings were the report's command
+    line, not necessarily what was trained, so they fill what is not given (said so) and an
+    explicit value is taken, not refused."""
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(landscape, "NAME", "land_2")
+    monkeypatch.setattr(landscape, "PARAM_COUNTER", {})
+    base = dict(work=tmp_path / "w", supernet=land_ws["SN"], picks=None, report=False, random=2)
+    plan = landscape.make_plan(SimpleNamespace(**base))
+    old = {k: v for k, v in plan.items() if k != "training"}
+    settings = {"steps": 700, "dev_sequences": 96, "seeds": 2, "seeded": 4, "threads_per_run": 1}
+    monkeypatch.setattr(landscape, "committed", lambda: {"plan": old, "settings": settings})
+    (tmp_path / "w" / "plan.json").unlink()  # continue the committed plan, as on another machine
+    args = SimpleNamespace(**base, threads=2)
+    got = landscape.make_plan(args)["training"]
+    assert got == {"steps": 700, "eval_every": landscape.RUN_SETTINGS["eval_every"], "dev_sequences": 96,
+                   "threads": 2, "seeds": 2, "seeded": 4}
+    out = " ".join(capsys.readouterr().out.split())
+    assert "records no run settings: taking --steps 700, --dev-sequences 96, --seeds 2, --seeded 4 from" in out
 
 
 def test_a_report_of_a_plan_with_no_finished_run_is_refused(land_ws, landscape, tmp_path, monkeypatch):

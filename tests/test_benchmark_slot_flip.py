@@ -91,7 +91,7 @@ FLIP_CASES = [  # (id, argv, text of the one message)
      "landscape.json exists and is not this benchmark's output"),
     ("name-with-a-folder", "--supernet {SN} --random 1 --name ../x", "is not a result name"),
     ("data-missing", "--supernet {SN} --random 1 --data {W}/nodata",  # said "recorded in config.json"
-     "data folder {W}/nodata (given with --data) not found"),
+     "data folder {W}/nodata not found"),
 ]
 
 

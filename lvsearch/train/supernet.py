@@ -426,9 +426,9 @@ def load_dev(loaded, data_dir: str | Path | None, dev_sequences: int | None):
     folder = data_dir or rc["data"]["folder"]
     if not Path(folder).is_dir():
         if data_dir:
-            raise LvsearchError(f"data folder {folder} (given with --data) not found",
-                                fix=f"pass --data DIR, the prepared folder the supernet was trained on "
-                                    f"(recorded: {rc['data']['folder']})")
+            raise LvsearchError(f"data folder {folder} not found",
+                                fix=f"pass the prepared folder the supernet was trained on (its run recorded "
+                                    f"{rc['data']['folder']})")
         raise LvsearchError(f"data folder {folder} (recorded in {loaded.run_dir / 'config.json'}) not found",
                             fix="pass --data DIR, the folder the supernet was trained on")
     data = PreparedData.open(folder)
