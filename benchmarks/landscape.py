@@ -179,8 +179,7 @@ def make_plan(args) -> dict:
     ref, lo, hi = bert_band(loaded)
     model = {"space": loaded.run_config["space"], "dims": loaded.run_config["dims"],
              "mixing_per_op": bool(loaded.config.mixing_per_op)}
-    PARAM_COUNTER.update(count=count, band=(lo, hi), space=space, dims=loaded.dims,
-                         space_has_variants=any(v for _, v in space.choices()))
+    fill_counter(count, (lo, hi), space, loaded.dims)
     plan = None
     if path.exists():
         plan, source = json.loads(path.read_text()), path
@@ -787,7 +786,13 @@ def set_counter(model: dict, band: list[int]) -> None:
     space = SearchSpace.from_dict(model["space"], source="the plan's model record")
     dims = ModelDims.from_dict(model["dims"], source="the plan's model record")
     net = Supernet(space, dims, mixing_per_op=bool(model.get("mixing_per_op")))
-    PARAM_COUNTER.update(count=net.num_params, band=tuple(band), space=space, dims=dims,
+    fill_counter(net.num_params, band, space, dims)
+
+
+def fill_counter(count, band, space, dims) -> None:
+    """Set :data:`PARAM_COUNTER`: ``count`` (an Arch → its parameter count), the ``band``
+    (lo, hi) in parameters, the supernet's ``space`` and model ``dims``."""
+    PARAM_COUNTER.update(count=count, band=tuple(band), space=space, dims=dims,
                          space_has_variants=any(v for _, v in space.choices()))
 
 
