@@ -7,11 +7,13 @@
 # tests.log, tests.xml, bench.log, dynamic_conv.json, summary.json (7 files).
 #
 # Needs only torch, pytest, pyyaml, numpy, rich, safetensors (all in the device image; no deap,
-# no datasets). Expected time on an H200: build ~1-2 min, tests < 1 min, benchmark ~2-3 min;
-# run it with a timeout of about 7 minutes:
-#   device run: command "bash benchmarks/gpu_check.sh", timeout_s 420
+# no datasets). Measured on an H200 (2026-12-04, two runs): build 21-31 s, tests 17-18 s,
+# benchmark 19-25 s: 64-81 s of command time plus about a minute to start the machine. A
+# timeout of 5 minutes leaves room for a rerun inside a 15-minute device budget:
+#   device run: command "bash benchmarks/gpu_check.sh", timeout_s 300
 # Then commit $OUT/dynamic_conv.json as benchmarks/results/dynamic_conv.json and update
-# docs/results.md ("Fused dynamic convolution").
+# docs/results.md ("Fused dynamic convolution"). A test that crashes the interpreter stops the
+# test step; rerun it under cuda-gdb (on the image) for a native backtrace.
 set -uo pipefail
 
 OUT="${OUT:-benchmarks/results/gpu_check}"

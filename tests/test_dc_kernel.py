@@ -530,6 +530,22 @@ def test_extension_rejects_unsupported_kernel_size(ext):
 
 
 @cuda_only
+def test_extension_rejects_unsupported_dtype(ext):
+    v = torch.randint(0, 5, (1, 4, 8), device="cuda", dtype=torch.int32)
+    w = torch.randint(0, 5, (1, 4, 2, 3), device="cuda", dtype=torch.int32)
+    with pytest.raises(RuntimeError, match="unsupported dtype Int"):
+        ext.forward(v, w, None, True, False)
+
+
+@cuda_only
+def test_extension_launcher_status_is_a_python_error(ext):
+    # The launcher's own status (not the binding's checks) becomes a RuntimeError.
+    grad = torch.randn(1, 4, 8, device="cuda")
+    with pytest.raises(RuntimeError, match="backward \\(value\\): unsupported kernel size"):
+        ext.backward_value(grad, torch.rand(1, 4, 2, 11, device="cuda"), None)
+
+
+@cuda_only
 def test_dc_layer_auto_matches_torch_path(ext, monkeypatch):
     torch.manual_seed(0)
     layer = DynamicConv(256, 4, 9, dropout=0.0).cuda()

@@ -3,6 +3,13 @@
 // Checks devices, dtypes, shapes and contiguity, allocates outputs and calls the C-ABI
 // launchers on the current CUDA stream of the tensors' device. The autograd wiring lives in
 // Python (lvsearch/kernels/dynamic_conv.py, _FusedDynamicConv); see there for the maths.
+//
+// Error messages are built from strings only (std::to_string, Device::str, c10::toString):
+// streaming a number into a TORCH_CHECK message segfaulted (cuda-gdb: in
+// std::ostream::_M_insert<long>, inside this extension's .so) when it was built on the H200
+// device image (CXX=/opt/gcc/bin/g++ wrapper, gcc 13.3, torch 2.11), where the .so defines
+// libstdc++'s stream code itself (nm) and apparently uses locale state nobody initialised.
+// Inserting strings does not touch the locale; messages here therefore never format numbers.
 
 #include <torch/extension.h>
 
@@ -22,7 +29,7 @@ int dtype_code(at::ScalarType t) {
     case at::kHalf: return LVDC_F16;
     case at::kBFloat16: return LVDC_BF16;
     case at::kDouble: return LVDC_F64;
-    default: TORCH_CHECK(false, "lvsearch dynamic_conv: unsupported dtype ", t,
+    default: TORCH_CHECK(false, "lvsearch dynamic_conv: unsupported dtype ", c10::toString(t),
                          " (float32, float16, bfloat16, float64)");
   }
   return -1;
@@ -36,8 +43,8 @@ void check_status(int rc, const char* what) {
 
 void check_cuda(const at::Tensor& x, const char* name, const at::Tensor& like) {
   TORCH_CHECK(x.is_cuda(), "lvsearch dynamic_conv: ", name, " must be a CUDA tensor");
-  TORCH_CHECK(x.device() == like.device(), "lvsearch dynamic_conv: ", name, " is on ", x.device(),
-              ", expected ", like.device());
+  TORCH_CHECK(x.device() == like.device(), "lvsearch dynamic_conv: ", name, " is on ", x.device().str(),
+              ", expected ", like.device().str());
   TORCH_CHECK(x.is_contiguous(), "lvsearch dynamic_conv: ", name, " must be contiguous");
 }
 
@@ -74,7 +81,7 @@ std::vector<at::Tensor> dc_forward(const at::Tensor& value, const at::Tensor& we
   check_pair(value, weights);
   const c10::cuda::CUDAGuard guard(value.device());
   const int k = static_cast<int>(weights.size(3));
-  TORCH_CHECK(lvdc_supported_kernel_size(k), "lvsearch dynamic_conv: kernel size ", k,
+  TORCH_CHECK(lvdc_supported_kernel_size(k), "lvsearch dynamic_conv: kernel size ", std::to_string(k),
               " is not instantiated (supported: " LVDC_KERNEL_SIZES_STR ")");
   at::Tensor out = at::empty_like(value);
   at::Tensor probs = save_probs ? at::empty(weights.sizes(), weights.options().dtype(probs_dtype(value.scalar_type())))
