@@ -538,6 +538,17 @@ def reference_arch(name: str, space: "SearchSpace") -> Arch:
     return arch
 
 
+def arch_file(spec: str | os.PathLike) -> Path | None:
+    """The architecture JSON file a user's spec names, or None when the spec is a name for
+    :func:`reference_arch` (a known one, ``random:SEED``, or any other text that is neither an
+    existing path nor ends in ``.json``, which :func:`reference_arch` rejects)."""
+    text = os.fspath(spec)
+    if text in REFERENCE_ARCHS or text.startswith("random:"):
+        return None
+    path = Path(text)
+    return path if path.exists() or text.endswith(".json") else None
+
+
 def resolve_arch(spec: str | os.PathLike, space: "SearchSpace") -> Arch:
     """Turn a user's architecture spec into a validated :class:`Arch`.
 
@@ -548,12 +559,9 @@ def resolve_arch(spec: str | os.PathLike, space: "SearchSpace") -> Arch:
         LvsearchError: unknown name / missing file / invalid file, or an architecture that
             does not fit ``space``.
     """
-    text = os.fspath(spec)
-    if text in REFERENCE_ARCHS or text.startswith("random:"):
-        return reference_arch(text, space)
-    path = Path(text)
-    if not path.exists() and not text.endswith(".json"):
-        return reference_arch(text, space)  # raises "unknown reference architecture"
+    path = arch_file(spec)
+    if path is None:
+        return reference_arch(os.fspath(spec), space)  # an unknown name raises "unknown reference architecture"
     arch = Arch.from_json(path)
     space.validate(arch, source=path)
     return arch

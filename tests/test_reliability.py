@@ -716,6 +716,11 @@ CASES = [
     # retrain (and finalists)
     C("retrain-missing-arch-file", "retrain --arch {W}/nope.json " + T + " --out {W}/r1", "{W}/nope.json"),
     C("retrain-unknown-arch-name", "retrain --arch zzz " + T + " --out {W}/r2", "zzz"),
+    # the arch is checked before the data folder, so a user with two bad inputs fixes them in one pass
+    C("retrain-missing-arch-file-and-data", "retrain --arch {W}/nope.json --config retrain-quickstart "
+      "--data {W}/nodata --out {W}/r14", "{W}/nope.json"),
+    C("retrain-no-arch-and-missing-data", "retrain --config retrain-quickstart --data {W}/nodata --out {W}/r15",
+      "--arch is required"),
     C("retrain-broken-arch-json", "retrain --arch {BROKEN_JSON} " + T + " --out {W}/r3", "{BROKEN_JSON}"),
     C("retrain-arch-bad-inputs", "retrain --arch {ARCH_SEQ_BAD} " + T + " --out {W}/r4", "{ARCH_SEQ_BAD}"),
     C("retrain-out-holds-run", "retrain --arch bert " + T + " --out {RT}", "{RT}"),

@@ -42,7 +42,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from lvsearch import __version__, tracking
-from lvsearch.arch import Arch, resolve_arch
+from lvsearch.arch import Arch, arch_file, resolve_arch
 from lvsearch.config import MODEL_SIZES, Overrides, RetrainConfig, override_map, to_jsonable
 from lvsearch.data.loader import fixed_dev_set
 from lvsearch.data.masking import IGNORE_INDEX
@@ -345,6 +345,20 @@ def build_module(config: RetrainConfig, arch: Arch, dims: ModelDims) -> nn.Modul
     return Electra(disc, Encoder(arch, generator_dims(dims, fraction)), config.disc_weight)
 
 
+def _check_arch_spec(arch_spec: str | None) -> None:
+    """Check what a new run's ``--arch`` can be checked for without a space or a data folder: it
+    is given, and a file it names exists and holds a valid architecture (:meth:`Arch.from_json`).
+    Reference names and the fit to the space are checked later (:func:`resolve_arch`).
+
+    Raises:
+        LvsearchError: ``--arch`` missing; the file missing, not JSON or not an architecture."""
+    if arch_spec is None:
+        raise LvsearchError("--arch is required for a new run", fix="e.g. --arch best.json or --arch bert")
+    path = arch_file(arch_spec)
+    if path is not None:
+        Arch.from_json(path)
+
+
 def _resolve_run(arch_spec: str | None, recipe: str | None, out: Path, data: PreparedData, overrides: Overrides,
                  info: DistInfo, *, resume: bool, overwrite: bool, stop_at: int | None,
                  ) -> tuple[RetrainConfig, Arch | None, str | None, dict | None]:
@@ -355,8 +369,6 @@ def _resolve_run(arch_spec: str | None, recipe: str | None, out: Path, data: Pre
     """
     from lvsearch.io import guard_output
 
-    if not resume and arch_spec is None:
-        raise LvsearchError("--arch is required for a new run", fix="e.g. --arch best.json or --arch bert")
     resolved: list[Arch] = []
     overrides = override_map(overrides)
     if not resume:
@@ -458,6 +470,8 @@ def retrain(
             other data.
     """
     out = Path(out).expanduser().resolve()
+    if not resume:
+        _check_arch_spec(arch_spec)  # before the data folder, so a user fixes the inputs in one pass
     info = init_distributed(device)
     try:
         data = PreparedData.open(data_dir)
