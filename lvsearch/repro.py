@@ -11,6 +11,9 @@ causes are measured, not guessed (docs/results.md "Reliability"):
   training. Same thread count → same bits; other thread count → equal within the seed noise.
 * **Precision.** ``train.precision: auto`` is bf16 on CUDA and on CPUs with native bf16
   (AVX512-BF16 / AMX), fp32 elsewhere: the same command trains differently on other CPUs.
+* **The machine.** The same command at the same thread count and versions gave another
+  supernet on another machine (bf16 on both; the CPU model was not recorded then), so the CPU
+  model and the instruction set torch dispatches to are recorded too.
 * **Versions and device.** torch, numpy, tokenizers (and CUDA, cuDNN, the DC kernel) change
   kernels; GPU atomics are not deterministic unless ``torch.use_deterministic_algorithms``.
 
@@ -41,8 +44,8 @@ class EnvironmentRecord(FileModel):
     resumes: list[dict] = []
 
 #: Facts that change the numbers a run produces (a resume that differs in one warns).
-BIT_RELEVANT = ("torch", "numpy", "tokenizers", "threads", "device", "cuda", "cudnn", "cpu_native_bf16",
-                "deterministic_algorithms", "dc_impl")
+BIT_RELEVANT = ("torch", "numpy", "tokenizers", "threads", "device", "cuda", "cudnn", "cpu_model", "cpu_capability",
+                "cpu_native_bf16", "deterministic_algorithms", "dc_impl")
 
 
 def _version(dist: str) -> str | None:
@@ -52,10 +55,24 @@ def _version(dist: str) -> str | None:
         return None
 
 
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo``'s first ``model name``; elsewhere
+    ``platform.processor()``), or ``"unknown"``."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip() or "unknown"
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
 def environment(device: str | None = None) -> dict:
     """The facts bit-reproducibility depends on: library versions, torch intra-/inter-op
-    threads, device, CUDA/cuDNN versions, whether the CPU has native bf16 (what
-    ``precision: auto`` picks), ``torch.are_deterministic_algorithms_enabled()``,
+    threads, device, CUDA/cuDNN versions, the CPU model and the instruction set torch's CPU
+    kernels dispatch to (``torch.backends.cpu.get_cpu_capability()``), whether the CPU has native
+    bf16 (what ``precision: auto`` picks), ``torch.are_deterministic_algorithms_enabled()``,
     ``$LVSEARCH_DC_IMPL``, Python and platform."""
     import torch
 
@@ -79,6 +96,8 @@ def environment(device: str | None = None) -> dict:
         "cuda": cuda,
         "cudnn": torch.backends.cudnn.version() if cuda else None,
         "gpu": torch.cuda.get_device_name(0) if cuda else None,
+        "cpu_model": cpu_model(),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "cpu_native_bf16": cpu_has_native_bf16(),
         "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
         "dc_impl": os.environ.get("LVSEARCH_DC_IMPL", "auto"),
