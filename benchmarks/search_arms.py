@@ -121,16 +121,36 @@ def check_continuation(args, committed: dict) -> None:
     """
     from lvsearch.errors import LvsearchError
 
+    args.rescore_supernet = True
     if not committed:
         return
     ours, theirs = run_settings(args), committed["settings"]
     diff = [k for k in CONTINUE_KEYS if ours[k] != theirs.get(k)]
+    if diff == ["supernet_sha256"] and searches_all_committed(args, committed):
+        # nothing left to search: the supernet is only used to rescore the picks, which another
+        # supernet would not do on the searches' scale, so the committed scores are kept
+        args.rescore_supernet = False
+        args.report_supernet_sha256, args.supernet_sha256 = args.supernet_sha256, theirs["supernet_sha256"]
+        print(f"--supernet {args.supernet} (sha256 {args.report_supernet_sha256[:12]}…) is not the supernet of the "
+              f"committed searches ({theirs['supernet_sha256'][:12]}…); every search is committed, so it is not "
+              "used: the picks keep their committed supernet fitness, and picks retrained since are not rescored",
+              flush=True)
+        return
     if diff:
         shown = "; ".join(f"{k}: {theirs.get(k)!r} committed, {ours[k]!r} now" for k in diff)
         raise LvsearchError(f"--name {args.name}: {RESULTS / (args.name + '.json')} was measured with other settings "
                             f"({shown}), so its seeds cannot be continued",
                             fix="pass the committed run's supernet (retrained with the same command at the same "
                                 "thread count), corpus and options, or another --name")
+
+
+def searches_all_committed(args, committed: dict) -> bool:
+    """Whether ``committed`` holds, for every seed asked for, the finished search of every
+    searched arm with its pick: then no search runs, and the supernet is not needed for one."""
+    labels = [label for arm, label in SEARCH_LABELS.items() if arm in args.arms]
+    searches = committed.get("searches") or {}
+    return bool(labels) and all(((searches.get(str(s)) or {}).get(label) or {}).get("arch")
+                                for s in seed_list(args) for label in labels)
 
 
 def committed_seed(args, arm: str, seed: int) -> dict | None:
@@ -409,17 +429,35 @@ def _intervals(a: list[float], b: list[float], a_bits: list[str] | None, b_bits:
     return out
 
 
+#: The dev-sequence counts the arms' picks are rescored on (``rank_check_on_arms``).
+RESCORE_DEV = (128, 512)
+
+
+def supernet_fitness(args, archs: dict) -> dict[int, dict[str, float]]:
+    """Each architecture's supernet fitness (accuracy) on ``--supernet``, for every count of
+    :data:`RESCORE_DEV` dev sequences: ``{n: {arch key: fitness}}``."""
+    from lvsearch.search.evaluator import SupernetEvaluator
+    from lvsearch.train.supernet import load_dev, load_supernet
+
+    loaded = load_supernet(args.supernet)
+    out = {}
+    for n in RESCORE_DEV:
+        dev, _ = load_dev(loaded, None, n)
+        ev = SupernetEvaluator(loaded.supernet, dev, seq_len=loaded.config.train.seq_len, fitness="accuracy")
+        out[n] = {r.key: r.fitness for r in ev.evaluate_many(list(archs.values()))}
+    return out
+
+
 def rank_check_on_arms(args, rows: dict) -> dict:
     """Supernet fitness of the arms' distinct architectures (128 and 512 dev sequences) against
     their standalone MLM accuracy (seed mean): Kendall τ with a paired bootstrap interval."""
     from scipy import stats
 
     from lvsearch.arch import Arch
-    from lvsearch.search.evaluator import SupernetEvaluator
-    from lvsearch.train.supernet import load_dev
     from lvsearch.stats import bootstrap_interval
-    from lvsearch.train.supernet import load_supernet
 
+    if not getattr(args, "rescore_supernet", True):
+        return kept_rank_check(args, rows)
     acc: dict[str, list[float]] = {}
     archs: dict[str, Arch] = {}
     for arm, by_seed in rows.items():
@@ -430,12 +468,10 @@ def rank_check_on_arms(args, rows: dict) -> dict:
                 a = Arch.from_dict(json.loads((args.work / "runs" / f"{arm}-s{s}" / "config.json").read_text())["arch"])
             archs[a.key] = a
             acc.setdefault(a.key, []).append(by_seed[s]["mlm_accuracy"])
-    loaded = load_supernet(args.supernet)
+    scores = supernet_fitness(args, archs)
     out = {"what": "supernet fitness (dev sequences = key) of the arms' architectures vs their standalone MLM accuracy"}
-    for n in (128, 512):
-        dev, _ = load_dev(loaded, None, n)
-        ev = SupernetEvaluator(loaded.supernet, dev, seq_len=loaded.config.train.seq_len, fitness="accuracy")
-        fit = {r.key: r.fitness for r in ev.evaluate_many(list(archs.values()))}
+    for n in RESCORE_DEV:
+        fit = scores[n]
         keys = sorted(archs)
         x, y = [fit[k] for k in keys], [sum(acc[k]) / len(acc[k]) for k in keys]
         tau, p = stats.kendalltau(x, y)
@@ -444,6 +480,66 @@ def rank_check_on_arms(args, rows: dict) -> dict:
                        "rows": [{"arch": archs[k].compact, "supernet_fitness": fit[k],
                                  "standalone_mlm_accuracy_mean": y[i], "seeds": len(acc[k])} for i, k in enumerate(keys)]}
     return out
+
+
+def kept_rank_check(args, rows: dict) -> dict | None:
+    """The committed ``rank_check_on_arms`` when ``--supernet`` is not the searches' supernet
+    (:func:`check_continuation`): no pick is rescored, and the picks it lacks are listed in
+    ``not_scored`` (``arm-sSEED``). ``this_supernet_vs_committed`` says how far ``--supernet``'s
+    fitness of the committed picks lies from the committed fitness (fractions of the masked
+    tokens; 0.01 = 1 pp), per count of dev sequences: why it is not used."""
+    from lvsearch.arch import Arch
+
+    kept = args.committed.get("rank_check_on_arms")
+    if not isinstance(kept, dict):
+        return None
+    by_compact = {Arch.from_key(m["key"]).compact: Arch.from_key(m["key"])
+                  for by_seed in rows.values() for m in by_seed.values() if m.get("key")}
+    scored = {row["arch"] for block in kept.values() if isinstance(block, dict) for row in block.get("rows", [])}
+    missing = [f"{arm}-s{s}" for arm, by_seed in rows.items() for s, m in by_seed.items()
+               if not m.get("key") or Arch.from_key(m["key"]).compact not in scored]
+    archs = {a.key: a for c, a in by_compact.items() if c in scored}
+    now = supernet_fitness(args, archs) if archs else {}
+    compared = {}
+    for n, fit in now.items():
+        d = [fit[by_compact[row["arch"]].key] - row["supernet_fitness"]
+             for row in (kept.get(str(n)) or {}).get("rows", []) if row["arch"] in by_compact]
+        if d:
+            compared[str(n)] = {"picks": len(d), "max_abs_difference": max(map(abs, d)),
+                                "mean_difference": sum(d) / len(d)}
+    return {**kept, "kept": f"committed fitness of the searches' supernet (sha256 {args.supernet_sha256}); "
+                            f"--supernet {args.supernet} has sha256 {args.report_supernet_sha256}",
+            "not_scored": missing, "this_supernet_vs_committed": compared}
+
+
+def search_fitness_rank(searches: dict, rows: dict) -> dict | None:
+    """Each retrained pick's fitness in its own search (``best.json``'s ``meta.fitness``, on the
+    searches' supernet, higher is better) against its standalone MLM accuracy (mean over the
+    runs of the same architecture): Kendall τ with a paired bootstrap interval over the distinct
+    picks. It needs no supernet, so it covers every retrained pick. None with fewer than 3 picks
+    or mixed fitness metrics."""
+    from scipy import stats
+
+    from lvsearch.stats import bootstrap_interval
+
+    fit: dict[str, float] = {}
+    acc: dict[str, list[float]] = {}
+    metrics = set()
+    for arm, label in SEARCH_LABELS.items():
+        for s, m in rows.get(arm, {}).items():
+            entry = (searches.get(str(s)) or {}).get(label) or {}
+            if entry.get("fitness") is None or not m.get("key"):
+                continue
+            fit[m["key"]] = entry["fitness"]
+            acc.setdefault(m["key"], []).append(m["mlm_accuracy"])
+            metrics.add(entry.get("fitness_metric"))
+    if len(fit) < 3 or len(metrics) != 1:
+        return None
+    keys = sorted(fit)
+    x, y = [fit[k] for k in keys], [sum(acc[k]) / len(acc[k]) for k in keys]
+    tau, p = stats.kendalltau(x, y)
+    return {"what": "each pick's fitness in its own search vs its standalone MLM accuracy", "metric": metrics.pop(),
+            "n": len(keys), "kendall_tau": float(tau), "p": float(p), "tau_ci95": list(bootstrap_interval(x, y, "kendall"))}
 
 
 #: The unit of a search's fitness by its metric (``best.json``'s ``meta.fitness_metric``).
@@ -674,7 +770,10 @@ def report(args) -> Path:
             "file": str(args.landscape),
             **(landscape_placement(args.landscape_result, searches, rows, args.param_counter) or {})},
         "rank_check_on_arms": rank_check_on_arms(args, rows) if len(rows) > 1 else None,
+        "search_fitness_vs_standalone": search_fitness_rank(searches, rows),
     }
+    if not getattr(args, "rescore_supernet", True):
+        result["settings"]["report_supernet_sha256"] = args.report_supernet_sha256
     return write_result(args.name, result)
 
 

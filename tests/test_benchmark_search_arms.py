@@ -299,6 +299,68 @@ def test_a_committed_result_of_other_settings_is_refused(monkeypatch, tmp_path, 
     search_arms.check_continuation(args, {})  # nothing to continue: no refusal
 
 
+def test_another_supernet_continues_only_when_every_search_is_committed(monkeypatch, tmp_path):
+    """A supernet retrained on another machine is not byte-identical (bf16 kernels differ between
+    CPUs). It may continue a result whose every search is committed with its pick (only
+    retrains are left): the settings keep the searches' sha256, the report records the other
+    one, and the picks are not rescored on it (the committed rank check is kept, the picks it
+    lacks listed). With a search left to run it is refused, as before."""
+    from lvsearch.arch import Arch
+    from lvsearch.errors import LvsearchError
+
+    search_arms, args = _continuing(monkeypatch, tmp_path, None)
+    committed = _committed(search_arms, args, {"ea": {"0": {"mlm_accuracy": 0.29}}})
+    pick = Arch(("DC", "SA")).to_dict()
+    committed["rank_check_on_arms"] = {"what": "w", "128": {"n": 2, "kendall_tau": 1.0, "rows": [
+        {"arch": Arch(("DC", "SA")).compact, "supernet_fitness": 0.2}]}}
+    args.supernet_sha256 = "cc" * 32
+    (tmp_path / "test_arms.json").write_text(json.dumps(committed))
+    with pytest.raises(LvsearchError, match="supernet_sha256"):  # seed 1 has no committed search
+        search_arms.check_continuation(args, search_arms.committed_result(args))
+    committed["searches"] = {str(s): {"evolution": {"arch": pick, "fitness": -5.0},
+                                      "random": {"arch": pick, "fitness": -5.1}} for s in (0, 1)}
+    (tmp_path / "test_arms.json").write_text(json.dumps(committed))
+    args.committed = search_arms.committed_result(args)
+    search_arms.check_continuation(args, args.committed)
+    assert args.rescore_supernet is False and args.supernet_sha256 == "aa" * 32
+    assert args.report_supernet_sha256 == "cc" * 32
+    rows = {"ea": {0: {"key": Arch(("DC", "SA")).key}, 1: {"key": Arch(("SA", "DC")).key}}}
+    asked = []
+    monkeypatch.setattr(search_arms, "supernet_fitness",
+                        lambda a, archs: asked.append(sorted(archs)) or {128: {k: 0.25 for k in archs}, 512: {}})
+    kept = search_arms.rank_check_on_arms(args, rows)
+    assert kept["128"] == committed["rank_check_on_arms"]["128"] and kept["not_scored"] == ["ea-s1"]
+    assert "cc" * 32 in kept["kept"] and asked == [[Arch(("DC", "SA")).key]]  # only the committed pick is scored
+    assert kept["this_supernet_vs_committed"] == {"128": {"picks": 1, "max_abs_difference": pytest.approx(0.05),
+                                                          "mean_difference": pytest.approx(0.05)}}
+    args.strategy = "aging"  # another setting besides the supernet: still refused
+    with pytest.raises(LvsearchError, match="other settings"):
+        search_arms.check_continuation(args, args.committed)
+
+
+def test_search_fitness_rank_pairs_each_pick_with_its_own_search():
+    """τ between each retrained pick's own search fitness and its standalone accuracy, over
+    the distinct picks (a pick found by both searches of a seed counts once, accuracy
+    averaged); None with fewer than 3 picks or mixed metrics."""
+    import sys
+
+    sys.path.insert(0, str(BENCHMARKS))
+    import search_arms
+
+    searches = {str(s): {"evolution": {"fitness": -5.0 + s / 10, "fitness_metric": "loss"},
+                         "random": {"fitness": -5.05 + s / 10, "fitness_metric": "loss"}} for s in range(3)}
+    rows = {"ea": {s: {"key": f"e{s}", "mlm_accuracy": 0.29 + s / 100} for s in range(3)},
+            "random-search": {s: {"key": f"r{s}", "mlm_accuracy": 0.285 + s / 100} for s in range(3)}}
+    got = search_arms.search_fitness_rank(searches, rows)
+    assert got["n"] == 6 and got["kendall_tau"] == pytest.approx(1.0) and got["metric"] == "loss"
+    rows["random-search"][0]["key"] = "e0"  # both searches of seed 0 picked the same architecture
+    rows["random-search"][0]["mlm_accuracy"] = 0.31
+    assert search_arms.search_fitness_rank(searches, rows)["n"] == 5
+    searches["1"]["random"]["fitness_metric"] = "accuracy"
+    assert search_arms.search_fitness_rank(searches, rows) is None
+    assert search_arms.search_fitness_rank(searches, {"ea": {s: rows["ea"][s] for s in (0, 1)}}) is None  # 2 picks
+
+
 # ------------------------------------------------------------------ bad input on a tiny supernet
 
 
