@@ -305,7 +305,8 @@ class Arch:
         where = _where(source)
         if not isinstance(d, dict):
             raise LvsearchError(f"{where} must hold a JSON object, got {type(d).__name__}",
-                                fix="write it with Arch.to_json")
+                                fix='write an object like the best.json of \'lvsearch evolve\' '
+                                    '({"format": ..., "ops": [...], "inputs": [...]})')
         fmt = d.get("format")
         if fmt is None:
             raise LvsearchError(f"{where} has no format tag",
@@ -487,6 +488,51 @@ def _sandwich_ops(n: int) -> list[str]:
     return ["SA"] * (n % 2) + ["SA"] * k + ["SA", "FF"] * (pairs - k) + ["FF"] * k  # n % 2 + 2 · pairs = n ops
 
 
+#: What to pass instead of a bad architecture spec (the ``fix`` of its errors).
+SPEC_FIX = "pass an architecture JSON file (e.g. best.json from 'lvsearch evolve') or a reference name: " + \
+    ", ".join(REFERENCE_ARCHS) + ", random:SEED"
+
+
+def _random_seed(name: str) -> int:
+    """The seed of ``random:SEED``. Raises LvsearchError when SEED is not an integer."""
+    seed_text = name.split(":", 1)[1]
+    try:
+        return int(seed_text)
+    except ValueError:
+        raise LvsearchError(f"reference architecture {name!r}: seed {seed_text!r} is not an integer",
+                            fix="use random:SEED, e.g. random:0") from None
+
+
+def check_reference_name(name: str) -> None:
+    """Check a reference architecture name without a search space (what :func:`reference_arch`
+    accepts: ``bert``, ``sandwich``, ``lvbert-paper``, ``random:SEED``); whether it fits a space
+    is checked when it is built.
+
+    Raises:
+        LvsearchError: an empty name, an unknown name (with the closest one, and for a
+            comma-separated list the verb that takes one), or a seed that is not an integer.
+    """
+    if not name.strip():
+        raise LvsearchError("the architecture is empty", fix=SPEC_FIX)
+    if name.startswith("random:"):
+        _random_seed(name)
+        return
+    if name in REFERENCE_ARCHS:
+        return
+    import difflib
+
+    names = list(REFERENCE_ARCHS) + ["random:SEED"]
+    if "," in name:
+        raise LvsearchError(f"unknown reference architecture {name!r}: a comma-separated list names several",
+                            fix="pass one architecture here; a list is for 'lvsearch retrain --finalists K'")
+    close = difflib.get_close_matches(name, names, n=1)
+    raise LvsearchError(
+        f"unknown reference architecture {name!r}",
+        fix=(f"did you mean {close[0]!r}? " if close else "")
+        + f"use one of {', '.join(names)} or a path to an architecture JSON file",
+    )
+
+
 def reference_arch(name: str, space: "SearchSpace") -> Arch:
     """A named reference architecture with ``space.num_slots`` slots, sequential inputs.
 
@@ -499,40 +545,26 @@ def reference_arch(name: str, space: "SearchSpace") -> Arch:
         ``random:SEED``: ``space.sample(random.Random(SEED))``.
 
     Raises:
-        LvsearchError: unknown name, bad seed, ``lvbert-paper`` with a slot count other than
-            24, or an architecture using an op the space does not allow.
+        LvsearchError: a bad name (:func:`check_reference_name`), ``lvbert-paper`` with a slot
+            count other than 24, or an architecture using an op the space does not allow.
     """
+    check_reference_name(name)
     n = space.num_slots
     if name.startswith("random:"):
-        seed_text = name.split(":", 1)[1]
-        try:
-            seed = int(seed_text)
-        except ValueError:
-            raise LvsearchError(f"reference architecture {name!r}: seed {seed_text!r} is not an integer",
-                                fix="use random:SEED, e.g. random:0") from None
-        return space.sample(random.Random(seed))
+        return space.sample(random.Random(_random_seed(name)))
     if name == "bert":
         ops = _bert_ops(n)
     elif name == "sandwich":
         ops = _sandwich_ops(n)
-    elif name == "lvbert-paper":
+    else:  # lvbert-paper
         if n != len(LVBERT_SMALL_ORDER):
             raise LvsearchError(
                 f"reference architecture 'lvbert-paper' has 24 slots, but search space "
                 f"{space.name!r} has {n}",
-                fix="use a 24-slot search space (e.g. lvbert) or another reference (bert, sandwich, random:SEED)",
+                fix="use a 24-slot space (retrain and train-supernet: --set num_slots=24) or another reference "
+                    "(bert, sandwich, random:SEED)",
             )
         ops = [_LVBERT_CODES[i] for i in LVBERT_SMALL_ORDER]
-    else:
-        import difflib
-
-        names = list(REFERENCE_ARCHS) + ["random:SEED"]
-        close = difflib.get_close_matches(name, names, n=1)
-        raise LvsearchError(
-            f"unknown reference architecture {name!r}",
-            fix=(f"did you mean {close[0]!r}? " if close else "")
-            + f"use one of {', '.join(names)} or a path to an architecture JSON file",
-        )
     arch = Arch.sequential(ops)
     space.validate(arch, source=f"reference architecture {name!r}")
     return arch
@@ -540,13 +572,30 @@ def reference_arch(name: str, space: "SearchSpace") -> Arch:
 
 def arch_file(spec: str | os.PathLike) -> Path | None:
     """The architecture JSON file a user's spec names, or None when the spec is a name for
-    :func:`reference_arch` (a known one, ``random:SEED``, or any other text that is neither an
-    existing path nor ends in ``.json``, which :func:`reference_arch` rejects)."""
+    :func:`reference_arch`: a file is an existing path, or text that ends in ``.json`` or holds
+    a path separator (no name does); anything else, the empty spec included, is a name."""
     text = os.fspath(spec)
-    if text in REFERENCE_ARCHS or text.startswith("random:"):
+    if not text.strip() or text in REFERENCE_ARCHS or text.startswith("random:"):
         return None
     path = Path(text)
-    return path if path.exists() or text.endswith(".json") else None
+    return path if path.exists() or text.endswith(".json") or "/" in text or os.sep in text else None
+
+
+def check_arch_spec(spec: str | os.PathLike) -> Path | None:
+    """Check a user's architecture spec as far as it can be checked without a search space:
+    returns the architecture file it names, read and valid (:meth:`Arch.from_json`), or None
+    for a valid reference name (:func:`check_reference_name`). The fit to a space is checked by
+    :func:`resolve_arch`.
+
+    Raises:
+        LvsearchError: an empty spec; a file missing, not JSON or not an architecture; an
+            unknown name or a ``random:`` seed that is not an integer."""
+    path = arch_file(spec)
+    if path is None:
+        check_reference_name(os.fspath(spec))
+    else:
+        Arch.from_json(path)
+    return path
 
 
 def resolve_arch(spec: str | os.PathLike, space: "SearchSpace") -> Arch:

@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from lvsearch.arch import ARCH_FORMAT, Arch, reference_arch, resolve_arch
+from lvsearch.arch import ARCH_FORMAT, Arch, check_arch_spec, reference_arch, resolve_arch
 from lvsearch.errors import LvsearchError
 from lvsearch.space import SearchSpace, available_spaces
 
@@ -213,3 +213,27 @@ def test_reference_archs(lvbert):
         resolve_arch("random:x", lvbert)
     with pytest.raises(LvsearchError, match="not allow"):
         reference_arch("lvbert-paper", SearchSpace.load("sa-ff"))
+
+
+def test_check_arch_spec_without_a_space(tmp_path, monkeypatch):
+    """What ``retrain`` and ``arch show`` check before any data folder, supernet or space: a
+    file spec is read (text with a path separator or ``.json`` is a file, even when missing),
+    anything else must be a reference name; each bad spec is one message."""
+    monkeypatch.chdir(tmp_path)
+    a = Arch(("DC", "SA", "FF"))
+    a.to_json(tmp_path / "a.json")
+    assert check_arch_spec(tmp_path / "a.json") == tmp_path / "a.json"
+    assert all(check_arch_spec(n) is None for n in ("bert", "sandwich", "lvbert-paper", "random:3"))
+    (tmp_path / "adir").mkdir()
+    for spec, message in [("", "the architecture is empty"), ("   ", "the architecture is empty"),
+                          ("runs/best", "architecture file not found: runs/best"),
+                          ("nope.json", "architecture file not found"), ("adir", "adir is a folder"),
+                          ("zzz", "unknown reference architecture 'zzz'"),
+                          ("random:x", "seed 'x' is not an integer")]:
+        with pytest.raises(LvsearchError, match=message):
+            check_arch_spec(spec)
+    with pytest.raises(LvsearchError, match="comma-separated") as e:
+        check_arch_spec("bert,sandwich")
+    assert "--finalists K" in e.value.fix
+    with pytest.raises(LvsearchError, match="the architecture is empty"):  # resolve_arch gives the same
+        resolve_arch("", SearchSpace.load("lvbert"))

@@ -721,6 +721,9 @@ CASES = [
       "--data {W}/nodata --out {W}/r14", "{W}/nope.json"),
     C("retrain-no-arch-and-missing-data", "retrain --config retrain-quickstart --data {W}/nodata --out {W}/r15",
       "--arch is required"),
+    C("retrain-unknown-arch-name-and-missing-data", "retrain --arch zzz --config retrain-quickstart "
+      "--data {W}/nodata --out {W}/r16", "unknown reference architecture 'zzz'"),
+    C("retrain-arch-list-without-finalists", "retrain --arch bert,sandwich " + T + " --out {W}/r17", "--finalists K"),
     C("retrain-broken-arch-json", "retrain --arch {BROKEN_JSON} " + T + " --out {W}/r3", "{BROKEN_JSON}"),
     C("retrain-arch-bad-inputs", "retrain --arch {ARCH_SEQ_BAD} " + T + " --out {W}/r4", "{ARCH_SEQ_BAD}"),
     C("retrain-out-holds-run", "retrain --arch bert " + T + " --out {RT}", "{RT}"),
@@ -818,6 +821,7 @@ CASES = [
       "--set sampling.paths=4", "sampling.paths=4 is read by the sandwich rule only"),
     C("arch-show-unknown", "arch show zzz --space lvbert", "zzz"),
     C("arch-show-broken-file", "arch show {BROKEN_JSON}", "{BROKEN_JSON}"),
+    C("arch-show-broken-file-before-supernet", "arch show {BROKEN_JSON} --supernet {W}/nosn", "{BROKEN_JSON}"),
     # bad variants: a search space YAML, an architecture file
     C("space-variant-unknown-dimension", "train-supernet --config quickstart --data {CORPUS} --out {W}/s30 "
       "--set space={SPACE_VARIANT_DIM}", "{SPACE_VARIANT_DIM}: ops.SA has unknown variant dimension 'kernel'"),

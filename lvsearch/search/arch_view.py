@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lvsearch.arch import Arch, resolve_arch
+from lvsearch.arch import Arch, check_arch_spec, resolve_arch
 from lvsearch.errors import LvsearchError
 from lvsearch.space import SearchSpace
 
@@ -50,6 +50,7 @@ def arch_view(spec: str, *, supernet: str | Path | None = None, space: str | Non
     """
     from lvsearch.io import read_json
 
+    path = check_arch_spec(spec)  # the spec itself first, before the supernet or space it is shown in
     loaded = sp = None
     if supernet:
         from lvsearch.train.supernet import load_supernet
@@ -63,9 +64,9 @@ def arch_view(spec: str, *, supernet: str | Path | None = None, space: str | Non
                                 fix="omit --space when --supernet is given")
         sp = sp or named
     meta: dict = {}
-    if Path(spec).is_file() or spec.endswith(".json"):
-        arch = Arch.from_json(spec)
-        d = read_json(spec, what="architecture file")
+    if path is not None:
+        arch = Arch.from_json(path)
+        d = read_json(path, what="architecture file")
         meta = d.get("meta") if isinstance(d.get("meta"), dict) else {}
         if sp is None and isinstance(d.get("space"), str):
             try:
@@ -76,8 +77,8 @@ def arch_view(spec: str, *, supernet: str | Path | None = None, space: str | Non
             sp.validate(arch, source=spec)
     else:
         if sp is None:
-            raise LvsearchError(f"{spec!r} is not a file; a named architecture needs --space or --supernet",
-                                fix="e.g. lvsearch arch show bert --space lvbert")
+            raise LvsearchError(f"the reference architecture {spec!r} needs a search space to be built",
+                                fix=f"pass --space or --supernet, e.g. lvsearch arch show {spec} --space lvbert")
         arch = resolve_arch(spec, sp)
     view = ArchView(arch=arch, space=sp, meta=meta)
     if loaded is not None:

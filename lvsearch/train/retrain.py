@@ -42,7 +42,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from lvsearch import __version__, tracking
-from lvsearch.arch import Arch, arch_file, resolve_arch
+from lvsearch.arch import Arch, check_arch_spec, resolve_arch
 from lvsearch.config import MODEL_SIZES, Overrides, RetrainConfig, override_map, to_jsonable
 from lvsearch.data.loader import fixed_dev_set
 from lvsearch.data.masking import IGNORE_INDEX
@@ -347,16 +347,15 @@ def build_module(config: RetrainConfig, arch: Arch, dims: ModelDims) -> nn.Modul
 
 def _check_arch_spec(arch_spec: str | None) -> None:
     """Check what a new run's ``--arch`` can be checked for without a space or a data folder: it
-    is given, and a file it names exists and holds a valid architecture (:meth:`Arch.from_json`).
-    Reference names and the fit to the space are checked later (:func:`resolve_arch`).
+    is given, and :func:`check_arch_spec` accepts it. The fit to the space is checked later
+    (:func:`resolve_arch`).
 
     Raises:
-        LvsearchError: ``--arch`` missing; the file missing, not JSON or not an architecture."""
+        LvsearchError: ``--arch`` missing or empty; the file missing, not JSON or not an
+            architecture; an unknown name or a ``random:`` seed that is not an integer."""
     if arch_spec is None:
         raise LvsearchError("--arch is required for a new run", fix="e.g. --arch best.json or --arch bert")
-    path = arch_file(arch_spec)
-    if path is not None:
-        Arch.from_json(path)
+    check_arch_spec(arch_spec)
 
 
 def _resolve_run(arch_spec: str | None, recipe: str | None, out: Path, data: PreparedData, overrides: Overrides,
