@@ -105,8 +105,10 @@ def environment(device: str | None = None) -> dict:
 
 
 def bit_differences(a: dict, b: dict) -> list[str]:
-    """``key: a → b`` for every :data:`BIT_RELEVANT` fact that differs between two environments."""
-    return [f"{k}: {a.get(k)} → {b.get(k)}" for k in BIT_RELEVANT if a.get(k) != b.get(k)]
+    """``key: a → b`` for every :data:`BIT_RELEVANT` fact that differs between two environments;
+    a fact ``a`` does not hold (recorded by an older version, e.g. ``cpu_model``) is unknown,
+    not different."""
+    return [f"{k}: {a.get(k)} → {b.get(k)}" for k in BIT_RELEVANT if k in a and a.get(k) != b.get(k)]
 
 
 def record_environment(folder: str | os.PathLike, device: str | None = None, *, resume: bool,

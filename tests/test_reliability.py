@@ -1347,6 +1347,10 @@ def test_resume_in_another_environment_warns(tmp_path: Path, capsys, monkeypatch
     assert "not bit for bit" in printed(capsys)
     rec = json.loads((tmp_path / "environment.json").read_text())
     assert len(rec["resumes"]) == 1 and rec["resumes"][0]["threads"] == 97
+    older = {k: v for k, v in rec["started"].items() if k not in ("cpu_model", "cpu_capability")}
+    assert repro.bit_differences(older, {**rec["started"], "cpu_model": "another"}) == []  # unknown then
+    assert repro.bit_differences(rec["started"], {**rec["started"], "cpu_model": "another"}) == [
+        f"cpu_model: {rec['started']['cpu_model']} → another"]
 
 
 def test_a_damaged_environment_record_is_replaced_on_resume_and_refused_by_the_fingerprint(tmp_path: Path):
