@@ -493,11 +493,11 @@ def kept_rank_check(args, rows: dict) -> dict | None:
     kept = args.committed.get("rank_check_on_arms")
     if not isinstance(kept, dict):
         return None
-    by_compact = {Arch.from_key(m["key"]).compact: Arch.from_key(m["key"])
-                  for by_seed in rows.values() for m in by_seed.values() if m.get("key")}
+    picks = {f"{arm}-s{s}": Arch.from_key(m["key"]) if m.get("key") else None
+             for arm, by_seed in rows.items() for s, m in by_seed.items()}
+    by_compact = {a.compact: a for a in picks.values() if a is not None}
     scored = {row["arch"] for block in kept.values() if isinstance(block, dict) for row in block.get("rows", [])}
-    missing = [f"{arm}-s{s}" for arm, by_seed in rows.items() for s, m in by_seed.items()
-               if not m.get("key") or Arch.from_key(m["key"]).compact not in scored]
+    missing = [name for name, a in picks.items() if a is None or a.compact not in scored]
     archs = {a.key: a for c, a in by_compact.items() if c in scored}
     now = supernet_fitness(args, archs) if archs else {}
     compared = {}

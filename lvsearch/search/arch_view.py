@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lvsearch.arch import Arch, check_arch_spec, resolve_arch
+from lvsearch.arch import Arch, arch_file, check_reference_name, resolve_arch
 from lvsearch.errors import LvsearchError
 from lvsearch.space import SearchSpace
 
@@ -50,7 +50,13 @@ def arch_view(spec: str, *, supernet: str | Path | None = None, space: str | Non
     """
     from lvsearch.io import read_json
 
-    path = check_arch_spec(spec)  # the spec itself first, before the supernet or space it is shown in
+    # the spec itself first (read once), before the supernet or space it is shown in
+    path, d = arch_file(spec), None
+    if path is None:
+        check_reference_name(spec)
+    else:
+        d = read_json(path, what="architecture file")
+        arch = Arch.from_dict(d, source=path)
     loaded = sp = None
     if supernet:
         from lvsearch.train.supernet import load_supernet
@@ -64,9 +70,7 @@ def arch_view(spec: str, *, supernet: str | Path | None = None, space: str | Non
                                 fix="omit --space when --supernet is given")
         sp = sp or named
     meta: dict = {}
-    if path is not None:
-        arch = Arch.from_json(path)
-        d = read_json(path, what="architecture file")
+    if d is not None:
         meta = d.get("meta") if isinstance(d.get("meta"), dict) else {}
         if sp is None and isinstance(d.get("space"), str):
             try:
