@@ -312,8 +312,11 @@ class Arch:
             raise LvsearchError(f"{where} has no format tag",
                                 fix=f'add "format": "{ARCH_FORMAT}"')
         if fmt not in ARCH_FORMATS:
+            other = isinstance(fmt, str) and fmt.startswith("lvsearch.") and not fmt.startswith("lvsearch.arch/")
             raise LvsearchError(f"{where} has format {fmt!r}, expected {' or '.join(map(repr, ARCH_FORMATS))}",
-                                fix="regenerate the file with this version of lvsearch")
+                                fix="it is another lvsearch file, not an architecture: pass an architecture file "
+                                    "(e.g. best.json from 'lvsearch evolve')" if other
+                                else "regenerate the file with this version of lvsearch")
         unknown = [k for k in d if k not in _ARCH_KEYS]
         if unknown:
             import difflib

@@ -237,3 +237,16 @@ def test_check_arch_spec_without_a_space(tmp_path, monkeypatch):
     assert "--finalists K" in e.value.fix
     with pytest.raises(LvsearchError, match="the architecture is empty"):  # resolve_arch gives the same
         resolve_arch("", SearchSpace.load("lvbert"))
+
+
+def test_another_lvsearch_file_as_an_architecture_is_named_as_such(tmp_path):
+    """A dataset manifest (or any other lvsearch file) passed as an architecture is not told to
+    be regenerated: the fix says it is not an architecture file."""
+    (tmp_path / "manifest.json").write_text(json.dumps({"format": "lvsearch.dataset/v1"}))
+    with pytest.raises(LvsearchError, match="has format 'lvsearch.dataset/v1'") as e:
+        Arch.from_json(tmp_path / "manifest.json")
+    assert "not an architecture" in e.value.fix
+    (tmp_path / "old.json").write_text(json.dumps({"format": "lvsearch.arch/v0", "ops": ["SA"]}))
+    with pytest.raises(LvsearchError) as e:
+        Arch.from_json(tmp_path / "old.json")
+    assert "regenerate" in e.value.fix
