@@ -50,6 +50,9 @@ from lvsearch.io import read_text
 
 #: Allowed values of ``connectivity``.
 CONNECTIVITIES: tuple[str, ...] = ("sequential", "elc")
+#: Upper end of the per-architecture keep probability of a sparse-mixing draw
+#: (:meth:`SearchSpace.sample_sparse`); a uniform draw keeps each optional input with 0.5.
+SPARSE_KEEP_MAX: float = 0.2
 _SPACE_KEYS: tuple[str, ...] = ("name", "description", "num_slots", "ops", "connectivity")
 
 
@@ -367,6 +370,20 @@ class SearchSpace:
                 kept = [i for i in self.optional_inputs(n) if rng.random() < keep_input_prob]
                 inputs.append(tuple(kept) + (n - 1,))
         return Arch(tuple(ops), tuple(inputs), tuple(variants))
+
+    def sample_sparse(self, rng: random.Random) -> Arch:
+        """Draw one architecture from the sparse-mixing region: ops and variants as in
+        :meth:`sample`, each optional input kept with a probability drawn per architecture
+        uniformly from ``[0, SPARSE_KEEP_MAX]`` (so from no mixing at all, ``bert``'s
+        connectivity, to about a fifth of the inputs). Uniform draws keep half the inputs, so
+        their ELC mixing alone costs more than ``bert``'s whole latency margin on 24 slots
+        (docs/results.md, "Retrained search points against `bert`"); these draws start a search
+        where a fast architecture can be found (``evolve --sparse-init``). In sequential spaces
+        this is :meth:`sample` (the same random numbers are drawn).
+        """
+        if not self.searchable_inputs:
+            return self.sample(rng)
+        return self.sample(rng, keep_input_prob=rng.uniform(0.0, SPARSE_KEEP_MAX))
 
     def mutate(self, arch: Arch, rng: random.Random, p: float = 0.1, input_p: float | None = None) -> Arch:
         """Mutation (LV-BERT section 3.3, probability 0.1 in the paper).

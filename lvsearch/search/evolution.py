@@ -90,6 +90,10 @@ class SearchConfig:
         max_redraws: re-draws of a child before falling back to a random architecture.
         tournament: aging only: ``S``, members drawn per tournament (default ``max(2, P // 4)``).
         cycle: aging only: children evaluated together (default ``max(1, P // 4)``).
+        sparse_init: share of the first population drawn from sparse ELC mixing
+            (:meth:`SearchSpace.sample_sparse`), in [0, 1]; 0 (default): all uniform draws.
+            The ``--compare-random`` control shares the first population, so it gets the
+            same draws there and uniform draws after.
     """
 
     strategy: str = DEFAULT_STRATEGY
@@ -108,6 +112,7 @@ class SearchConfig:
     tournament: int | None = None
     cycle: int | None = None
     budget: int | None = None
+    sparse_init: float = 0.0
 
     def resolved(self) -> "SearchConfig":
         """A copy with ``crossover``/``mutation`` filled in and every value checked.
@@ -137,6 +142,9 @@ class SearchConfig:
         if not 0.0 <= c.input_mutation_prob <= 1.0:
             raise LvsearchError(f"--input-mutation-prob must be in [0, 1], got {c.input_mutation_prob}",
                                 fix=f"e.g. {INPUT_MUTATION_PROB} (the default)")
+        if not (isinstance(c.sparse_init, (int, float)) and 0.0 <= c.sparse_init <= 1.0):
+            raise LvsearchError(f"--sparse-init must be a share in [0, 1], got {c.sparse_init!r}",
+                                fix="e.g. --sparse-init 0.5 (half the first population from sparse mixing)")
         if c.mutation_kind not in MUTATION_KINDS:
             raise LvsearchError(f"unknown mutation kind {c.mutation_kind!r}", fix=f"use one of {', '.join(MUTATION_KINDS)}")
         if c.budget is not None and (isinstance(c.budget, bool) or not isinstance(c.budget, int) or c.budget < 1):

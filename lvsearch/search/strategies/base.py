@@ -60,8 +60,9 @@ class Strategy(ABC):
         return (r.fitness,)
 
     def initial_population(self) -> list[str]:
-        """The first population (keys): ``P`` uniformly random architectures."""
-        return self.breeding.random_population()
+        """The first population (keys): ``P`` random architectures, the share
+        ``sparse_init`` of them sparse-mixing draws, the rest uniform."""
+        return self.breeding.random_population(sparse_share=self.config.sparse_init)
 
     def evaluate(self, population: list[str]) -> list[str]:
         """Score this iteration's candidates (through :meth:`Search.score`) and return their

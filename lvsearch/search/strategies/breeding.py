@@ -96,9 +96,10 @@ class Breeding:
         s = self.search
         return arch.key not in s.seen and arch.key not in taken and s.evaluator.violation(arch) is None
 
-    def random_new(self, taken: set[str]) -> Arch:
-        """A uniformly random acceptable architecture; under ``--max-latency`` a draw above the
-        limit is first moved below it (``BaseEvaluator.within_latency``).
+    def random_new(self, taken: set[str], sparse: bool = False) -> Arch:
+        """A uniformly random acceptable architecture (``sparse``: a sparse-mixing draw,
+        :meth:`SearchSpace.sample_sparse`); under ``--max-latency`` a draw above the limit is
+        first moved below it (``BaseEvaluator.within_latency``).
 
         Raises:
             LvsearchError: none found in ``max(1000, 10 × max_redraws)`` tries (the space, or its
@@ -107,7 +108,7 @@ class Breeding:
         s = self.search
         tried = max(1000, 10 * self.config.max_redraws)
         for _ in range(tried):
-            a = s.space.sample(random)
+            a = s.space.sample_sparse(random) if sparse else s.space.sample(random)
             if self.acceptable(a, taken):
                 return a
             if s.evaluator.violation(a) is not None:  # under --max-latency: move the draw below the limit
@@ -169,15 +170,17 @@ class Breeding:
                         made += 1
         return out
 
-    def random_population(self) -> list[str]:
+    def random_population(self, sparse_share: float = 0.0) -> list[str]:
         """``P`` uniformly random acceptable architectures (fewer where the budget is short),
-        reported to the search's ``on_progress``."""
+        reported to the search's ``on_progress``; the first ``round(sparse_share × P)`` of them
+        are sparse-mixing draws (:meth:`SearchSpace.sample_sparse`; ``evolve --sparse-init``)."""
         s = self.search
         taken: set[str] = set()
         out = []
         n = s.batch_size(self.config.population)
+        n_sparse = round(sparse_share * self.config.population)
         for i in range(n):
-            a = self.random_new(taken)
+            a = self.random_new(taken, sparse=i < n_sparse)
             taken.add(a.key)
             out.append(a.key)
             if s.on_progress is not None:
