@@ -312,6 +312,58 @@ def test_nsga2_minimises_predicted_latency(run, table_path, tmp_path):
     assert lat == sorted(lat) and fit == sorted(fit)  # a front: slower only if fitter
 
 
+def test_nsga2_pick_is_the_fastest_candidate_at_the_first_populations_median_and_random_search_shares_it(
+        run, table_path, tmp_path, capsys):
+    from lvsearch.search.evaluator import EvalResult
+    from lvsearch.search.pick import cheapest_at, first_population_reference
+
+    out = tmp_path / "nsga-pick"
+    assert main(["evolve", "--supernet", str(run), "--out", str(out), *SEARCH, "--strategy", "nsga2",
+                 "--nsga2-cost", "latency", "--latency-table", str(table_path), "--racing", "off",
+                 "--compare-random", "--sparse-init", "0.5"]) == 0
+    said = " ".join(capsys.readouterr())
+    refs = []
+    for folder in (out, out / "random"):
+        history = [json.loads(line) for line in (folder / "history.jsonl").read_text().splitlines()]
+        ref = first_population_reference(history)
+        refs.append(ref)
+        pick = json.loads((folder / "pick.json").read_text())
+        rec = pick["meta"]["pick"]
+        assert rec["reference"]["fitness"] == pytest.approx(refs[0])
+        results = [EvalResult.from_dict(h) for h in history]
+        fast = cheapest_at(results, "latency", refs[0])
+        assert rec["pick"]["key"] == fast.key == Arch.from_dict(pick).key
+        assert pick["meta"]["latency_ms"] == fast.latency_ms and pick["meta"]["fitness"] >= refs[0]
+        slower = [r for r in results if r.fitness >= refs[0] and r.latency_ms < fast.latency_ms]
+        assert not slower  # nothing faster reaches the reference
+    assert refs[0] == refs[1]  # the control draws the same first population
+    assert said.count("pick.json = the lowest latency") == 2
+
+
+def test_sparse_init_draws_the_first_population_with_fewer_inputs(run):
+    import random
+    import statistics
+
+    from lvsearch.space import SearchSpace
+
+    space = SearchSpace.resolve("lvbert-elc", 12)
+    rng = random.Random(0)
+    dense = [sum(map(len, space.sample(rng).inputs)) for _ in range(200)]
+    sparse = [sum(map(len, space.sample_sparse(rng).inputs)) for _ in range(200)]
+    assert statistics.mean(sparse) < 0.5 * statistics.mean(dense)
+    assert min(sparse) == 12  # some draws read only the previous output (bert's connectivity)
+
+
+def test_pick_fitness_at_needs_a_search_that_writes_a_pick(run, table_path, tmp_path, capsys):
+    assert main(["evolve", "--supernet", str(run), "--out", str(tmp_path / "o"), *SEARCH,
+                 "--pick-fitness-at", "-5"]) != 0
+    err = capsys.readouterr().err
+    assert "--pick-fitness-at" in err and "Traceback" not in err
+    with pytest.raises(SystemExit) as exit_:
+        main(["evolve", "--supernet", str(run), "--out", str(tmp_path / "o2"), *SEARCH, "--sparse-init", "1.5"])
+    assert exit_.value.code != 0 and "--sparse-init" in capsys.readouterr().err
+
+
 def test_latency_options_without_a_fitting_table_are_refused(run, table_path, tmp_path, capsys):
     def refused(*extra: str) -> str:
         out = tmp_path / "s"

@@ -119,6 +119,15 @@ def _register_evolve(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--crossover-kind", choices=["uniform", "one-point", "two-point"], default=None, help="default: uniform")
     p.add_argument("--nsga2-cost", choices=["params", "flops", "latency"], default=None,
                    help="NSGA-II objective to minimise (default params; latency: predicted from --latency-table)")
+    p.add_argument("--sparse-init", type=float_in(0, 1), default=None, metavar="SHARE",
+                   help="share of the first population drawn from sparse ELC mixing (each optional input kept with a "
+                        "probability drawn from [0, 0.2] per architecture; uniform draws keep half): with "
+                        "--nsga2-cost latency or --max-latency the search then starts where fast architectures are "
+                        "(default 0: all uniform; the --compare-random control shares the first population)")
+    p.add_argument("--pick-fitness-at", type=finite_float, default=None, metavar="FITNESS",
+                   help="NSGA-II and random search with a cost: pick.json is the cheapest candidate (latency, params "
+                        "or FLOPs: the NSGA-II cost) whose fitness is at least this (default: the median fitness of "
+                        "the first population, which the --compare-random control shares)")
     p.add_argument("--max-params", type=_int, default=None, metavar="N", help="reject architectures with more parameters")
     p.add_argument("--min-params", type=_int, default=None, metavar="N", help="reject architectures with fewer parameters (with --max-params: an equal-size band)")
     p.add_argument("--max-flops", type=_int, default=None, metavar="N", help="reject architectures with more FLOPs per token")
@@ -228,7 +237,7 @@ def _register_rank_check(sub: argparse._SubParsersAction) -> None:
 # ------------------------------------------------------------------------------- evolve
 _CONFIG_ARGS = ("population", "iterations", "crossover", "mutation", "mutation_prob", "input_mutation_prob",
                 "mutation_kind", "topk", "strategy", "crossover_kind", "nsga2_cost", "seed", "tournament", "cycle",
-                "budget")
+                "budget", "sparse_init")
 
 
 def _evolve(args: argparse.Namespace) -> int:
@@ -262,6 +271,7 @@ def _evolve(args: argparse.Namespace) -> int:
                                                  args.second_stage_dev),
         few_shot=tuple(args.few_shot) if args.few_shot else None,
         latency_table=args.latency_table, max_latency=args.max_latency, latency_any_device=args.latency_any_device,
+        pick_fitness_at=args.pick_fitness_at,
     )
     if args.second_stage == "none":
         given = [f for f, v in (("--second-stage-k", args.second_stage_k), ("--second-stage-dev", args.second_stage_dev),

@@ -10,7 +10,9 @@ Search folder::
                        params, flops, supernet run dir and step, search config
                        (with --few-shot, best.json's meta and state.json's extra also hold
                        few_shot: the split slot and each part's run, step and weights sha256)
-    pareto.json        NSGA-II only: non-dominated (accuracy, params|flops) set
+    pareto.json        NSGA-II only: non-dominated (accuracy, params|flops|latency) set
+    pick.json          NSGA-II and random search with a cost (its control, or --latency-table):
+                       the cheapest candidate at the reference fitness (lvsearch.search.pick)
     search_curve.png   top-k best/mean per iteration (EA and, with --compare-random, random)
     noise.json         the fitness noise of the final top-k (standard errors, ties, verdict)
     compare_random.json  --compare-random: the EA's pick against random search's, paired on
@@ -36,6 +38,7 @@ from lvsearch.search.evolution import STATE, Search, SearchConfig, SearchResult,
 from lvsearch.search.evolve_output import compare_picks, phase_reporter, topk_table, write_noise
 from lvsearch.search.fitness import DEFAULT, Fitness
 from lvsearch.search.folder import RANDOM_DIR, SearchFolder
+from lvsearch.search.pick import PICK_FILE, first_population_reference, write_pick
 from lvsearch.search.schedule import Racing
 from lvsearch.search.strategies import STRATEGIES
 from lvsearch.search.second_stage import (SECOND_STAGE_DIR, SECOND_STAGE_FILE, SecondStage, check_second_stage_inputs,
@@ -54,8 +57,8 @@ DEFAULT_FITNESS = DEFAULT.metric  # the one default (lvsearch.search.fitness)
 DEFAULT_RACING: tuple[int, ...] = (64, 256)
 DEFAULT_DEV_SEQUENCES: int | str | None = 1024
 
-OUTPUTS = (STATE, "history.jsonl", "topk.json", "best.json", "pareto.json", "search_curve.png", "noise.json",
-           SECOND_STAGE_FILE)
+OUTPUTS = (STATE, "history.jsonl", "topk.json", "best.json", "pareto.json", PICK_FILE, "search_curve.png",
+           "noise.json", SECOND_STAGE_FILE)
 
 
 @dataclass
@@ -119,6 +122,7 @@ class EvolveOptions:
     latency_table: str | Path | None = None
     max_latency: float | None = None
     latency_any_device: bool = False
+    pick_fitness_at: float | None = None
 
 
 @dataclass
@@ -279,6 +283,24 @@ def random_control(config: SearchConfig, ea: SearchResult) -> SearchConfig:
     compute, whatever racing completed in each), and iterations enough for the budget to bind."""
     return SearchConfig(**dict(config.to_dict(), strategy="random", tournament=None, cycle=None,
                                budget=max(1, ea.passes), iterations=max(config.iterations, 1) * 4))
+
+
+def pick_cost(config: SearchConfig, opts: EvolveOptions) -> str | None:
+    """The cost of ``pick.json`` (:mod:`lvsearch.search.pick`): NSGA-II's ``nsga2_cost`` (its
+    ``--compare-random`` control is picked on the same cost), predicted latency for random
+    search with a latency table, else None (no pick file).
+
+    Raises:
+        LvsearchError: ``--pick-fitness-at`` for a search that writes no pick.
+    """
+    cost = config.nsga2_cost if config.strategy == "nsga2" else (
+        "latency" if config.strategy == "random" and opts.latency_table is not None else None)
+    if cost is None and opts.pick_fitness_at is not None:
+        raise LvsearchError(f"--pick-fitness-at sets the fitness of pick.json, the cheapest candidate of an "
+                            f"accuracy-cost search, and --strategy {config.strategy} writes none",
+                            fix="add --strategy nsga2 (or --strategy random with --latency-table), or drop "
+                                "--pick-fitness-at (best.json is the fittest candidate)")
+    return cost
 
 
 def check_size_band(supernet, constraints: Constraints) -> tuple[int, int]:
@@ -454,6 +476,7 @@ def evolve(opts: EvolveOptions, config: SearchConfig, *, show_progress: bool = T
     from lvsearch.train.supernet import load_dev, load_supernet
 
     config = config.resolved()
+    cost = pick_cost(config, opts)
     out = Path(opts.out).expanduser().resolve()
     info = init_distributed(opts.device)
     try:
@@ -490,6 +513,7 @@ def evolve(opts: EvolveOptions, config: SearchConfig, *, show_progress: bool = T
             rcfg = SearchConfig(**dict(config.to_dict(), strategy="random", tournament=None, cycle=None))
             phases.append(("random", out / RANDOM_DIR, rcfg))
         results: dict[str, SearchResult] = {}
+        reference: tuple[float | None, str] = (opts.pick_fitness_at, "--pick-fitness-at")
         for label, folder, cfg in phases:
             control = label == "random" and len(phases) == 2
             if control:
@@ -497,6 +521,12 @@ def evolve(opts: EvolveOptions, config: SearchConfig, *, show_progress: bool = T
             res = results[label] = run.phase(label, folder, cfg, control=control, record_env_in=out)
             if not res.done:
                 break
+            if cost is not None:
+                if reference[0] is None:  # the first search's first population, which its control shares
+                    reference = (first_population_reference(res.history),
+                                 f"median fitness of the first population ({config.strategy}'s, shared by its control)"
+                                 if len(phases) == 2 else "median fitness of the first population")
+                run.pick(label, folder, cfg, res, cost, reference)
         if info.is_main and len(results) == 2 and all(r.done and r.topk for r in results.values()):
             compare_picks(evaluator, [folder for _, folder, _ in phases], out, opts.fitness, run.show,
                           compute={label: {"evaluations": len(r.history), "passes": r.passes}
@@ -531,6 +561,29 @@ class _PhaseRun:
 
     def best_meta(self, r: EvalResult, cfg: SearchConfig, label: str) -> dict:
         return _best_meta(r, self.loaded, cfg, label, self.opts.fitness, self.few_shot)
+
+    def pick(self, label: str, folder: Path, cfg: SearchConfig, res: SearchResult, cost: str,
+             reference: tuple[float | None, str]) -> None:
+        """Write the finished search's ``pick.json`` (the cheapest complete candidate at the
+        reference fitness) and say what it picked."""
+        from lvsearch import ui
+
+        if not self.info.is_main:
+            return
+        results = [EvalResult.from_dict(h) for h in res.history]
+        rec = write_pick(folder, results, cost, reference[0], reference[1], space=self.loaded.space.name,
+                         meta_of=lambda r: self.best_meta(r, cfg, label))
+        if self.show:
+            ref = rec["reference"]["fitness"]
+            if rec["pick"] is None:
+                ui.warn(f"{label}: no candidate reaches the pick's reference fitness "
+                        f"{'?' if ref is None else f'{ref:.4f}'} ({rec['reference']['source']}): no {PICK_FILE}")
+            else:
+                p = rec["pick"]
+                ui.console.print(f"{label}: {PICK_FILE} = the lowest {cost} ({p[cost]:,.4g}) at fitness ≥ {ref:.4f} "
+                                 f"({rec['reference']['source']}; {rec['at_or_above']} of {rec['candidates']} "
+                                 f"candidates reach it): fitness {p['fitness']:.4f}, {p['key']}",
+                                 highlight=False, markup=False, soft_wrap=True)
 
     def phase(self, label: str, folder: Path, cfg: SearchConfig, *, control: bool, record_env_in: Path) -> SearchResult:
         """Run (or resume) the search ``label`` in ``folder`` (``control``: the random-search
