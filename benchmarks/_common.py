@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import sys
 from pathlib import Path
 
@@ -152,12 +153,32 @@ def result_path(name: str, *, own, option: str = "--name") -> Path:
     return path
 
 
-def write_result(name: str, result: dict) -> Path:
-    """Write ``benchmarks/results/<name>.json`` atomically and return its path."""
+#: An absolute POSIX path inside a string: a ``/`` that starts the string or follows a space, a
+#: quote, a bracket, ``=``, ``:`` or ``,``, then at least one path component.
+ABSOLUTE_PATH = re.compile(r"(?:(?<=^)|(?<=[\s'\"(\[=:,]))/(?:[\w.+@~-]+/?)+")
+
+
+def portable_paths(obj):
+    """``obj`` (JSON data) with every absolute path in its strings written relative to the repo
+    (``os.path.relpath``: ``../shared/data/blimp`` for the data root beside it, ``../runs/SNE``
+    for a work folder): committed results carry no machine's layout, and the rewrite is
+    one-to-one, so two paths that differed still differ. Dict keys are rewritten too."""
+    if isinstance(obj, str):
+        return ABSOLUTE_PATH.sub(lambda m: os.path.relpath(m.group(0), REPO), obj)
+    if isinstance(obj, dict):
+        return {portable_paths(k): portable_paths(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [portable_paths(v) for v in obj]
+    return obj
+
+
+def write_result(name: str, result: dict, path: Path | None = None) -> Path:
+    """Write ``benchmarks/results/<name>.json`` (or ``path``) atomically, with
+    :func:`portable_paths`, and return its path."""
     from lvsearch.io import atomic_write_json
 
-    path = RESULTS / f"{name}.json"
-    atomic_write_json(path, result)
+    path = path or RESULTS / f"{name}.json"
+    atomic_write_json(path, portable_paths(result))
     return path
 
 
