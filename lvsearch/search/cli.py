@@ -12,12 +12,21 @@ examples:
   lvsearch evolve --supernet runs/sn --out runs/search --population 20 --iterations 5 --compare-random
   lvsearch evolve --supernet runs/sn --out runs/search --resume
   lvsearch evolve --supernet runs/sn --out runs/nsga --strategy nsga2 --max-params 5000000
+  lvsearch evolve --supernet runs/sn --out runs/fast --strategy nsga2 --nsga2-cost latency \
+      --latency-table table.json --sparse-init 0.5 --compare-random
   lvsearch evolve --supernet runs/sn --few-shot runs/part-SA runs/part-FF runs/part-DC --out runs/fs
   torchrun --nproc_per_node 2 -m lvsearch evolve --supernet runs/sn --out runs/search
 
 Defaults are LV-BERT's (Yu et al. 2021): population 50, 20 iterations, 25 crossovers +
 25 mutations, mutation probability 0.1, top-k 10. --crossover + --mutation must equal
 --population (given one, the other is derived; given neither, half and half).
+
+a pick from a front (NSGA-II, or random search with a latency table): besides pareto.json,
+OUT/pick.json is one architecture, the cheapest candidate (lowest NSGA-II cost; predicted latency
+for random search) whose fitness is at least a reference: --pick-fitness-at, or by default the
+median fitness of the first population. The --compare-random control (OUT/random/pick.json)
+uses the same reference, so the two picks are paired; retrain it with
+'lvsearch retrain --arch OUT/pick.json'.
 
 few-shot sub-supernets (--few-shot): one train-supernet run per op of the space, each
 warm-started from --supernet with the op fixed at one slot, e.g. for op SA at slot 1:
