@@ -93,7 +93,12 @@ def test_the_committed_result_traces_to_its_sources(pairs_mod):
         src = RESULTS / Path(a).name
         mine = [r["standalone_difference"] for r in d["pairs"] if r["source"] == src.stem]
         assert mine == [p["difference"] for p in json.loads(src.read_text())["summary"]["pick_pairs"]["pairs"]]
-    assert d["pooled"] == json.loads(json.dumps(pairs_mod.summarise(d["pairs"])))
+    again = json.loads(json.dumps(pairs_mod.summarise(d["pairs"])))
+    # scipy's correlations differ in the last bits between CPU kinds (AVX-512 against AVX2)
+    assert d["pooled"].keys() == again.keys()
+    for k, v in d["pooled"].items():
+        assert (v == pytest.approx(again[k], rel=1e-12)) if isinstance(v, dict) and all(
+            isinstance(x, float) for x in v.values()) else v == again[k], k
 
 
 CASES = [  # (id, argv with {W}, text of the one message)
