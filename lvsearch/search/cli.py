@@ -13,7 +13,7 @@ examples:
   lvsearch evolve --supernet runs/sn --out runs/search --resume
   lvsearch evolve --supernet runs/sn --out runs/nsga --strategy nsga2 --max-params 5000000
   lvsearch evolve --supernet runs/sn --out runs/fast --strategy nsga2 --nsga2-cost latency \
-      --latency-table table.json --sparse-init 0.5 --compare-random
+      --latency-table runs/latency-cpu.json --sparse-init 0.5 --compare-random
   lvsearch evolve --supernet runs/sn --few-shot runs/part-SA runs/part-FF runs/part-DC --out runs/fs
   torchrun --nproc_per_node 2 -m lvsearch evolve --supernet runs/sn --out runs/search
 
