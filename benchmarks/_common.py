@@ -157,14 +157,27 @@ def result_path(name: str, *, own, option: str = "--name") -> Path:
 #: quote, a bracket, ``=``, ``:`` or ``,``, then at least one path component.
 ABSOLUTE_PATH = re.compile(r"(?:(?<=^)|(?<=[\s'\"(\[=:,]))/(?:[\w.+@~-]+/?)+")
 
+#: Absolute paths a result may keep: installed tools (``/usr/local/cuda/bin/nvcc``, a compiler
+#: under ``/opt``) and ``gpu_check.sh``'s default kernel cache are facts about a machine's
+#: software, not where this project's runs or data lived.
+MACHINE_PATHS_KEPT = ("/usr/", "/opt/", "/tmp/lvsearch-kernels")
+
+
+def machine_paths(text: str) -> list[str]:
+    """The absolute paths in ``text`` that a committed result must not hold (all but
+    :data:`MACHINE_PATHS_KEPT`)."""
+    return [m for m in ABSOLUTE_PATH.findall(text) if not m.startswith(MACHINE_PATHS_KEPT)]
+
 
 def portable_paths(obj):
     """``obj`` (JSON data) with every absolute path in its strings written relative to the repo
     (``os.path.relpath``: ``../shared/data/blimp`` for the data root beside it, ``../runs/SNE``
     for a work folder): committed results carry no machine's layout, and the rewrite is
-    one-to-one, so two paths that differed still differ. Dict keys are rewritten too."""
+    one-to-one, so two paths that differed still differ. Dict keys are rewritten too; the
+    paths of :data:`MACHINE_PATHS_KEPT` stay as they are."""
     if isinstance(obj, str):
-        return ABSOLUTE_PATH.sub(lambda m: os.path.relpath(m.group(0), REPO), obj)
+        return ABSOLUTE_PATH.sub(lambda m: m.group(0) if m.group(0).startswith(MACHINE_PATHS_KEPT)
+                                 else os.path.relpath(m.group(0), REPO), obj)
     if isinstance(obj, dict):
         return {portable_paths(k): portable_paths(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
