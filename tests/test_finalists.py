@@ -215,7 +215,7 @@ def _files(folder: Path) -> dict[str, bytes]:
 
 
 def test_cooldown_probe_equals_a_fresh_wsd_run_and_leaves_the_run_alone(prepared_corpus: Path, tmp_path: Path):
-    from lvsearch.train.retrain import cooldown_probe
+    from lvsearch.train.cooldown import cooldown_probe
 
     wsd = [*TINY, "train.schedule=wsd", "train.decay_fraction=0.2"]
     run = tmp_path / "run"

@@ -29,7 +29,7 @@ is constant after the warm-up until the cool-down, the last ``train.decay_fracti
 budget. Every rung must then lie in the stable phase, so finalists are compared on
 constant-learning-rate curves (under a linear decay to the budget the schedule itself bends
 every curve). With ``extrapolate``, at each rung every finalist also gets a
-**cool-down probe** (:func:`lvsearch.train.retrain.cooldown_probe`): a throw-away branch
+**cool-down probe** (:func:`lvsearch.train.cooldown.cooldown_probe`): a throw-away branch
 from its rung checkpoint, cooled down over ``decay_fraction / (1 - decay_fraction)`` × the
 rung's steps (the full run's cool-down share), whose dev-loss drop is measured. M4 then
 extrapolates the stable-phase curve to the cool-down's start at the full budget, and the
@@ -224,7 +224,7 @@ class FinalistJob:
     def probe(self, name: str, rung: int) -> dict:
         """The cool-down probe of finalist ``name`` at ``rung`` (cached in its run folder, so a
         re-run job does not probe again)."""
-        from lvsearch.train.retrain import cooldown_probe
+        from lvsearch.train.cooldown import cooldown_probe
 
         path = self.run_dir(name) / PROBES
         cache = read_json(path, what="cool-down probes") if path.is_file() else {}
