@@ -176,6 +176,50 @@ def test_killed_run_resumed_not_restarted(finished):
     assert {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in sorted(out.rglob("*")) if p.is_file()} == files
 
 
+FLOAT = r"([+\-−]?\d+\.\d+)"
+
+
+def _num(x: str) -> float:
+    return float(x.replace("−", "-"))
+
+
+def floor_words_follow_intervals(text: str) -> int:
+    """Check every floor sentence of a report or console text against its interval: "below"
+    only when the interval's upper end is below 0, "within noise of" only when it holds 0.
+    Returns how many sentences were checked."""
+    checked = 0
+    for word, lo, hi, verdict in re.findall(r": (below|within noise of|above) it \(\S+ \[" + FLOAT + ", " + FLOAT
+                                            + r"\] → \*\*(ahead|behind|within noise)\*\*\)", text):
+        lo, hi = _num(lo), _num(hi)  # printed to 4 decimals: an end that rounds to 0 may be either side
+        assert word == {"behind": "below", "within noise": "within noise of", "ahead": "above"}[verdict], (word, verdict)
+        assert {"behind": hi <= 0, "within noise": lo <= 0 <= hi, "ahead": lo >= 0}[verdict], (lo, hi, verdict)
+        checked += 1
+    for word, lo, hi in re.findall(r"(beats its floor|is below its floor|within noise of it\)), \S+ \(95% CI \["
+                                   + FLOAT + ", " + FLOAT + r"\]\)", text):
+        lo, hi = _num(lo), _num(hi)
+        assert {"b": lo >= 0, "i": hi <= 0, "w": lo <= 0 <= hi}[word[0]], (word, lo, hi)
+        checked += 1
+    return checked
+
+
+def test_floor_sentences_follow_their_intervals(finished, capsys):
+    """Every "below"/"within noise of" about a floor in the report and on the console agrees
+    with its interval (an arm whose interval holds 0 was once called "below the floor")."""
+    report = (finished["out"] / "report.md").read_text()
+    capsys.readouterr()
+    assert main(finished["argv"]) == 0
+    console = " ".join("".join(capsys.readouterr()).split())
+    assert floor_words_follow_intervals(report) >= 3 and floor_words_follow_intervals(console) >= 3
+    line = next(l for l in report.splitlines() if l.startswith("| MLM dev accuracy − neighbour-count floor"))
+    ea = re.findall(r"→ \*\*(ahead|behind|within noise)\*\*", line)[0]  # the EA arm's column comes first
+    summary = next(l for l in report.splitlines() if l.startswith("**Summary:**"))
+    assert ("(below the neighbour-count floor)" in summary) == (ea == "behind")
+    assert ("(within noise of the neighbour-count floor)" in summary) == (ea == "within noise")
+    # the checker itself fails on the old wording
+    with pytest.raises(AssertionError):
+        floor_words_follow_intervals("ea: below it (+0.0112 [−0.0030, +0.0257] → **within noise**)")
+
+
 def test_console_ends_with_the_verdicts_and_the_report_has_a_legend(finished, capsys):
     """After the quickstart the console printed only ``quickstart done: …/report.md``;
     the c/s/f letters had no legend in the report."""
@@ -461,23 +505,27 @@ def test_summary_and_search_sentence_follow_the_numbers():
     comps = {("ea", "mlm"): {"verdict": "ahead", "diff": 0.01},
              ("ea-vs", "random-search", "mlm"): {"verdict": "within noise", "diff": 0.002},
              ("ea-vs", "random-arch", "blimp"): {"verdict": "behind", "diff": -0.03}}
-    text = summary_sentences(comps, ea_below_floor=False)
+    text = summary_sentences(comps, ea_floor="ahead")
     assert "on MLM dev accuracy the searched architecture is ahead of `bert` (+0.0100)" in text
     assert "not distinguishable from the random-search best (+0.0020)" in text
     assert "on BLiMP the searched architecture is behind the random architecture (-0.0300)" in text
-    assert "co-occurrence" not in text and "co-occurrence" in summary_sentences(comps, ea_below_floor=True)
+    assert "co-occurrence" not in text and "co-occurrence" not in summary_sentences(comps, ea_floor=None)
+    # the caveat says "below" only for an interval wholly below 0, "within noise of" for one holding 0
+    behind, noise = summary_sentences(comps, ea_floor="behind"), summary_sentences(comps, ea_floor="within noise")
+    assert "co-occurrence (below the neighbour-count floor)" in behind
+    assert "co-occurrence (within noise of the neighbour-count floor)" in noise and "below" not in noise
     assert search_gap_sentence(0.0907, 0.0932, 0.0900, 0.0910).startswith("Here: random search ahead")
     assert search_gap_sentence(0.095, 0.0932, 0.0900, 0.0910).startswith("Here: EA ahead on best fitness, random search")
     # dev MLM loss (what the search optimised) per arm: the random-search arm lower after retraining
     losses = {"ea": [4.201], "bert": [4.25, 4.23], "random-search": [4.155]}
-    text = summary_sentences(comps, ea_below_floor=False, losses=losses)
+    text = summary_sentences(comps, ea_floor="ahead", losses=losses)
     assert ("on dev MLM loss (nats, lower is better; −loss is the search's default fitness) the searched "
             "architecture has 4.201, lower (better) than `bert` (4.240 ± 0.014, -0.039), higher (worse) than the "
             "random-search best (4.155, +0.046)") in text
     assert "no per-target losses to pair" in text
     assert text.index("MLM dev accuracy the searched") < text.index("dev MLM loss") < text.index("on BLiMP")
-    assert "dev MLM loss" not in summary_sentences(comps, ea_below_floor=False)
-    flipped = summary_sentences({("ea", "mlm"): {"verdict": "behind", "diff": -0.01}}, ea_below_floor=False)
+    assert "dev MLM loss" not in summary_sentences(comps, ea_floor="ahead")
+    flipped = summary_sentences({("ea", "mlm"): {"verdict": "behind", "diff": -0.01}}, ea_floor="ahead")
     assert "behind `bert` (-0.0100)" in flipped and "ahead" not in flipped
     from lvsearch.quickstart.sentences import one_seed_sentence
 

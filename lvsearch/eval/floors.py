@@ -35,6 +35,9 @@ FLOOR_NAMES = ("unigram", "neighbour-count")
 #: something; reports word a model that does not as :data:`NOT_PAST_FLOOR`.
 REFERENCE_FLOOR = "neighbour-count"
 NOT_PAST_FLOOR = "has not learned past local co-occurrence"
+#: How a model stands against its floor, by the verdict of the interval of (accuracy − floor)
+#: (:func:`lvsearch.stats.interval_verdict`): "below" only when the whole interval is below 0.
+FLOOR_RELATION = {"ahead": "above", "behind": "below", "within noise": "within noise of"}
 NOT_ARCH_EFFECT = ("its BLiMP and task differences from other models are not to be read as architecture effects")
 
 

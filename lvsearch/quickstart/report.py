@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from lvsearch.eval.finetune import FAILED_TEXT
-from lvsearch.eval.floors import NOT_ARCH_EFFECT, NOT_PAST_FLOOR
+from lvsearch.eval.floors import FLOOR_RELATION, NOT_ARCH_EFFECT, NOT_PAST_FLOOR
 from lvsearch.eval.report import read_report
 from lvsearch.io import atomic_write_bytes, copy_file
 from lvsearch.quickstart.figures import plot_arch_strips, plot_learning_curves
@@ -196,8 +196,8 @@ class ReportInputs:
     def arm_reports(self, arm: str) -> list[dict]:
         return [self.reports[n] for n in self.names[arm]]
 
-    def below_floor(self) -> list[str]:
-        """Arms not ahead of their neighbour-count floor beyond noise."""
+    def not_past_floor(self) -> list[str]:
+        """Arms not ahead of their neighbour-count floor beyond noise (below it or within noise)."""
         return [a for a in self.arms if self.floor_cmp[a] is not None and self.floor_cmp[a]["verdict"] != "ahead"]
 
 
@@ -435,10 +435,11 @@ def differences_section(inp: ReportInputs) -> list[str]:
         cells = _paired_cells(inp, arm, "bert", lambda kind, arm=arm: (arm, kind), comparisons)
         w(f"| {ARM_TITLES[arm]} | {' | '.join(cells)} | {'; '.join(_task_cells(inp, arm)) or '—'} |")
     w("")
-    below = inp.below_floor()
+    below = inp.not_past_floor()
     if below:
-        who = "; ".join(f"{ARM_TITLES[a]} ({interval_text(inp.floor_cmp[a])})" for a in below)
-        w(f"**Below the neighbour-count floor:** {who}. Each of these arms {NOT_PAST_FLOOR} (its MLM dev accuracy "
+        who = "; ".join(f"{ARM_TITLES[a]}: {FLOOR_RELATION[inp.floor_cmp[a]['verdict']]} it "
+                        f"({interval_text(inp.floor_cmp[a])})" for a in below)
+        w(f"**Not past the neighbour-count floor:** {who}. Each of these arms {NOT_PAST_FLOOR} (its MLM dev accuracy "
           f"is not above the floor beyond evaluation noise), so {NOT_ARCH_EFFECT}.\n")
     w("The searched architecture against the other two non-baseline arms (is the search better than "
       "picking at random?):\n")
@@ -462,7 +463,8 @@ def differences_section(inp: ReportInputs) -> list[str]:
         w("With one pretraining seed per arm these intervals cover evaluation-sample noise only; "
           "the spread between pretraining seeds is **unmeasured** at this budget "
           f"(`--seeds 3` measures it, in about {three:.0f} min).\n")
-    summary = summary_sentences(comparisons, "ea" in below, mean_loss)
+    ea_floor = inp.floor_cmp.get("ea")
+    summary = summary_sentences(comparisons, None if ea_floor is None else ea_floor["verdict"], mean_loss)
     if summary:
         w(summary + "\n")
     return lines

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lvsearch.eval.floors import NOT_PAST_FLOOR
+from lvsearch.eval.floors import FLOOR_RELATION, NOT_PAST_FLOOR
 from lvsearch.quickstart.files import QUICKSTART_AGAIN
 from lvsearch.search.folder import SearchFolder
 
@@ -140,12 +140,15 @@ def loss_sentence(losses: dict[str, list[float]]) -> str:
             "interval: the reports keep no per-target losses to pair")
 
 
-def summary_sentences(comparisons: dict, ea_below_floor: bool, losses: dict[str, list[float]] | None = None) -> str:
+def summary_sentences(comparisons: dict, ea_floor: str | None, losses: dict[str, list[float]] | None = None) -> str:
     """The report's summary: the EA arm against `bert`, the random-search best and the random
     architecture, on every paired metric there is (MLM dev accuracy — the standalone counterpart
     of what the search optimised — and BLiMP), each with the verdict of its interval, so the
     summary agrees with the tables; and on dev MLM loss (``losses``: arm → its runs' losses,
-    :func:`loss_sentence`), which has no interval."""
+    :func:`loss_sentence`), which has no interval. ``ea_floor`` is the verdict of the EA arm's
+    (MLM dev accuracy − neighbour-count floor) interval (``"ahead"``, ``"behind"``, ``"within
+    noise"``; ``None``: no floor): unless ahead, a caveat says the arm is below the floor
+    (behind) or within noise of it — never "below" for an interval that holds 0."""
     rel = {"ahead": "ahead of", "behind": "behind", "within noise": "not distinguishable from"}
     titles = {"bert": "`bert`", "random-search": "the random-search best", "random-arch": "the random architecture"}
     metric_names = {"mlm": "MLM dev accuracy", "blimp": "BLiMP"}
@@ -165,8 +168,9 @@ def summary_sentences(comparisons: dict, ea_below_floor: bool, losses: dict[str,
     if not parts:
         return ""
     caveat = ""
-    if ea_below_floor:
-        caveat = (f" The searched architecture {NOT_PAST_FLOOR} (below the neighbour-count floor), so none of "
+    if ea_floor is not None and ea_floor != "ahead":
+        caveat = (f" The searched architecture {NOT_PAST_FLOOR} ({FLOOR_RELATION[ea_floor]} the neighbour-count "
+                  "floor), so none of "
                   "these differences is to be read as an architecture effect.")
     return (f"**Summary:** {'; '.join(parts)}. Differences inside their interval are not wins; MLM dev accuracy is "
             f"the standalone counterpart of what the search optimised (the supernet's MLM dev loss or accuracy).{caveat}")
