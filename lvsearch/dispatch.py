@@ -30,10 +30,13 @@ its ``checkpoint()``, which resubmits the same call with ``Job.on_requeue`` merg
 arguments (e.g. ``{"resume": True}``). The jobs given here are written so that a second call
 continues from the job's last checkpoint on disk (a finalist resumes its retrain run, a
 landscape run its retrain), and lvsearch's resume is exact, so a requeued job ends with the
-same bytes as an uninterrupted one. A fault injected with ``LVSEARCH_KILL_AT``
-(:mod:`lvsearch.faults`) applies to a job's first attempt only, so a requeued attempt runs
-through. A job killed outright (``SIGKILL``, a node failure) is reported as failed; re-running
-the same command continues it from its checkpoint.
+same bytes as an uninterrupted one. A job that Slurm requeues from outside (``scontrol
+requeue``, a preemption with ``PreemptMode=REQUEUE``: ``SIGTERM``, which submitit ignores, then
+``SIGKILL``) restarts from its first submission with ``$SLURM_RESTART_COUNT`` set, which counts
+as a retry too. A fault injected with ``LVSEARCH_KILL_AT`` (:mod:`lvsearch.faults`) applies to
+a job's first attempt only, so a requeued attempt runs through. A job killed outright
+(``SIGKILL``, a node failure) is reported as failed; re-running the same command continues it
+from its checkpoint.
 
 Threads: a ``local`` job uses ``max(1, cores // max_parallel)`` torch threads unless
 ``OMP_NUM_THREADS`` is set (results depend on the thread count: docs/results.md, thread
@@ -211,6 +214,12 @@ def _checkpointable_base():
     return submitit.helpers.Checkpointable
 
 
+def slurm_restarts() -> int:
+    """How many times Slurm restarted this job (``$SLURM_RESTART_COUNT``; 0 outside Slurm)."""
+    value = os.environ.get("SLURM_RESTART_COUNT", "")
+    return int(value) if value.isdigit() else 0
+
+
 class _Call(_checkpointable_base()):
     """``fn(**kwargs)`` as a submitit checkpointable callable: on a timeout or preemption
     signal, ``checkpoint()`` resubmits it with ``on_requeue`` merged into ``kwargs``."""
@@ -220,15 +229,20 @@ class _Call(_checkpointable_base()):
         self.fn, self.kwargs, self.on_requeue, self.threads, self.attempt = fn, kwargs, on_requeue, threads, attempt
 
     def __call__(self) -> Any:
-        if self.attempt > 0:  # injected faults hit the first attempt only (a requeue runs through)
+        kwargs = self.kwargs
+        # a retry: resubmitted by checkpoint() (attempt > 0), or restarted by Slurm itself from
+        # the first submission (``scontrol requeue``, a preemption with PreemptMode=REQUEUE, a
+        # node failure), which reruns this object unchanged with SLURM_RESTART_COUNT set
+        if self.attempt > 0 or slurm_restarts() > 0:
             from lvsearch.faults import clear
 
-            clear()
+            clear()  # injected faults hit the first attempt only (a requeue runs through)
+            kwargs = {**kwargs, **self.on_requeue}
         if self.threads is not None:
             import torch
 
             torch.set_num_threads(self.threads)
-        return self.fn(**self.kwargs)
+        return self.fn(**kwargs)
 
     def checkpoint(self, *args: Any, **kwargs: Any):
         import submitit
@@ -359,8 +373,9 @@ def run_jobs(jobs: list[Job], opts: DispatchOptions, folder: str | Path, *, ui_l
         with ex.batch():
             for name, call in calls.items():
                 submitted[name] = ex.submit(call)
-        ui.console.print(f"submitted {len(jobs)} {ui_label}(s) as Slurm job array "
-                         f"{str(next(iter(submitted.values())).job_id).split('_')[0]}; logs in {folder}")
+        first = str(next(iter(submitted.values())).job_id).split("_")[0]
+        kind = "job array" if len(jobs) > 1 else "job"  # submitit submits a batch of one as a plain job
+        ui.console.print(f"submitted {len(jobs)} {ui_label}(s) as Slurm {kind} {first}; logs in {folder}")
         running = list(submitted)
     else:  # the local executor starts each job at once: keep at most max_parallel running
         cap = opts.max_parallel or os.cpu_count() or 1
@@ -376,7 +391,10 @@ def run_jobs(jobs: list[Job], opts: DispatchOptions, folder: str | Path, *, ui_l
             running = [n for n in running if not submitted[n].done()]
         running = []
     while any(not submitted[n].done() for n in running):
-        time.sleep(POLL_S * 10)
+        # done() looks for the result file and asks sacct at most every few seconds itself
+        # (submitit's rate limit), so a short sleep costs nothing on the cluster; a 5 s one
+        # added up to 5 s to every round of a Slurm run (measured: docs/cluster.md)
+        time.sleep(POLL_S)
     results: dict[str, Any] = {}
     failures: dict[str, tuple[str, str]] = {}
     for name in names:

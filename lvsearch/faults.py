@@ -22,6 +22,9 @@ half-written:
 ``USR2`` is what Slurm sends before a timeout or a preemption, which a job dispatched through
 submitit (:mod:`lvsearch.dispatch`) answers by checkpointing and requeueing itself. A requeued
 attempt of a dispatched job runs with both variables cleared (:func:`clear`).
+``LVSEARCH_KILL_SIGNAL=HANG`` sends no signal: the process prints ``lvsearch.faults: hanging at
+POINT`` to stderr and sleeps until something outside ends it (``tests/test_slurm.py`` finds a
+Slurm job there, mid-run, and requeues or cancels it).
 
 Unset (the default) this costs one dictionary lookup per call. ``tests/test_reliability.py``
 uses it; it is documented for anyone who wants to reproduce a kill.
@@ -41,6 +44,13 @@ def kill_point(name: str) -> None:
     equals ``name``; otherwise do nothing."""
     if os.environ.get(ENV) == name:
         sig = os.environ.get(SIGNAL_ENV, "KILL").upper()
+        if sig == "HANG":
+            import sys
+            import time
+
+            print(f"lvsearch.faults: hanging at {name} (pid {os.getpid()})", file=sys.stderr, flush=True)
+            while True:  # signals that do not end the process (a bypassed SIGTERM) leave it here
+                time.sleep(3600)
         os.kill(os.getpid(), getattr(signal, sig if sig.startswith("SIG") else f"SIG{sig}"))
 
 

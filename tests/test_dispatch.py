@@ -96,6 +96,20 @@ def test_preempted_job_is_requeued_and_resumes_exactly(prepared_corpus: Path, tm
     assert json.loads((tmp_path / "pre" / "summary.json").read_text())["resumed_from"] == 4
 
 
+def test_a_job_slurm_restarted_counts_as_a_retry(monkeypatch):
+    """``scontrol requeue`` (or a preemption with PreemptMode=REQUEUE) reruns the first
+    submission unchanged with SLURM_RESTART_COUNT set: its on_requeue arguments apply and an
+    injected fault no longer does (tests/test_slurm.py does this on a real Slurm)."""
+    from lvsearch.dispatch import _Call
+
+    monkeypatch.setenv("LVSEARCH_KILL_AT", "never-reached")
+    call = _Call(dict, {"resume": False, "x": 1}, {"resume": True}, None)
+    monkeypatch.delenv("SLURM_RESTART_COUNT", raising=False)
+    assert call() == {"resume": False, "x": 1} and os.environ["LVSEARCH_KILL_AT"] == "never-reached"
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "1")
+    assert call() == {"resume": True, "x": 1} and "LVSEARCH_KILL_AT" not in os.environ
+
+
 def test_failed_job_is_reported_with_its_log_and_the_others_finish(tmp_path: Path):
     jobs = [Job("bad", json.loads, {"s": "{not json"}), Job("good", json.dumps, {"obj": [1, 2]})]
     with pytest.raises(DispatchError) as e:
