@@ -28,7 +28,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "accepts (default: the embedded builtin:python-docs corpus, nothing to download)")
     p.add_argument("--out", default="quickstart-out", metavar="DIR", help="output folder (default: quickstart-out)")
     p.add_argument("--minutes", type=float, default=20.0,
-                   help="wall-time budget on 2 CPU cores; scales every stage (default: 20)")
+                   help="wall-time budget; scales every stage, sized for this machine's speed (--speed) (default: 20)")
+    p.add_argument("--speed", default="auto", metavar="auto|SLOWDOWN",
+                   help="how much slower this machine is than the one the plan was calibrated on: auto (default) "
+                        "times a few training steps first (a few seconds) and sizes every stage so that --minutes "
+                        "holds; a number fixes it (1: the calibrated plan, the same steps and results on every "
+                        "machine). A resumed run keeps the plan it started with. The console and the report say how the plan was "
+                        "sized, and why not where the calibration does not apply")
     p.add_argument("--task", action="append", default=[], metavar="DIR_OR_HF",
                    help="fine-tuning task as for 'lvsearch evaluate --task' (repeatable; default: none)")
     p.add_argument("--objective", choices=("mlm", "electra"), default="mlm",
@@ -78,7 +84,7 @@ def _quickstart(args: argparse.Namespace) -> int:
     if blimp is None and not args.no_blimp:
         ui.warn(f"BLiMP skipped: no --blimp given and {default_blimp_dir()} is absent; pass --blimp DIR "
                 f"(a folder of BLiMP *.jsonl files) to score it, or --no-blimp to silence this")
-    ctx = run_quickstart(args.out, settings, device=args.device)
+    ctx = run_quickstart(args.out, settings, device=args.device, speed=args.speed)
     report = ctx.out / "report.md"
     if ctx.finished_before:
         ui.console.print(f"this quickstart had already finished; nothing was rewritten. Its report: {report}",

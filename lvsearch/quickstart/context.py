@@ -4,6 +4,7 @@ those settings before any work, and the open run folder ``OUT`` with its plan, s
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -133,20 +134,62 @@ def check_settings(settings: QuickstartSettings) -> None:
         raise LvsearchError(f"two --task arguments have the same name ({', '.join(names)})", fix="give each task once")
 
 
+#: The recipes the plan's stage shares (and the speed probe's reference) were calibrated with.
+CALIBRATED_RECIPES = ("quickstart", "retrain-quickstart")
+
+
+def plan_slowdown(settings: QuickstartSettings, device: str, speed: str | float) -> dict:
+    """The slowdown a new run is planned with: ``speed`` as a number (``--speed 1``: the
+    calibration machine's plan), or with ``"auto"`` measured here
+    (:func:`lvsearch.quickstart.speed.measure_slowdown`) on a CPU with the calibrated recipes
+    (on CUDA or with other recipes the calibration does not apply: 1.0, with the reason).
+
+    Returns:
+        :func:`~lvsearch.quickstart.speed.measure_slowdown`'s record (``"slowdown"``, …,
+        ``"reason"``), with ``"speed"``: what was asked.
+
+    Raises:
+        LvsearchError: ``speed`` neither ``auto`` nor a finite number > 0."""
+    import torch
+
+    from lvsearch.quickstart.speed import measure_slowdown
+
+    record = {"slowdown": 1.0, "ratio": None, "probe": None, "reference_seconds": None, "reason": None}
+    if speed != "auto":
+        try:
+            value = float(speed)
+        except (TypeError, ValueError):
+            value = math.nan
+        if not (math.isfinite(value) and value > 0):
+            raise LvsearchError(f"--speed must be auto or a number > 0, got {speed!r}",
+                                fix="e.g. --speed auto (measure this machine, the default) or --speed 1")
+        return {**record, "slowdown": value, "reason": "given by --speed", "speed": speed}
+    if device != "cpu" and (device != "auto" or torch.cuda.is_available()):
+        return {**record, "reason": "the plan is calibrated for CPUs; on a GPU it runs as on the calibration machine",
+                "speed": speed}
+    if (settings.supernet_recipe, settings.retrain_recipe) != CALIBRATED_RECIPES:
+        return {**record, "reason": "other recipes than the calibrated quickstart and retrain-quickstart",
+                "speed": speed}
+    return {**measure_slowdown("cpu"), "speed": speed}
+
+
 def open_context(out: str | Path, settings: QuickstartSettings, *, device: str = "auto",
-                 show_progress: bool = True) -> Context:
-    """Create ``OUT`` (or reopen it for resuming) and return the context.
+                 show_progress: bool = True, speed: str | float = "auto") -> Context:
+    """Create ``OUT`` (or reopen it for resuming) and return the context. A new run is planned
+    for this machine's measured slowdown (:func:`plan_slowdown`, recorded in
+    ``quickstart.json``'s ``speed``); a resumed run keeps the plan it was started with.
 
     Raises:
         LvsearchError: bad settings; ``OUT`` is a file, a non-empty folder that holds no
-            quickstart, or a quickstart with other settings.
+            quickstart, or a quickstart with other settings; a ``--speed`` number other than the
+            slowdown a resumed run was planned with.
     """
     from lvsearch.device import check_device
 
     check_settings(settings)
     check_device(device)
     out = Path(out).expanduser().resolve()
-    plan = make_plan(settings.minutes, settings.seeds, settings.finalists)
+    make_plan(settings.minutes, settings.seeds, settings.finalists)  # bad sizes fail before the probe
     wanted = _normalise_settings(settings)
     path = out / STATE
     if out.exists() and not out.is_dir():
@@ -167,14 +210,34 @@ def open_context(out: str | Path, settings: QuickstartSettings, *, device: str =
                      fix="restore it, or choose another --out (the stage folders in it can be reused by hand)")
         if state["settings"] != wanted and not any(st.get("status") == "done" for st in state["stages"].values()):
             # nothing was produced (e.g. the first try failed on bad --data): start afresh
-            state = {"format": FORMAT, "settings": wanted, "plan": plan.to_dict(), "stages": {}}
+            state = _new_state(settings, wanted, device, speed)
             atomic_write_json(path, state)
         check_same_settings(out, "a quickstart", state.get("settings") or {}, wanted,
                             fix="re-run with the same arguments to resume it, or choose another --out")
+        slowdown = float(state["plan"].get("slowdown", 1.0))  # runs planned before the probe existed: 1.0
+        if speed != "auto" and _as_float(speed) != slowdown:
+            raise LvsearchError(f"--speed {speed}: the quickstart in {out} was planned with slowdown {slowdown:g}",
+                                fix="resume without --speed (the run keeps its plan), or choose another --out")
     else:
         if out.is_dir() and any(out.iterdir()):
             raise LvsearchError(f"--out {out} is not empty and holds no quickstart", fix="choose a new or empty folder")
+        state = _new_state(settings, wanted, device, speed)
         out.mkdir(parents=True, exist_ok=True)
-        state = {"format": FORMAT, "settings": wanted, "plan": plan.to_dict(), "stages": {}}
         atomic_write_json(path, state)
+        slowdown = state["plan"]["slowdown"]
+    plan = make_plan(settings.minutes, settings.seeds, settings.finalists, slowdown)
     return Context(out, settings, plan, state, device=device, show_progress=show_progress)
+
+
+def _as_float(value) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _new_state(settings: QuickstartSettings, wanted: dict, device: str, speed: str | float) -> dict:
+    """The state of a new run: its settings, this machine's speed record and the plan for it."""
+    record = plan_slowdown(settings, device, speed)
+    plan = make_plan(settings.minutes, settings.seeds, settings.finalists, record["slowdown"])
+    return {"format": FORMAT, "settings": wanted, "plan": plan.to_dict(), "speed": record, "stages": {}}

@@ -117,8 +117,10 @@ def start_fixed_arms(ctx: Context) -> None:
 
 @holds_output("out")
 def run_quickstart(out: str | Path, settings: QuickstartSettings, *, device: str = "auto",
-                   show_progress: bool = True, stop_after: str | None = None) -> Context:
+                   show_progress: bool = True, stop_after: str | None = None, speed: str | float = "auto") -> Context:
     """Run (or resume) every stage; returns the context (``ctx.state`` has the outcomes).
+    ``speed``: ``auto`` (measure this machine before planning a new run) or its slowdown
+    (:func:`lvsearch.quickstart.context.plan_slowdown`).
 
     Each stage's wall time is added to ``quickstart.json`` (over resumed sessions), so the
     report's per-stage times are the real cost. ``stop_after`` ends after the named stage.
@@ -128,7 +130,7 @@ def run_quickstart(out: str | Path, settings: QuickstartSettings, *, device: str
     """
     from lvsearch.train.loop import RESUME_HINT
 
-    ctx = open_context(out, settings, device=device, show_progress=show_progress)
+    ctx = open_context(out, settings, device=device, show_progress=show_progress, speed=speed)
     stages = ctx.state.get("stages") or {}
     if all(isinstance(stages.get(n), dict) and stages[n].get("status") == "done" for n, _ in STAGES) \
             and (ctx.out / "report.md").is_file() and stop_after is None:
@@ -137,6 +139,11 @@ def run_quickstart(out: str | Path, settings: QuickstartSettings, *, device: str
     from lvsearch.repro import record_environment
 
     record_environment(ctx.out, ctx.device, resume=bool(ctx.state.get("stages")), what="quickstart")
+    from lvsearch import ui
+    from lvsearch.quickstart.speed import speed_sentence
+
+    ui.console.print(speed_sentence(ctx.state.get("speed"), ctx.plan.minutes, ctx.plan.sized_minutes),
+                     highlight=False, soft_wrap=True)
     token = RESUME_HINT.set("re-run the same 'lvsearch quickstart' command to continue")
     try:
         return _run_stages(ctx, stop_after)

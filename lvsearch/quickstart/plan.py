@@ -3,9 +3,13 @@
 The constants are calibrated on the 2-core development machine (docs/results.md) so that the
 default (20 minutes) finishes in time on the shared corpus; ``--minutes`` scales the step
 counts and evaluation sizes linearly (with floors that keep every stage meaningful). The plan
-is a pure function of its arguments — the same command gives the same steps on every machine;
-a faster machine simply finishes sooner. It is recorded in ``quickstart.json`` and in the
-report, together with what was cut compared with the paper settings.
+is a pure function of its arguments: ``minutes``, seeds, finalists and the machine's
+*slowdown* against the calibration machine, measured once before a new run
+(:mod:`lvsearch.quickstart.speed`; 1.0 on a machine like it, or with ``--speed 1``, so the same
+command gives the same steps there). A machine ``k``× slower gets the sizes of
+``minutes / k`` on the calibration machine, so the run still takes ``minutes``. The plan is
+recorded in ``quickstart.json`` (a resumed run keeps it) and in the report, together with what
+was cut compared with the paper settings.
 """
 
 from __future__ import annotations
@@ -36,6 +40,9 @@ class Plan:
 
     Attributes:
         minutes: the budget this plan was made for (minutes of wall time on 2 CPU cores).
+        slowdown: this machine's speed against the calibration machine's (seconds per training
+            step there / here, quantized: :func:`lvsearch.quickstart.speed.quantized_slowdown`);
+            the sizes below are those of ``minutes / slowdown`` there.
         vocab_size: WordPiece vocabulary of the prepared corpus (4096: see recipes/quickstart.yaml).
         supernet_steps: supernet training steps (batch 32 × 64 tokens).
         supernet_dev_sequences: dev sequences of the supernet's own panel evaluations.
@@ -89,6 +96,12 @@ class Plan:
     finetune_epochs: int
     finetune_seeds: int
     random_arch_seed: int = 1
+    slowdown: float = 1.0
+
+    @property
+    def sized_minutes(self) -> float:
+        """The budget the sizes are made for on the calibration machine: ``minutes / slowdown``."""
+        return self.minutes / self.slowdown
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -114,7 +127,8 @@ class Plan:
         ]
 
     def stage_budgets(self) -> dict[str, float]:
-        """Planned wall seconds of every stage on an idle 2-core machine, in stage order.
+        """Planned wall seconds of every stage on this machine when idle, in stage order: on the
+        calibration machine for :attr:`sized_minutes`, times :attr:`slowdown`.
 
         The calibration run's measured seconds (:data:`STAGE_SHARES`) are scaled so that the
         stages of the default plan (one seed, no finalists) add up to ``minutes``. Extra seeds
@@ -122,12 +136,12 @@ class Plan:
         finalist stage, off by default, comes on top: with ``finalists`` it gets its calibrated
         share (:data:`FINALISTS_SHARE`), so the run takes that much longer than ``--minutes``.
         """
-        out = _scaled_shares(self.minutes)
-        scale = self.minutes * 60 / sum(STAGE_SHARES.values())
+        out = _scaled_shares(self.sized_minutes)
+        scale = self.sized_minutes * 60 / sum(STAGE_SHARES.values())
         for name in ("retrain", "evaluate"):
             out[name] *= self.seeds
         out["finalists"] = FINALISTS_SHARE * scale if self.finalists else 0.0
-        return {name: out[name] for name in STAGE_ORDER}
+        return {name: out[name] * self.slowdown for name in STAGE_ORDER}
 
     def total_minutes(self) -> float:
         """The planned wall time: the sum of :meth:`stage_budgets`, in minutes. This is the run's
@@ -202,9 +216,10 @@ OVERRUN_WARN = 1.5
 MAX_MINUTES = 7 * 24 * 60
 
 
-def make_plan(minutes: float = BASE_MINUTES, seeds: int = 1, finalists: int = 0) -> Plan:
-    """The plan for a budget of ``minutes`` (default 20), ``seeds`` pretraining seeds per arm
-    and ``finalists`` EA finalists (0: none, the default).
+def make_plan(minutes: float = BASE_MINUTES, seeds: int = 1, finalists: int = 0, slowdown: float = 1.0) -> Plan:
+    """The plan for a budget of ``minutes`` (default 20), ``seeds`` pretraining seeds per arm,
+    ``finalists`` EA finalists (0: none, the default) on a machine ``slowdown``× slower than the
+    calibration machine (1.0: as fast; the sizes are those of ``minutes / slowdown`` there).
 
     The default plan spends the budget on what shows the search's claim: the searched arms
     (EA pick and random-search best) and ``bert`` are retrained for 1800 steps (3.7M tokens), in
@@ -222,7 +237,8 @@ def make_plan(minutes: float = BASE_MINUTES, seeds: int = 1, finalists: int = 0)
     2.1 × ``minutes``.
 
     Raises:
-        LvsearchError: ``minutes`` ≤ 0, ``seeds`` < 1 or ``finalists`` not 0 or ≥ 2.
+        LvsearchError: ``minutes`` ≤ 0, ``seeds`` < 1, ``finalists`` not 0 or ≥ 2, or ``slowdown``
+            not finite and positive.
     """
     if not (math.isfinite(minutes) and minutes > 0):
         raise LvsearchError(f"--minutes must be > 0, got {minutes}", fix="e.g. --minutes 20 (the default)")
@@ -235,7 +251,9 @@ def make_plan(minutes: float = BASE_MINUTES, seeds: int = 1, finalists: int = 0)
     if finalists < 0 or finalists == 1:
         raise LvsearchError(f"--finalists must be 0 (no finalist stage) or ≥ 2, got {finalists}",
                             fix="e.g. --finalists 3, or leave it out")
-    s = minutes / BASE_MINUTES
+    if not (math.isfinite(slowdown) and slowdown > 0):
+        raise LvsearchError(f"--speed must be a finite number > 0, got {slowdown}", fix="e.g. --speed 1 or --speed auto")
+    s = minutes / slowdown / BASE_MINUTES
     small = s < 0.5
 
     def steps(base: int, floor: int, multiple: int) -> int:
@@ -267,4 +285,5 @@ def make_plan(minutes: float = BASE_MINUTES, seeds: int = 1, finalists: int = 0)
         finetune_eval_limit=max(64, min(2000, int(round(500 * s ** 0.5)))),
         finetune_epochs=1 if small else 2,
         finetune_seeds=finetune_seeds,
+        slowdown=float(slowdown),
     )

@@ -36,6 +36,7 @@ from lvsearch.io import atomic_write_bytes, copy_file
 from lvsearch.quickstart.figures import plot_arch_strips, plot_learning_curves
 from lvsearch.quickstart.fingerprint import fingerprint_section
 from lvsearch.quickstart.files import QUICKSTART_AGAIN, Rank, RetrainRunConfig, RetrainSummary, read_stage_file
+from lvsearch.quickstart.speed import speed_sentence
 from lvsearch.quickstart.outcomes import (blimp_outcomes, floor_comparison, floor_entry, learned, mlm_outcomes,
                                           task_scores, task_split)
 from lvsearch.quickstart.plan import ARM_TITLES, OVERRUN_WARN, STAGE_ORDER, make_plan
@@ -292,6 +293,7 @@ def header_section(inp: ReportInputs) -> list[str]:
           f"background while the supernet trained and the search ran{then}, on a core of its own, so its time "
           "is counted in the stages it overlapped.\n")
     w("Wall time is the sum over every process that worked on this folder (a resumed run adds up).\n")
+    w(speed_sentence(inp.ctx.state.get("speed"), plan.minutes, plan.sized_minutes) + "\n")
     if total_s > OVERRUN_WARN * planned * 60:
         w(f"**This run took {total_s / 60:.1f} min, {total_s / 60 / planned:.1f}× its ~{_minutes(plan)}-minute "
           "budget**: the plan is calibrated on an otherwise idle 2-core machine, and other jobs on the same cores "
@@ -459,7 +461,7 @@ def differences_section(inp: ReportInputs) -> list[str]:
       "per-target losses, so it has no paired interval and no verdict; with several pretraining seeds each mean "
       "is given ± its sample std.\n")
     if plan.seeds == 1:
-        three = make_plan(plan.minutes, 3, plan.finalists).total_minutes()
+        three = make_plan(plan.minutes, 3, plan.finalists, plan.slowdown).total_minutes()
         w("With one pretraining seed per arm these intervals cover evaluation-sample noise only; "
           "the spread between pretraining seeds is **unmeasured** at this budget "
           f"(`--seeds 3` measures it, in about {three:.0f} min).\n")
