@@ -3,7 +3,8 @@
 Reads ``OUT/quickstart.json`` (plan, per-stage seconds), ``OUT/eval/ARM.json`` (each arm's MLM,
 BLiMP and fine-tuning scores with their floor comparisons, as ``lvsearch evaluate`` wrote
 them), each arm's ``model.safetensors`` (sha256), ``OUT/search/compare_random.json`` when
-present, and optionally the ``/usr/bin/time -v`` output of the run (wall time, peak RSS).
+present, ``OUT/environment.json`` (the machine kind: CPU model, native bf16 or fp32, threads,
+versions), the speed probe's record, and optionally the ``/usr/bin/time -v`` output of the run (wall time, peak RSS).
 The differences between arms are the report's own: paired bootstraps over the same MLM dev
 targets and the same BLiMP pairs (:func:`lvsearch.stats.mean_difference_interval`).
 Writes ``benchmarks/results/quickstart_<NAME>.json``; docs/results.md ("Quickstart") quotes it.
@@ -89,6 +90,14 @@ def main() -> None:
               "plan": state["plan"], "stage_seconds": {k: round(v["seconds"], 1) for k, v in stages.items()},
               "stage_seconds_total": round(sum(v["seconds"] for v in stages.values()), 1),
               "arms": {a: _arm(reports[a], args.out / "retrain" / a / "model") for a in arms}}
+    env_path = args.out / "environment.json"  # the machine kind every claim of this record holds on
+    if env_path.is_file():
+        env = json.loads(env_path.read_text())["started"]
+        result["machine"] = {k: env.get(k) for k in ("cpu_model", "cpu_capability", "cpu_native_bf16", "threads",
+                                                     "torch", "python", "platform", "gpu")}
+        result["machine"]["precision"] = "bf16" if env.get("cpu_native_bf16") or env.get("gpu") else "fp32"
+    if "speed" in state:
+        result["speed"] = state["speed"]
     if args.time_log is not None:
         result["time"] = _time_log(args.time_log)
     cmp_path = args.out / "search" / "compare_random.json"
