@@ -30,6 +30,12 @@ what is measured:
                Default lr 1e-3 × 128 / hidden, no layer decay (measured; docs/results.md). A seed
                whose last-epoch train loss is ≥ 0.98 × the constant-prediction loss (ln 2 on a
                balanced binary task) is "failed (loss did not fall)" and gets no score.
+               Classification: accuracy, macro F1, MCC and per-class precision/recall/F1 (the
+               classes a seed never predicts are named). The epoch is picked on dev, and the floor
+               verdict taken, by accuracy when the training labels are balanced (largest class at
+               most 1.2/K of them), by macro F1 when they are imbalanced. On imbalanced labels the
+               loss is class-weighted (n / (K n_k); --class-weight), and every task trains at least
+               --min-steps steps (small training sets get more epochs). Measured: docs/results.md.
   MLM          --mlm-data DIR (alias --data; from 'lvsearch data prepare'): accuracy and loss on the fixed masked
                dev set the architecture search uses (standard BERT masking, whatever the model trained
                with); the tokenizer must be the model's.
@@ -168,6 +174,18 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     f.add_argument("--pooling", choices=POOLINGS, default=d.pooling,
                    help=f"classifier input: cls = the [CLS] hidden state, mean = mean over the tokens (default: {d.pooling})")
+    from lvsearch.argtypes import count
+    from lvsearch.eval.finetune import CLASS_WEIGHTS, MIN_STEPS_MAX_EPOCHS, SAMPLERS
+
+    f.add_argument("--class-weight", choices=CLASS_WEIGHTS, default=d.class_weight,
+                   help="cross-entropy class weights n / (K · n_k): auto = on imbalanced training labels only, "
+                        f"balanced = always, none = never (default: {d.class_weight})")
+    f.add_argument("--sampler", choices=SAMPLERS, default=d.sampler,
+                   help="training order: shuffle = a permutation per epoch; balanced = draw every class equally "
+                        f"often, with replacement (default: {d.sampler})")
+    f.add_argument("--min-steps", type=count, default=d.min_steps, metavar="N",
+                   help="train at least N optimiser steps: more epochs than --epochs on a small training set, "
+                        f"at most {MIN_STEPS_MAX_EPOCHS} (default: {d.min_steps}; 0 = --epochs only)")
     f.add_argument("--batch-size", type=_positive_int, default=d.batch_size, help=f"batch size (default: {d.batch_size})")
     f.add_argument("--max-len", type=_at_least(3), default=d.max_len,
                    help=f"max tokens per example, [CLS]/[SEP] included (default: {d.max_len})")
@@ -236,6 +254,7 @@ def run(args: argparse.Namespace) -> int:
         blimp_token_budget=args.blimp_token_budget, blimp_metric=args.blimp_metric,
         blimp_precision=args.blimp_precision, tasks=tuple(args.task), pooling=args.pooling,
         epochs=args.epochs, lr=args.lr, layer_decay=args.layer_decay, batch_size=args.batch_size,
+        class_weight=args.class_weight, sampler=args.sampler, min_steps=args.min_steps,
         max_len=args.max_len, seeds=args.seeds, train_limit=args.train_limit, eval_limit=args.eval_limit,
         mlm_data=args.data, dev_sequences=args.dev_sequences, dev_seq_len=args.dev_seq_len, dev_seed=args.dev_seed,
     ))

@@ -21,10 +21,24 @@ A seed whose training loss did not fall (:func:`loss_did_not_fall`: last-epoch m
 the loss of the best constant prediction) is marked ``failed`` with the reason and left out of
 the aggregate; reports show a task whose every seed failed as :data:`FAILED_TEXT`.
 
-Each seed fine-tunes a fresh copy; the epoch with the best dev score is selected and evaluated
-on test: accuracy on balanced classification tasks, MCC (binary) or macro-F1 (multi-class) on
-imbalanced ones, Pearson for regression (:func:`primary_metric`). Results per seed and mean / std (sample,
-ddof = 1) / median over seeds.
+Imbalanced classes (issue 60; measured in docs/results.md, "Fine-tuning on imbalanced tasks"):
+``class_weight`` ``auto`` (default) weights the cross-entropy by ``n / (K · n_k)`` (scikit-learn's
+"balanced" weights) when the training labels are imbalanced (:func:`~lvsearch.eval.finetune_metrics.is_imbalanced`)
+and not otherwise, so balanced tasks train exactly as before; ``balanced`` always, ``none`` never.
+``sampler`` ``balanced`` instead draws each epoch's examples with replacement with probability
+∝ ``1 / n_k`` (every class equally often); ``shuffle`` (default) is a permutation. A small
+training set gets at least ``min_steps`` optimiser steps (:data:`MIN_STEPS`): the epoch count is
+raised to ``ceil(min_steps / steps per epoch)``, at most :data:`MIN_STEPS_MAX_EPOCHS`, when
+``epochs`` would give fewer; the warm-up and decay schedule spans the steps actually taken.
+
+Each seed fine-tunes a fresh copy; the epoch with the best dev score is selected (not the last)
+and evaluated on test: accuracy on balanced classification tasks, macro F1 on imbalanced ones
+(binary included), Pearson for regression (:func:`primary_metric`, the same metric that the
+floor verdict uses). Dev is scored after every epoch, or after every ``ceil(epochs / MAX_DEV_EVALS)``-th
+epoch and the last when there are more than :data:`MAX_DEV_EVALS` epochs. Classification results
+also carry per-class precision / recall / F1 (``dev_per_class``, ``test_per_class`` per seed,
+``per_class`` over seeds) and the classes a seed never predicts. Results per seed and mean / std
+(sample, ddof = 1) / median over seeds.
 """
 
 from __future__ import annotations
@@ -36,7 +50,8 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from lvsearch.errors import LvsearchError
-from lvsearch.eval.finetune_metrics import IMBALANCE_RATIO, metric_label, primary_metric, seed_summary, task_metrics
+from lvsearch.eval.finetune_metrics import (IMBALANCE_RATIO, class_metrics, is_imbalanced, metric_label, never_predicted,
+                                            per_class_summary, primary_metric, seed_summary, task_metrics)
 from lvsearch.eval.tasks import Example, TaskData
 
 # --------------------------------------------------------------------------- training
@@ -48,6 +63,20 @@ LOSS_FELL_FRACTION = 0.98
 """A seed fails when its last-epoch mean train loss is ≥ this fraction of the constant-prediction loss."""
 FAILED_TEXT = "failed (loss did not fall)"
 """How reports show a task whose every fine-tuning seed failed (see :func:`loss_did_not_fall`)."""
+MIN_STEPS = 300
+"""Default least number of optimiser steps per seed (``FinetuneConfig.min_steps``; 0 = epochs
+only): 3 epochs of a 1,500-example task are 141 steps at batch 32, which left the smallest class
+unlearned; measured in docs/results.md, "Fine-tuning on imbalanced tasks"."""
+MIN_STEPS_MAX_EPOCHS = 10
+"""``min_steps`` raises the epoch count to at most this many (a 32-example set is not run for 300
+epochs); ``--epochs`` itself is never lowered."""
+MAX_DEV_EVALS = 10
+"""At most about this many dev evaluations per seed: with more epochs, dev is scored every
+``ceil(epochs / MAX_DEV_EVALS)``-th epoch and after the last."""
+#: ``FinetuneConfig.class_weight`` values: ``auto`` = ``balanced`` on imbalanced training labels, else ``none``.
+CLASS_WEIGHTS = ("auto", "balanced", "none")
+#: ``FinetuneConfig.sampler`` values: ``shuffle`` = a permutation per epoch; ``balanced`` = classes drawn equally often.
+SAMPLERS = ("shuffle", "balanced")
 
 
 def default_lr(hidden: int) -> float:
@@ -64,13 +93,18 @@ def default_lr(hidden: int) -> float:
     return LR_BASE * LR_REF_WIDTH / hidden
 
 
-def constant_loss(task_kind: str, labels: Sequence, num_outputs: int) -> float:
+def constant_loss(task_kind: str, labels: Sequence, num_outputs: int, class_weights: Sequence[float] | None = None,
+                  balanced_sampler: bool = False) -> float:
     """Training loss of the best constant prediction, the level a run that learned nothing stays at.
 
     Classification: the entropy (nats) of the label frequencies in ``labels`` (ln 2 = 0.693 for
     two balanced classes; a class with no example contributes 0). Regression: the population
     variance of ``labels`` (the MSE of always predicting their mean). ``num_outputs`` is the
-    number of classes (unused for regression). Raises LvsearchError for an empty ``labels``.
+    number of classes (unused for regression). With ``class_weights`` (the weighted mean
+    cross-entropy) or ``balanced_sampler`` (every present class drawn equally often) the
+    frequencies are those the loss sees: ``n_k`` (1 per present class when balanced-sampled)
+    times ``w_k``, normalised; ``balanced`` weights thus give ln K. Raises LvsearchError for an
+    empty ``labels``.
     """
     if not labels:
         raise LvsearchError("no training labels to compute the constant-prediction loss", fix="add training examples")
@@ -78,10 +112,25 @@ def constant_loss(task_kind: str, labels: Sequence, num_outputs: int) -> float:
     if task_kind == "regression":
         mean = sum(labels) / n
         return sum((y - mean) ** 2 for y in labels) / n
+    counts = [0.0] * num_outputs
+    for y in labels:
+        counts[y] += 1
+    if balanced_sampler:
+        counts = [1.0 if c else 0.0 for c in counts]
+    if class_weights is not None:
+        counts = [c * w for c, w in zip(counts, class_weights)]
+    total = sum(counts)
+    return -sum(c / total * math.log(c / total) for c in counts if c)
+
+
+def balanced_class_weights(labels: Sequence[int], num_outputs: int) -> list[float]:
+    """scikit-learn's "balanced" class weights ``n / (K · n_k)`` over the ``K`` classes present in
+    ``labels`` (an absent class gets 1.0; it never occurs in the loss)."""
     counts = [0] * num_outputs
     for y in labels:
         counts[y] += 1
-    return -sum(c / n * math.log(c / n) for c in counts if c)
+    present = sum(1 for c in counts if c)
+    return [len(labels) / (present * c) if c else 1.0 for c in counts]
 
 
 def loss_did_not_fall(loss_per_epoch: Sequence[float], baseline: float) -> str | None:
@@ -129,6 +178,9 @@ class FinetuneConfig:
     train_limit_seed: int = 0
     eval_limit: int | None = None
     pooling: str = "cls"
+    class_weight: str = "auto"
+    sampler: str = "shuffle"
+    min_steps: int = MIN_STEPS
 
     def check(self) -> None:
         """Raises LvsearchError for out-of-range values."""
@@ -147,6 +199,12 @@ class FinetuneConfig:
             raise LvsearchError("no fine-tuning seeds", fix="e.g. --seeds 3")
         if self.pooling not in POOLINGS:
             raise LvsearchError(f"unknown --pooling {self.pooling!r}", fix=f"use one of {', '.join(POOLINGS)}")
+        if self.class_weight not in CLASS_WEIGHTS:
+            raise LvsearchError(f"unknown --class-weight {self.class_weight!r}", fix=f"use one of {', '.join(CLASS_WEIGHTS)}")
+        if self.sampler not in SAMPLERS:
+            raise LvsearchError(f"unknown --sampler {self.sampler!r}", fix=f"use one of {', '.join(SAMPLERS)}")
+        if self.min_steps < 0:
+            raise LvsearchError("--min-steps must be ≥ 0", fix="e.g. --min-steps 600 (0 = epochs only)")
 
 
 def layerwise_param_groups(model, lr: float, decay: float, weight_decay: float = 0.0) -> list[dict]:
@@ -282,9 +340,17 @@ class _Prepared:
     y_train: list
     regression: bool
     select: str  # the dev metric that selects the epoch
+    epochs: int  # epochs run: cfg.epochs, raised to reach cfg.min_steps
     total: int  # optimiser steps per seed
     warmup: int  # warm-up steps
-    baseline: float  # loss of the best constant prediction
+    baseline: float  # loss of the best constant prediction (as the loss sees the labels)
+    class_weights: list[float] | None  # cross-entropy weights per class, None = unweighted
+    sample_probs: list[float] | None  # per-example draw probabilities (balanced sampler), None = permutation
+
+    def dev_epochs(self) -> list[int]:
+        """The 1-based epochs after which dev is scored (every epoch up to :data:`MAX_DEV_EVALS`)."""
+        every = math.ceil(self.epochs / MAX_DEV_EVALS)
+        return sorted({e for e in range(every, self.epochs + 1, every)} | {self.epochs})
 
     def lr_mult(self, step: int) -> float:
         """Linear warm-up then linear decay to 0; ``step`` counts finished optimiser steps."""
@@ -307,12 +373,23 @@ def _prepare(encoder, tokenizer, task: TaskData, cfg: FinetuneConfig) -> _Prepar
     for s, exs in evals.items():
         enc[s] = _encode(tokenizer, exs, max_len)
     y_train = [e.label for e in train]
-    select = primary_metric(task.kind, y_train if task.kind != "regression" else None, task.num_outputs)
-    total = math.ceil(len(train) / cfg.batch_size) * cfg.epochs
+    regression = task.kind == "regression"
+    select = primary_metric(task.kind, y_train if not regression else None, task.num_outputs)
+    per_epoch = math.ceil(len(train) / cfg.batch_size)
+    epochs = max(cfg.epochs, min(math.ceil(cfg.min_steps / per_epoch), MIN_STEPS_MAX_EPOCHS))
+    total = per_epoch * epochs
+    weights = probs = None
+    if not regression:
+        if cfg.class_weight == "balanced" or (cfg.class_weight == "auto" and is_imbalanced(y_train, task.num_outputs)):
+            weights = balanced_class_weights(y_train, task.num_outputs)
+        if cfg.sampler == "balanced":
+            per_class = balanced_class_weights(y_train, task.num_outputs)
+            probs = [per_class[y] / len(y_train) for y in y_train]
+    baseline = constant_loss(task.kind, y_train, task.num_outputs, weights, probs is not None)
     return _Prepared(lr=lr, pad_id=pad_id, max_len=max_len, train=train, evals=evals, enc=enc, y_train=y_train,
-                     regression=task.kind == "regression", select=select, total=total,
-                     warmup=int(cfg.warmup_fraction * total),
-                     baseline=constant_loss(task.kind, y_train, task.num_outputs))
+                     regression=regression, select=select, epochs=epochs, total=total,
+                     warmup=int(cfg.warmup_fraction * total), baseline=baseline, class_weights=weights,
+                     sample_probs=probs)
 
 
 class _StepCounter:
@@ -334,7 +411,12 @@ def _train_epoch(model, opt, sched, groups, cfg: FinetuneConfig, prep: _Prepared
     import torch.nn.functional as F
 
     model.train()
-    perm = torch.randperm(len(prep.train), generator=gen).tolist()
+    if prep.sample_probs is not None:  # balanced sampler: len(train) draws with replacement, classes equally likely
+        perm = torch.multinomial(torch.tensor(prep.sample_probs, dtype=torch.float64), len(prep.train),
+                                 replacement=True, generator=gen).tolist()
+    else:
+        perm = torch.randperm(len(prep.train), generator=gen).tolist()
+    weight = None if prep.class_weights is None else torch.tensor(prep.class_weights, dtype=torch.float32, device=device)
     losses = []
     for k in range(0, len(perm), cfg.batch_size):
         idx = perm[k : k + cfg.batch_size]
@@ -343,7 +425,8 @@ def _train_epoch(model, opt, sched, groups, cfg: FinetuneConfig, prep: _Prepared
         if prep.regression:
             loss = F.mse_loss(out[:, 0].float(), torch.tensor([prep.y_train[i] for i in idx], dtype=torch.float32, device=device))
         else:
-            loss = F.cross_entropy(out.float(), torch.tensor([prep.y_train[i] for i in idx], dtype=torch.long, device=device))
+            loss = F.cross_entropy(out.float(), torch.tensor([prep.y_train[i] for i in idx], dtype=torch.long, device=device),
+                                   weight=weight)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         if cfg.grad_clip:
@@ -370,31 +453,43 @@ def _train_seed(encoder, task: TaskData, cfg: FinetuneConfig, prep: _Prepared, s
     opt = torch.optim.AdamW(groups, lr=prep.lr, betas=(0.9, 0.999), eps=1e-6)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, prep.lr_mult)
     gen = torch.Generator().manual_seed(seed)
-    best_score, best_epoch, best_state, best_dev = -math.inf, -1, None, None
+    best_score, best_epoch, best_state, best_dev, best_dev_pc = -math.inf, -1, None, None, None
     dev_curve, loss_curve = [], []
     what = f"{task.name} seed {seed}"
-    for epoch in range(cfg.epochs):
+    dev_y = [e.label for e in prep.evals["dev"]]
+    scored = prep.dev_epochs()
+    for epoch in range(1, prep.epochs + 1):
         loss_curve.append(_train_epoch(model, opt, sched, groups, cfg, prep, gen, device, lambda: counter.step(what)))
+        if epoch not in scored:
+            continue
         dev_pred = _predict(model, prep.enc["dev"], prep.pad_id, cfg.eval_batch_size, prep.regression, device)
-        dev_m = task_metrics(task, [e.label for e in prep.evals["dev"]], dev_pred)
+        dev_m = task_metrics(task, dev_y, dev_pred)
         dev_curve.append(dev_m)
         score = dev_m[prep.select] if dev_m[prep.select] is not None else -math.inf
-        if score > best_score or best_state is None:
-            best_score, best_epoch, best_dev = score, epoch + 1, dev_m
+        if score > best_score or best_state is None:  # ties: the earlier epoch
+            best_score, best_epoch, best_dev = score, epoch, dev_m
+            best_dev_pc = class_metrics(task, dev_y, dev_pred)
             best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
     model.load_state_dict(best_state)
-    test_m, test_predictions = None, None
+    test_m, test_predictions, test_pc = None, None, None
     if "test" in prep.enc and task.test_labeled:
         test_pred = _predict(model, prep.enc["test"], prep.pad_id, cfg.eval_batch_size, prep.regression, device)
-        test_m = task_metrics(task, [e.label for e in prep.evals["test"]], test_pred)
+        test_y = [e.label for e in prep.evals["test"]]
+        test_m, test_pc = task_metrics(task, test_y, test_pred), class_metrics(task, test_y, test_pred)
         test_predictions = [float(v) if prep.regression else int(v) for v in test_pred]
     failure = loss_did_not_fall(loss_curve, prep.baseline)
-    return {
+    row = {
         "seed": seed, "status": "failed" if failure else "ok", "failure": failure,
         "best_epoch": best_epoch, "dev": best_dev, "test": test_m, "test_predictions": test_predictions,
         "dev_per_epoch": dev_curve, "train_loss_per_epoch": loss_curve,
         "seconds": time.perf_counter() - t0,
     }
+    if len(scored) != prep.epochs:
+        row["dev_epochs"] = scored  # the epoch of each dev_per_epoch entry
+    if not prep.regression:
+        row["dev_per_class"], row["test_per_class"] = best_dev_pc, test_pc
+        row["never_predicted"] = never_predicted(test_pc or best_dev_pc, task.label_names)
+    return row
 
 
 def _aggregate(runs: list[dict], metric_names: list[str], with_test: bool) -> dict:
@@ -403,6 +498,15 @@ def _aggregate(runs: list[dict], metric_names: list[str], with_test: bool) -> di
     if with_test:
         agg["test"] = {m: seed_summary([r["test"][m] for r in runs]) for m in metric_names}
     return agg
+
+
+def _per_class(task: TaskData, runs: list[dict], with_test: bool) -> dict | None:
+    """``dev`` (and ``test``) → class name → per-class summary over ``runs``
+    (:func:`~lvsearch.eval.finetune_metrics.per_class_summary`); None for regression."""
+    if task.kind == "regression":
+        return None
+    splits = ("dev", "test") if with_test else ("dev",)
+    return {s: per_class_summary([r.get(f"{s}_per_class") for r in runs], task.label_names) for s in splits}
 
 
 def _result(encoder, task: TaskData, cfg: FinetuneConfig, prep: _Prepared, per_seed: list[dict]) -> dict:
@@ -419,7 +523,8 @@ def _result(encoder, task: TaskData, cfg: FinetuneConfig, prep: _Prepared, per_s
         "select_rule": "dev pearson (regression)" if regression else (
             "dev accuracy (balanced training labels)" if select == "accuracy" else
             f"dev {metric_label(select, task.num_outputs, task.label_names)}: the training labels are imbalanced "
-            f"(largest class > {IMBALANCE_RATIO:g}/K), where accuracy rewards the majority class"),
+            f"(largest class > {IMBALANCE_RATIO:g}/K), where accuracy rewards the majority class; the floor verdict uses "
+            "the same metric"),
         "metric_labels": {m: metric_label(m, None if regression else task.num_outputs, task.label_names)
                           for m in per_seed[0]["dev"]},
         "sizes": {"train_used": len(prep.train), **{f"{s}_used": len(v) for s, v in prep.evals.items()},
@@ -432,7 +537,11 @@ def _result(encoder, task: TaskData, cfg: FinetuneConfig, prep: _Prepared, per_s
                         "are left out of 'aggregate' (all seeds: 'aggregate_all_seeds')",
         "constant_loss": prep.baseline,
         "settings": {
-            "epochs": cfg.epochs, "lr": lr,
+            "epochs": cfg.epochs, "epochs_run": prep.epochs, "steps": prep.total, "min_steps": cfg.min_steps,
+            "epochs_rule": f"max(--epochs {cfg.epochs}, min(ceil(--min-steps {cfg.min_steps} / "
+                           f"{math.ceil(len(prep.train) / cfg.batch_size)} steps per epoch), {MIN_STEPS_MAX_EPOCHS}))",
+            "class_weight": cfg.class_weight, "class_weights": prep.class_weights, "sampler": cfg.sampler,
+            "lr": lr,
             "lr_rule": "--lr" if cfg.lr is not None else f"default {LR_BASE:g} × {LR_REF_WIDTH} / hidden "
                                                           f"(hidden {encoder.dims.hidden})",
             "batch_size": cfg.batch_size, "max_len": prep.max_len,
@@ -447,6 +556,9 @@ def _result(encoder, task: TaskData, cfg: FinetuneConfig, prep: _Prepared, per_s
         "per_seed": per_seed,
         "aggregate": _aggregate(learned, metric_names, with_test),
         "aggregate_all_seeds": _aggregate(per_seed, metric_names, with_test),
+        "per_class": _per_class(task, learned, with_test),
+        "train_class_counts": None if regression else [sum(1 for y in prep.y_train if y == k)
+                                                       for k in range(task.num_outputs)],
     }
 
 
@@ -472,10 +584,16 @@ def finetune_task(
         JSON-ready dict: task info, settings (``lr`` is the peak rate used, ``lr_rule`` where it
         came from), ``per_seed`` (seed, ``status`` ``"ok"``/``"failed"`` and ``failure`` reason
         (:func:`loss_did_not_fall`), best_epoch, dev and test metrics at the selected epoch, dev
-        metric per epoch, mean train loss per epoch, seconds), ``status`` (``"failed"`` when every
-        seed failed, else ``"done"``), ``failed_seeds``, ``constant_loss``, ``aggregate``
-        (``dev``/``test`` → metric → mean/std/median/n over the seeds that did not fail; n = 0
-        and None values when all failed; ``std`` None with a single seed: unmeasured, not 0) and ``aggregate_all_seeds`` (the same over every seed).
+        metric per scored epoch (``dev_epochs`` lists them when not every epoch was scored), mean
+        train loss per epoch, seconds; classification: ``dev_per_class``/``test_per_class``
+        (:func:`~lvsearch.eval.finetune_metrics.class_metrics` at the selected epoch) and
+        ``never_predicted`` (class names with test examples the seed never predicts)), ``status``
+        (``"failed"`` when every seed failed, else ``"done"``), ``failed_seeds``, ``constant_loss``,
+        ``aggregate`` (``dev``/``test`` → metric → mean/std/median/n over the seeds that did not
+        fail; n = 0 and None values when all failed; ``std`` None with a single seed: unmeasured,
+        not 0), ``aggregate_all_seeds`` (the same over every seed), ``per_class`` (``dev``/``test`` →
+        class name → precision/recall/F1 summaries, support, ``never_predicted_seeds``; None for
+        regression) and ``train_class_counts``.
 
     Raises:
         LvsearchError: ``cfg`` out of range (:meth:`FinetuneConfig.check`).
@@ -489,4 +607,5 @@ def finetune_task(
 __all__ = [
     "FinetuneConfig", "layerwise_param_groups", "finetune_task", "training_examples", "eval_examples", "default_lr",
     "constant_loss", "loss_did_not_fall", "LR_BASE", "LR_REF_WIDTH", "LOSS_FELL_FRACTION", "FAILED_TEXT", "POOLINGS",
+    "MIN_STEPS", "MIN_STEPS_MAX_EPOCHS", "MAX_DEV_EVALS", "CLASS_WEIGHTS", "SAMPLERS", "balanced_class_weights",
 ]

@@ -43,11 +43,15 @@ def finetune_floor(task, cfg, *, c_grid=BOW_C_GRID) -> dict:
     ``LogisticRegression`` (L2, lbfgs; ``Ridge`` with ``alpha = 1/C`` for regression), fitted on
     exactly the training examples fine-tuning uses (:func:`lvsearch.eval.finetune.training_examples`),
     ``C`` picked on dev by the task's selection metric (:func:`lvsearch.eval.finetune_metrics.primary_metric`;
-    ties: the smaller C), test scored once with that C. Dev and test are never fitted on.
+    ties: the smaller C), test scored once with that C. Dev and test are never fitted on. The
+    floor gets the imbalance handling fine-tuning gets: scikit-learn's ``class_weight="balanced"``
+    wherever ``cfg.class_weight`` weights the model's loss (``balanced``, or ``auto`` on imbalanced
+    training labels), so a weighted model is not judged against an unweighted floor.
 
     Returns:
-        ``{"status": "done", "name", "C", "c_grid", "select_metric", "dev_per_c", "dev", "test",
-        "test_predictions", "train_used"}`` (``test``/``test_predictions`` None without test labels).
+        ``{"status": "done", "name", "C", "c_grid", "select_metric", "class_weight", "dev_per_c", "dev",
+        "test", "test_predictions", "test_per_class", "train_used"}`` (``test``, ``test_predictions``
+        and ``test_per_class`` None without test labels; ``test_per_class`` None for regression).
 
     Raises:
         LvsearchError: scikit-learn is not installed.
@@ -57,7 +61,7 @@ def finetune_floor(task, cfg, *, c_grid=BOW_C_GRID) -> dict:
     except ImportError:
         raise LvsearchError("the fine-tuning floor needs scikit-learn", fix="pip install scikit-learn") from None
     from lvsearch.eval.finetune import eval_examples, training_examples
-    from lvsearch.eval.finetune_metrics import primary_metric, task_metrics
+    from lvsearch.eval.finetune_metrics import class_metrics, is_imbalanced, primary_metric, task_metrics
 
     train = training_examples(task, cfg)
     evals = eval_examples(task, cfg)
@@ -65,11 +69,14 @@ def finetune_floor(task, cfg, *, c_grid=BOW_C_GRID) -> dict:
     regression = task.kind == "regression"
     y = [e.label for e in train]
     select = primary_metric(task.kind, None if regression else y, task.num_outputs)
+    weighted = not regression and (cfg.class_weight == "balanced" or
+                                   (cfg.class_weight == "auto" and is_imbalanced(y, task.num_outputs)))
     others = [evals["dev"]] + ([evals["test"]] if has_test else [])
     Xtr, (Xdev, *rest) = _bow_features(train, others)
 
     def fit(c: float):
-        model = Ridge(alpha=1.0 / c) if regression else LogisticRegression(C=c, max_iter=2000)
+        model = Ridge(alpha=1.0 / c) if regression else LogisticRegression(
+            C=c, max_iter=2000, class_weight="balanced" if weighted else None)
         return model.fit(Xtr, y)
 
     def preds(model, X):
@@ -87,12 +94,14 @@ def finetune_floor(task, cfg, *, c_grid=BOW_C_GRID) -> dict:
         if best is None or score > best[0]:
             best = (score, c, m, dev_m)
     _, c, model, dev_m = best
-    test_m = test_p = None
+    test_m = test_p = test_pc = None
     if has_test:
         test_p = preds(model, rest[0])
-        test_m = task_metrics(task, [e.label for e in evals["test"]], test_p)
+        test_y = [e.label for e in evals["test"]]
+        test_m, test_pc = task_metrics(task, test_y, test_p), class_metrics(task, test_y, test_p)
     return {"status": "done", "name": BOW_FLOOR_NAME, "C": c, "c_grid": list(c_grid), "select_metric": select,
-            "dev_per_c": per_c, "dev": dev_m, "test": test_m, "test_predictions": test_p, "train_used": len(train)}
+            "class_weight": "balanced" if weighted else None, "dev_per_c": per_c, "dev": dev_m, "test": test_m,
+            "test_predictions": test_p, "test_per_class": test_pc, "train_used": len(train)}
 
 
 def finetune_vs_floor(task, result: dict, floor: dict, *, n_resamples: int = RESAMPLES,

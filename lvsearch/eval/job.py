@@ -55,8 +55,9 @@ class EvaluateOptions:
         blimp_metric: ``pll-word-l2r`` or ``pll`` (:data:`lvsearch.eval.blimp.METRICS`).
         blimp_precision: ``fp32``, ``bf16`` or ``auto`` (:func:`lvsearch.eval.blimp.resolve_precision`).
         tasks: fine-tuning task folders or HF dataset specs ``[hf:]NAME:CONFIG``.
-        epochs, lr, layer_decay, batch_size, max_len, train_limit, eval_limit, pooling: fine-tuning
-            settings (:class:`lvsearch.eval.finetune.FinetuneConfig`; ``lr=None``: the width rule).
+        epochs, lr, layer_decay, batch_size, max_len, train_limit, eval_limit, pooling, class_weight,
+            sampler, min_steps: fine-tuning settings (:class:`lvsearch.eval.finetune.FinetuneConfig`;
+            ``lr=None``: the width rule).
         seeds: number of fine-tuning seeds ``0..seeds-1``.
         mlm_data: prepared data folder (``lvsearch data prepare``) for the MLM dev metrics and
             floors (None: no MLM metrics).
@@ -88,6 +89,9 @@ class EvaluateOptions:
     train_limit: int | None = None
     eval_limit: int | None = None
     pooling: str = _FT.pooling
+    class_weight: str = _FT.class_weight
+    sampler: str = _FT.sampler
+    min_steps: int = _FT.min_steps
     mlm_data: str | Path | None = None
     dev_sequences: int | None = None
     dev_seq_len: int | None = None
@@ -361,7 +365,8 @@ def _task_inputs(opts: EvaluateOptions) -> tuple[list, FinetuneConfig]:
                             fix="give each task once (task folders are named by their last path component)")
     ft_cfg = FinetuneConfig(epochs=opts.epochs, lr=opts.lr, batch_size=opts.batch_size, max_len=opts.max_len,
                             seeds=tuple(range(opts.seeds)), train_limit=opts.train_limit, layer_decay=opts.layer_decay,
-                            eval_limit=opts.eval_limit, pooling=opts.pooling)
+                            eval_limit=opts.eval_limit, pooling=opts.pooling, class_weight=opts.class_weight,
+                            sampler=opts.sampler, min_steps=opts.min_steps)
     ft_cfg.check()
     return tasks, ft_cfg
 

@@ -3,9 +3,13 @@
 Classification metrics are scikit-learn's (``accuracy_score``, ``f1_score``,
 ``matthews_corrcoef``); correlations come from ``scipy.stats`` (``pearsonr``, ``spearmanr``).
 
-* F1: binary F1 of the positive class (label id 1) for two classes, unweighted macro average
-  of per-class F1 otherwise; a class with no predicted and no true examples has F1 0
+* F1 (``f1``): binary F1 of the positive class (label id 1) for two classes, unweighted macro
+  average of per-class F1 otherwise; a class with no predicted and no true examples has F1 0
   (``zero_division=0``).
+* Macro F1 (``macro_f1``, every classification task, binary included): the unweighted mean of
+  the K per-class F1 (scikit-learn ``average="macro"`` over ``labels=0..K-1``), so a class the
+  model never predicts counts as F1 0 however small it is. Per-class precision, recall, F1,
+  support and predicted counts: :func:`per_class_metrics` (``precision_recall_fscore_support``).
 * Matthews correlation (Matthews 1975; multi-class form of Gorodkin 2004, "Comparing two
   K-category assignments by a K-category correlation coefficient"): with confusion
   matrix ``C``, ``t_k`` true and ``p_k`` predicted counts of class k, ``c = trace(C)``,
@@ -32,7 +36,7 @@ def confusion_matrix(y_true: Sequence[int], y_pred: Sequence[int], num_classes: 
 
 
 def classification_metrics(y_true: Sequence[int], y_pred: Sequence[int], num_classes: int) -> dict:
-    """``{"accuracy", "f1", "mcc"}`` for integer labels in ``[0, num_classes)``.
+    """``{"accuracy", "f1", "macro_f1", "mcc"}`` for integer labels in ``[0, num_classes)``.
 
     Raises:
         ValueError: empty or different-length inputs.
@@ -46,8 +50,28 @@ def classification_metrics(y_true: Sequence[int], y_pred: Sequence[int], num_cla
     return {
         "accuracy": float(skm.accuracy_score(y_true, y_pred)),
         "f1": float(skm.f1_score(y_true, y_pred, labels=labels, average=avg, pos_label=1, zero_division=0)),
+        "macro_f1": float(skm.f1_score(y_true, y_pred, labels=labels, average="macro", zero_division=0)),
         "mcc": float(skm.matthews_corrcoef(y_true, y_pred)),
     }
+
+
+def per_class_metrics(y_true: Sequence[int], y_pred: Sequence[int], num_classes: int) -> dict:
+    """Per class ``k = 0..K-1`` (lists indexed by class id): ``precision``, ``recall``, ``f1``
+    (scikit-learn ``precision_recall_fscore_support``, ``zero_division=0``), ``support`` (true
+    examples) and ``predicted`` (examples predicted as ``k``; 0 = the class is never predicted).
+
+    Raises:
+        ValueError: empty or different-length inputs.
+    """
+    import sklearn.metrics as skm
+
+    if len(y_true) == 0 or len(y_true) != len(y_pred):
+        raise ValueError("y_true and y_pred must be non-empty and of equal length")
+    labels = list(range(num_classes))
+    p, r, f, support = skm.precision_recall_fscore_support(y_true, y_pred, labels=labels, average=None, zero_division=0)
+    predicted = np.bincount(np.asarray(y_pred, dtype=np.int64), minlength=num_classes)[:num_classes]
+    return {"precision": [float(v) for v in p], "recall": [float(v) for v in r], "f1": [float(v) for v in f],
+            "support": [int(v) for v in support], "predicted": [int(v) for v in predicted]}
 
 
 def regression_metrics(y_true: Sequence[float], y_pred: Sequence[float]) -> dict:
@@ -72,4 +96,4 @@ def regression_metrics(y_true: Sequence[float], y_pred: Sequence[float]) -> dict
     return {"pearson": corr(stats.pearsonr), "spearman": corr(stats.spearmanr), "mse": float(np.mean((yt - yp) ** 2))}
 
 
-__all__ = ["BACKEND", "confusion_matrix", "classification_metrics", "regression_metrics"]
+__all__ = ["BACKEND", "confusion_matrix", "classification_metrics", "per_class_metrics", "regression_metrics"]

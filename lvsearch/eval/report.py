@@ -43,7 +43,9 @@ def summary_rows(report: dict) -> list[tuple[str, str]]:
     """``(metric, value)`` rows of one report: BLiMP (mean over paradigms and pairs, pairs /
     ties, per phenomenon, sentences/s), fine-tuning (``TASK SPLIT METRIC`` → mean ± sample std
     (median, n) over the seeds whose training loss fell, ``± unmeasured (1 seed)`` with one seed; test when labeled, else dev; a task whose
-    every seed failed shows :data:`~lvsearch.eval.finetune.FAILED_TEXT`), MLM dev accuracy / loss (nats) and the
+    every seed failed shows :data:`~lvsearch.eval.finetune.FAILED_TEXT`; multi-class and imbalanced tasks add
+    ``TASK SPLIT F1 of class C (n=support)`` rows with precision, recall and the seeds that never
+    predict the class), MLM dev accuracy / loss (nats) and the
     reference floors on the same dev targets (``MLM floor · unigram``, ``MLM floor ·
     neighbour-count (N tokens)`` with N the training tokens the model saw, and whether the model
     beats the neighbour-count floor). Stages that were skipped or not applicable, and floors that
@@ -75,8 +77,11 @@ def summary_rows(report: dict) -> list[tuple[str, str]]:
     for name, ft in (report.get("finetune") or {}).items():
         split = "test" if "test" in ft["aggregate"] else "dev"
         n_failed, n_seeds = len(ft.get("failed_seeds") or []), len(ft.get("per_seed") or [])
+        multi = len(ft.get("label_names") or []) > 2
         for metric, s in ft["aggregate"][split].items():
             label = (ft.get("metric_labels") or {}).get(metric, metric)
+            if metric == "f1" and multi and "macro_f1" in ft["aggregate"][split]:
+                continue  # the multi-class f1 is the macro F1 row
             if ft.get("status") == "failed":
                 rows.append((f"{name} {split} {label}", FAILED_TEXT))
                 continue
@@ -86,6 +91,7 @@ def summary_rows(report: dict) -> list[tuple[str, str]]:
             spread = f" ± {s['std']:.4f}" if s.get("std") is not None else " ± unmeasured (1 seed)"
             rows.append((f"{name} {split} {label}",
                          f"{s['mean']:.4f}{spread} (median {s['median']:.4f}, n={s['n']}{note})"))
+        rows += _class_rows(name, split, ft)
         fl = ft.get("floor") or {}
         if fl.get("status") == "done" and fl.get(split):
             m = ft.get("select_metric")
@@ -99,6 +105,25 @@ def summary_rows(report: dict) -> list[tuple[str, str]]:
         rows += floor_rows(mlm)
     elif mlm:
         rows.append(("MLM", f"{mlm.get('status')}: {mlm.get('reason')}"))
+    return rows
+
+
+def _class_rows(name: str, split: str, ft: dict) -> list[tuple[str, str]]:
+    """One row per class (F1 mean ± std, precision, recall, and the seeds that never predict it)
+    of a multi-class or imbalanced task's ``per_class`` entry (none for binary balanced tasks,
+    regression, failed tasks and reports written before issue 60)."""
+    per = (ft.get("per_class") or {}).get(split)
+    if not per or ft.get("status") == "failed" or (len(per) <= 2 and ft.get("select_metric") == "accuracy"):
+        return []
+    rows = []
+    for cls, v in per.items():
+        f1, p, r = v["f1"], v["precision"], v["recall"]
+        if f1["mean"] is None:
+            continue
+        spread = f" ± {f1['std']:.4f}" if f1.get("std") is not None else ""
+        never = f"; never predicted in {v['never_predicted_seeds']} of {f1['n']} seeds" if v["never_predicted_seeds"] else ""
+        rows.append((f"{name} {split} F1 of class {cls} (n={v['support']})",
+                     f"{f1['mean']:.4f}{spread} (precision {p['mean']:.4f}, recall {r['mean']:.4f}{never})"))
     return rows
 
 

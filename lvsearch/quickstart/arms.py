@@ -188,6 +188,7 @@ def evaluate_options(ctx: Context, model: Path, report: Path) -> EvaluateOptions
     if ctx.settings.tasks:
         opts.train_limit, opts.eval_limit = p.finetune_train_limit, p.finetune_eval_limit
         opts.epochs, opts.seeds = p.finetune_epochs, p.finetune_seeds
+        opts.min_steps = 0  # the plan sizes fine-tuning (examples × epochs × seeds) to the budget
     return opts
 
 
