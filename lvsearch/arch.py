@@ -140,6 +140,9 @@ def _parse_suffix(code: str, text: str, n: int, ops: str, where: str) -> tuple:
         except ValueError:
             raise LvsearchError(f"{where}: slot {n} ({code}) has variant {part!r} without a number in {ops!r}",
                                 fix="write the letter then the value, e.g. s(h2), f(i0.5), c(k3)") from None
+        if by_letter[letter] in pairs:
+            raise LvsearchError(f"{where}: slot {n} ({code}) gives {by_letter[letter]} twice in {ops!r}",
+                                fix=f"give each dimension once, e.g. {code[0].lower()}({letter}{pairs[by_letter[letter]]})")
         pairs[by_letter[letter]] = value
     return _parse_variant(code, pairs, n, where)
 

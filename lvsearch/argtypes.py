@@ -70,3 +70,15 @@ def positive_count(text: str) -> int:
     if v < 1:
         raise argparse.ArgumentTypeError(f"{text!r} must be ≥ 1")
     return v
+
+
+def count_in(lo: int, hi: int, why: str = "") -> Callable[[str], int]:
+    """A :func:`count` in ``[lo, hi]``; ``why`` (``"a rank correlation needs 3"``) is added to
+    the message of a value outside."""
+    def parse(text: str) -> int:
+        v = -1 if text.strip().startswith("-") else count(text)
+        if not lo <= v <= hi:
+            raise argparse.ArgumentTypeError(f"{text!r} is outside [{lo:,}, {hi:,}]" + (f" ({why})" if why else ""))
+        return v
+    parse.__name__ = "count"
+    return parse

@@ -20,11 +20,10 @@ from pathlib import Path
 from collections.abc import Mapping, Sequence
 from typing import Any, Union
 
-import yaml
 
 from lvsearch.data.masking import MaskingConfig
 from lvsearch.errors import LvsearchError
-from lvsearch.io import read_text
+from lvsearch.io import parse_yaml, read_yaml
 
 if typing.TYPE_CHECKING:
     from lvsearch.model.dims import ModelSettings
@@ -449,10 +448,8 @@ def override_map(overrides: Overrides) -> dict[str, Any]:
         key, sep, text = pair.partition("=")
         if not sep or not key:
             raise LvsearchError(f"--set {pair!r} is not key=value", fix="e.g. --set train.lr=3e-4")
-        try:
-            value = yaml.safe_load(text) if text else ""
-        except yaml.YAMLError:
-            value = text
+        # not YAML: the text itself; an alias bomb or a deep nesting is refused (parse_yaml)
+        value = parse_yaml(text, f"--set {key}", what="the value of", if_invalid=text) if text else ""
         out[key] = value  # a later --set of the same key wins
     return out
 
@@ -537,10 +534,7 @@ def load_config(cls: type, recipe: str | dict | None,
     elif recipe:
         path = resolve_recipe(recipe)
         source = str(path)
-        try:
-            raw = yaml.safe_load(read_text(path, what="recipe")) or {}
-        except yaml.YAMLError as e:
-            raise LvsearchError(f"recipe {path} is not valid YAML: {e}", fix="repair the file") from None
+        raw = read_yaml(path, what="recipe") or {}
         if not isinstance(raw, dict):
             raise LvsearchError(f"recipe {path} must be a YAML mapping of sections", fix="see recipes/quickstart.yaml")
     _check_recipe_kind(cls, raw, source)

@@ -56,3 +56,27 @@ def cpu_has_native_bf16() -> bool:
     cpu = torch.cpu
     return bool(getattr(cpu, "_is_avx512_bf16_supported", lambda: False)()
                 or getattr(cpu, "_is_amx_tile_supported", lambda: False)())
+
+
+def physical_memory_bytes() -> int | None:
+    """This machine's physical memory (bytes), or None where the OS does not say."""
+    import os
+
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def device_memory_bytes(device=None) -> tuple[int | None, str]:
+    """``(bytes, "this machine's 23 GB")``: the memory a tensor on ``device`` (a
+    ``torch.device``, a string or None for the CPU) can at most use: a CUDA device's total
+    memory, else the physical memory (None where unknown)."""
+    import torch
+
+    device = torch.device(device or "cpu")
+    if device.type == "cuda" and torch.cuda.is_available():
+        total = torch.cuda.get_device_properties(device).total_memory
+        return int(total), f"the {total / (1 << 30):.0f} GB of {torch.cuda.get_device_name(device)}"
+    ram = physical_memory_bytes()
+    return ram, (f"this machine's {ram / (1 << 30):.0f} GB" if ram else "this machine's memory")

@@ -5,6 +5,11 @@ All state that lvsearch writes (manifests, checkpoints, search state) goes throu
 and fsynced, then renamed over the target, so a crash never leaves a half-written file and
 never destroys the previous version. Reads of JSON state raise :class:`LvsearchError` naming
 the file when it is missing or not valid JSON. Nothing is ever loaded with pickle.
+
+Every input file that is read whole goes through one bounded reader: :func:`read_bytes`
+(regular files and pipes only, at most a per-kind byte cap), then :func:`read_text` (UTF-8),
+then :func:`read_json` (depth capped) or :func:`read_yaml` / :func:`parse_yaml` (node count,
+depth and alias expansion capped on the composed node graph, before any value is built).
 """
 
 from __future__ import annotations
@@ -445,15 +450,229 @@ def encoding_error(path: str | os.PathLike, head: bytes, err: UnicodeDecodeError
                              f"iconv -f {iconv} -t UTF-8 {name} > utf8-{name}")
 
 
-def read_text(path: str | os.PathLike, *, what: str = "text file") -> str:
-    """The text of the UTF-8 file ``path`` (a leading byte-order mark dropped), read whole.
+# ------------------------------------------------------------------ the bounded reader
+#: The largest text file :func:`read_text` reads whole (corpora are streamed, not read whole;
+#: task files, BLiMP JSONL and learning curves are far smaller).
+MAX_TEXT_BYTES = 1 << 30
+#: The largest JSON file :func:`read_json` reads (a search state of 100k evaluations is ~50 MB).
+MAX_JSON_BYTES = 256 << 20
+#: The largest YAML file :func:`read_yaml` reads (recipes and search spaces are a few KB).
+MAX_YAML_BYTES = 1 << 20
+#: The most nodes a YAML document may expand to, aliases counted at every use (a 1 KB
+#: "billion laughs" file of nested anchors expands to 10^9; lvsearch's own have < 500).
+MAX_YAML_NODES = 100_000
+#: The deepest nesting :func:`read_json` and :func:`parse_yaml` accept (lvsearch's own files
+#: nest fewer than 10 levels).
+MAX_JSON_DEPTH = 64
+
+
+def _size(n: int) -> str:
+    return f"{n / (1 << 20):,.0f} MiB" if n >= 1 << 20 else f"{n:,} bytes"
+
+
+def read_bytes(path: str | os.PathLike, *, what: str = "file", max_bytes: int = MAX_TEXT_BYTES) -> bytes:
+    """The bytes of ``path``, read with a bound: the one reader of every input file lvsearch
+    reads whole (JSON, YAML, text). Only regular files are read (a symbolic link to one is),
+    at most ``max_bytes`` bytes (checked by size, and by reading at most ``max_bytes + 1``
+    for a file that grows or a ``/proc`` file whose size says 0).
 
     Raises:
-        LvsearchError: another encoding (see :func:`decode_text`).
+        LvsearchError: ``path`` is a device (``/dev/zero``), named pipe, socket or other special file, or
+            holds more than ``max_bytes`` bytes; the message names ``what`` and the file.
+        OSError: the file cannot be opened (``FileNotFoundError``, ``IsADirectoryError``,
+            ``PermissionError``, ...), for the caller to word.
+    """
+    import stat
+
+    path = Path(path)
+    st = os.stat(path)
+    if stat.S_ISDIR(st.st_mode):
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+    if not stat.S_ISREG(st.st_mode):  # a named pipe without a writer would block the open for ever
+        kind = ("a character device" if stat.S_ISCHR(st.st_mode) else "a block device" if stat.S_ISBLK(st.st_mode)
+                else "a socket" if stat.S_ISSOCK(st.st_mode) else "a named pipe" if stat.S_ISFIFO(st.st_mode)
+                else "a special file")
+        raise LvsearchError(f"{what} {path} is {kind}, not a regular file", fix="pass the path of a regular file")
+    too_big = LvsearchError(f"{what} {path} is larger than {_size(max_bytes)}, the most lvsearch reads for a {what}",
+                            fix=f"check that {path} is the {what} meant; no file lvsearch writes is that large")
+    if stat.S_ISREG(st.st_mode) and st.st_size > max_bytes:
+        raise too_big
+    with open(path, "rb") as f:
+        data = f.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise too_big
+    return data
+
+
+def read_text(path: str | os.PathLike, *, what: str = "text file", max_bytes: int = MAX_TEXT_BYTES) -> str:
+    """The text of the UTF-8 file ``path`` (a leading byte-order mark dropped), read whole with
+    :func:`read_bytes`'s bound.
+
+    Raises:
+        LvsearchError: another encoding (see :func:`decode_text`); a special file or one over
+            ``max_bytes`` (:func:`read_bytes`).
         OSError: the file cannot be read (``FileNotFoundError``, ``IsADirectoryError``, ...),
             for the caller to word.
     """
-    return decode_text(Path(path).read_bytes(), path, what=what)
+    return decode_text(read_bytes(path, what=what, max_bytes=max_bytes), path, what=what)
+
+
+def _yaml_loader():
+    import yaml
+
+    class BoundedLoader(yaml.SafeLoader):
+        """PyYAML's safe loader (no Python objects); :func:`parse_yaml` checks its node graph."""
+
+    return BoundedLoader
+
+
+def _yaml_duplicate_key(root) -> str | None:
+    """The first key given twice in one mapping of a composed YAML node graph (PyYAML keeps
+    the last silently), or None; each distinct node is visited once."""
+    import yaml
+
+    seen_nodes, stack = set(), [root]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen_nodes:
+            continue
+        seen_nodes.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            keys = set()
+            for k, v in node.value:
+                if isinstance(k, yaml.ScalarNode) and k.tag != "tag:yaml.org,2002:merge":
+                    if (k.tag, k.value) in keys:
+                        return k.value
+                    keys.add((k.tag, k.value))
+                stack.extend((k, v))
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend(node.value)
+    return None
+
+
+def _yaml_expansion(root) -> tuple[int, int]:
+    """``(nodes, depth)`` of a composed YAML node graph with every alias expanded where it is
+    used, computed on the shared graph (each distinct node once, memoised), so a bomb is
+    measured without being expanded; ``(-1, -1)`` for a node that contains itself."""
+    import yaml
+
+    size: dict[int, tuple[int, int]] = {}
+    dup = _yaml_duplicate_key(root)
+    if dup is not None:
+        raise _DuplicateKey(dup)
+    on_path: set[int] = set()
+    stack = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        if id(node) in size and not done:
+            continue
+        kids = ([x for pair in node.value for x in pair] if isinstance(node, yaml.MappingNode)
+                else list(node.value) if isinstance(node, yaml.SequenceNode) else [])
+        if not done:
+            if id(node) in on_path:
+                return -1, -1
+            on_path.add(id(node))
+            stack.append((node, True))
+            for k in kids:
+                if id(k) in on_path:
+                    return -1, -1
+                if id(k) not in size:
+                    stack.append((k, False))
+            continue
+        on_path.discard(id(node))
+        n = 1 + sum(size[id(k)][0] for k in kids)
+        d = 1 + max((size[id(k)][1] for k in kids), default=0)
+        size[id(node)] = (min(n, 1 << 62), d)
+    return size[id(root)]
+
+
+_RAISE = object()
+
+
+def parse_yaml(text: str, source: str | os.PathLike, *, what: str = "YAML file", fix: str = "repair the file",
+               if_invalid: Any = _RAISE) -> Any:
+    """Parse YAML ``text`` (from ``source``, for messages) with PyYAML's safe loader after
+    checking its node graph: at most :data:`MAX_YAML_NODES` nodes with every alias expanded,
+    nesting at most :data:`MAX_JSON_DEPTH` deep, no alias that contains itself, no key given
+    twice in one mapping. The check runs
+    on the composed graph, before any Python value is built, so an anchor bomb costs
+    microseconds and never memory.
+
+    ``if_invalid``: returned for text that is not valid YAML (``--set`` takes such a value as
+    a string) instead of raising.
+
+    Raises:
+        LvsearchError: invalid YAML (without ``if_invalid``), or a bound exceeded; the message
+            names ``what`` and ``source``, the fix is ``fix``.
+    """
+    import yaml
+
+    loader = _yaml_loader()(text)
+    try:
+        try:
+            node = loader.get_single_node()
+        except yaml.YAMLError as e:
+            if if_invalid is not _RAISE:
+                return if_invalid
+            raise LvsearchError(f"{what} {source} is not valid YAML: {e}", fix=fix) from None
+        except RecursionError:
+            node, nodes, depth = None, 0, MAX_JSON_DEPTH + 1
+        else:
+            try:
+                nodes, depth = _yaml_expansion(node) if node is not None else (0, 0)
+            except _DuplicateKey as e:
+                raise LvsearchError(f"{what} {source} gives the key {shown(e.args[0])[:60]} twice in one mapping "
+                                    "(YAML keeps only the last)", fix="keep one of them") from None
+        if nodes < 0:
+            raise LvsearchError(f"{what} {source} has an alias that contains itself (a recursive anchor)",
+                                fix="write the value out instead of the &anchor / *alias")
+        if depth > MAX_JSON_DEPTH:
+            raise LvsearchError(f"{what} {source} nests deeper than {MAX_JSON_DEPTH} levels", fix=fix)
+        if nodes > MAX_YAML_NODES:
+            raise LvsearchError(f"{what} {source} expands to {nodes:,} values through its &anchors and *aliases, "
+                                f"more than the {MAX_YAML_NODES:,} lvsearch reads (an alias bomb)",
+                                fix="write the values out instead of nesting aliases")
+        if node is None:
+            return None
+        try:
+            return loader.construct_document(node)
+        except yaml.YAMLError as e:
+            if if_invalid is not _RAISE:
+                return if_invalid
+            raise LvsearchError(f"{what} {source} is not valid YAML: {e}", fix=fix) from None
+    finally:
+        loader.dispose()
+
+
+def read_yaml(path: str | os.PathLike, *, what: str = "YAML file", fix: str = "repair the file",
+              max_bytes: int = MAX_YAML_BYTES) -> Any:
+    """Read a YAML file through the bounded reader: :func:`read_text` (at most ``max_bytes``,
+    UTF-8) then :func:`parse_yaml` (node count, depth and alias expansion capped).
+
+    Raises:
+        LvsearchError: missing, a folder, a special file, too large, not UTF-8, not valid YAML
+            or over a bound; naming ``what`` and the file.
+    """
+    path = Path(path)
+    return parse_yaml(read_input(path, what=what, max_bytes=max_bytes), path, what=what, fix=fix)
+
+
+def read_input(path: str | os.PathLike, *, what: str, max_bytes: int) -> str:
+    """:func:`read_text` of an input file, every ``OSError`` worded for the user.
+
+    Raises:
+        LvsearchError: missing, a folder, unreadable, or as :func:`read_text`.
+    """
+    path = Path(path)
+    try:
+        return read_text(path, what=what, max_bytes=max_bytes)
+    except FileNotFoundError:
+        raise LvsearchError(f"{what} not found: {path}", fix="check the path") from None
+    except IsADirectoryError:
+        raise LvsearchError(f"{what} expected, but {path} is a folder", fix="pass the file") from None
+    except OSError as e:
+        raise LvsearchError(f"{what} {path} cannot be read ({e.strerror or e})",
+                            fix="check the path and its permissions") from None
 
 
 def shown(text: str) -> str:
@@ -463,29 +682,30 @@ def shown(text: str) -> str:
     return repr(str(text))
 
 
-def read_json(path: str | os.PathLike, *, what: str = "JSON file", regenerate: str | None = None) -> Any:
-    """Read a JSON file.
+def read_json(path: str | os.PathLike, *, what: str = "JSON file", regenerate: str | None = None,
+              max_bytes: int = MAX_JSON_BYTES) -> Any:
+    """Read a JSON file through the bounded reader (:func:`read_bytes`: at most ``max_bytes``).
 
     ``regenerate``: the command that writes the file again (``"lvsearch evolve --supernet
     SUPERNET --out OUT --overwrite"``), named by the fix when the file is damaged; without it
     the fix says only to restore or regenerate the file.
 
     Raises:
-        LvsearchError: the file is missing, unreadable, not valid UTF-8 JSON, or nested deeper
-            than :data:`MAX_JSON_DEPTH` (a recursion bomb); the message names the file and
+        LvsearchError: the file is missing, unreadable, a special file, larger than
+            ``max_bytes``, not valid UTF-8 JSON, an object with a key given twice (JSON would
+            keep the last silently), or nested deeper than :data:`MAX_JSON_DEPTH`
+            (a recursion bomb); the message names the file and
             ``what`` it was supposed to be, the fix ``regenerate``.
     """
     path = Path(path)
-    try:
-        text = read_text(path, what=what)
-    except FileNotFoundError:
-        raise LvsearchError(f"{what} not found: {path}", fix="check the path") from None
-    except IsADirectoryError:
-        raise LvsearchError(f"{what} expected, but {path} is a folder", fix="pass the file") from None
+    text = read_input(path, what=what, max_bytes=max_bytes)
     damaged_fix = (f"restore it from a copy, or write it again: {regenerate}" if regenerate
                    else "restore it from a copy, or regenerate it with the command that wrote it")
     try:
-        data = json.loads(text)
+        data = json.loads(text, object_pairs_hook=_unique_keys)
+    except _DuplicateKey as e:
+        raise LvsearchError(f"{what} {path} gives the key {shown(e.args[0])[:60]} twice in one object (JSON keeps "
+                            "only the last)", fix="keep one of them; " + damaged_fix) from None
     except json.JSONDecodeError as e:
         raise LvsearchError(
             f"{what} {path} is not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})",
@@ -493,10 +713,27 @@ def read_json(path: str | os.PathLike, *, what: str = "JSON file", regenerate: s
         ) from None
     except RecursionError:
         data = None
+    except ValueError as e:  # an integer of more than sys.get_int_max_str_digits() digits
+        raise LvsearchError(f"{what} {path} is not valid JSON for lvsearch ({e})", fix=damaged_fix) from None
     if data is None and text.lstrip()[:1] in ("[", "{") or json_depth(data) > MAX_JSON_DEPTH:
         raise LvsearchError(f"{what} {path} nests deeper than {MAX_JSON_DEPTH} levels; no file lvsearch writes does",
                             fix=damaged_fix)
     return data
+
+
+class _DuplicateKey(ValueError):
+    """A JSON object with a key given twice (:func:`read_json`)."""
+
+
+def _unique_keys(pairs: list) -> dict:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen = set()
+        for k, _ in pairs:
+            if k in seen:
+                raise _DuplicateKey(k)
+            seen.add(k)
+    return out
 
 
 def check_fields(data: Any, schema: type, path: str | os.PathLike, *, what: str, fix: str) -> Any:
@@ -532,14 +769,13 @@ def field_problem(error: dict) -> str:
     return f"field {loc}: {msg}" if loc else msg
 
 
-def read_checked(path: str | os.PathLike, schema: type, *, what: str, fix: str, regenerate: str | None = None) -> Any:
-    """:func:`read_json` (with ``regenerate``) then :func:`check_fields`: the parsed JSON of
-    ``path``, checked against the pydantic model ``schema``. Raises LvsearchError as those two."""
-    return check_fields(read_json(path, what=what, regenerate=regenerate), schema, path, what=what, fix=fix)
-
-
-#: The deepest nesting :func:`read_json` accepts (lvsearch's own files nest fewer than 10 levels).
-MAX_JSON_DEPTH = 64
+def read_checked(path: str | os.PathLike, schema: type, *, what: str, fix: str, regenerate: str | None = None,
+                 max_bytes: int = MAX_JSON_BYTES) -> Any:
+    """:func:`read_json` (with ``regenerate`` and ``max_bytes``) then :func:`check_fields`: the
+    parsed JSON of ``path``, checked against the pydantic model ``schema``. Raises
+    LvsearchError as those two."""
+    return check_fields(read_json(path, what=what, regenerate=regenerate, max_bytes=max_bytes), schema, path,
+                        what=what, fix=fix)
 
 
 def json_depth(obj: Any) -> int:

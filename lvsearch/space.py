@@ -46,7 +46,7 @@ import lvsearch
 from lvsearch import ops as op_registry
 from lvsearch.arch import Arch
 from lvsearch.errors import LvsearchError
-from lvsearch.io import read_text
+from lvsearch.io import read_yaml
 
 #: Allowed values of ``connectivity``.
 CONNECTIVITIES: tuple[str, ...] = ("sequential", "elc")
@@ -54,6 +54,18 @@ CONNECTIVITIES: tuple[str, ...] = ("sequential", "elc")
 #: (:meth:`SearchSpace.sample_sparse`); a uniform draw keeps each optional input with 0.5.
 SPARSE_KEEP_MAX: float = 0.2
 _SPACE_KEYS: tuple[str, ...] = ("name", "description", "num_slots", "ops", "connectivity")
+#: The most slots a space may have (LV-BERT searches 24; a supernet of 1024 slots at the base
+#: size holds ~3·10^9 weights). The memory a space asks for is checked besides, per model size
+#: (:func:`lvsearch.model.dims.check_model_memory`).
+MAX_SLOTS: int = 1024
+#: The longest ``name`` and ``description`` a space may have (characters).
+MAX_NAME_CHARS, MAX_DESCRIPTION_CHARS = 200, 10_000
+
+
+def _shown(value: Any, limit: int = 60) -> str:
+    """``repr(value)`` cut to ``limit`` characters, for messages about a bad value."""
+    text = repr(value) if not isinstance(value, (dict, list)) or len(value) < 20 else f"a {type(value).__name__}"
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def search_spaces_dir() -> Path:
@@ -93,10 +105,21 @@ class SearchSpace:
     elastic: tuple = ()
 
     def __post_init__(self) -> None:
-        where = f"search space {self.source}" if self.source else f"search space {self.name!r}"
+        where = f"search space {self.source}" if self.source else f"search space {_shown(self.name)}"
         if not isinstance(self.num_slots, int) or isinstance(self.num_slots, bool) or self.num_slots < 1:
-            raise LvsearchError(f"{where}: num_slots must be a positive integer, got {self.num_slots!r}",
+            raise LvsearchError(f"{where}: num_slots must be a positive integer, got {_shown(self.num_slots)}",
                                 fix="e.g. num_slots: 24")
+        if self.num_slots > MAX_SLOTS:
+            raise LvsearchError(f"{where}: num_slots {self.num_slots:,} is above the {MAX_SLOTS:,} slots lvsearch "
+                                "builds (LV-BERT searches 24)", fix=f"use num_slots ≤ {MAX_SLOTS}, e.g. num_slots: 24")
+        for key, value, limit in (("name", self.name, MAX_NAME_CHARS),
+                                  ("description", self.description, MAX_DESCRIPTION_CHARS)):
+            if not isinstance(value, str):
+                raise LvsearchError(f"{where}: {key} must be a string, got {_shown(value)}",
+                                    fix=f"quote it: {key}: \"...\"")
+            if len(value) > limit:
+                raise LvsearchError(f"{where}: {key} has {len(value):,} characters, more than {limit:,}",
+                                    fix=f"shorten {key}")
         if isinstance(self.ops, dict):
             self._parse_variants(where)
         ops = list(self.ops) if isinstance(self.ops, (list, tuple)) else None
@@ -105,14 +128,15 @@ class SearchSpace:
         registered = op_registry.codes()
         for op in ops:
             if not isinstance(op, str) or op.upper() not in registered:
-                raise LvsearchError(f"{where}: unknown op {op!r}",
+                raise LvsearchError(f"{where}: unknown op {_shown(op)}",
                                     fix=f"use registered ops: {op_registry.describe()}")
         norm = tuple(op for op in registered if op in {o.upper() for o in ops})
         object.__setattr__(self, "ops", norm)
-        if self.connectivity not in CONNECTIVITIES:
-            close = difflib.get_close_matches(str(self.connectivity), CONNECTIVITIES, n=1)
+        if not isinstance(self.connectivity, str) or self.connectivity not in CONNECTIVITIES:
+            close = (difflib.get_close_matches(self.connectivity, CONNECTIVITIES, n=1)
+                     if isinstance(self.connectivity, str) else [])
             raise LvsearchError(
-                f"{where}: unknown connectivity {self.connectivity!r}",
+                f"{where}: unknown connectivity {_shown(self.connectivity)}",
                 fix=(f"did you mean {close[0]!r}? " if close else "") + f"use one of {', '.join(CONNECTIVITIES)}",
             )
 
@@ -122,30 +146,33 @@ class SearchSpace:
         for op, dims in self.ops.items():
             code = op.upper() if isinstance(op, str) else op
             if code not in registered:
-                raise LvsearchError(f"{where}: unknown op {op!r}", fix=f"use registered ops: {op_registry.describe()}")
+                raise LvsearchError(f"{where}: unknown op {_shown(op)}",
+                                    fix=f"use registered ops: {op_registry.describe()}")
             spec = op_registry.get(code)
             listing = "; ".join(f"{e.name} ({e.unit})" for e in spec.elastic) or "none"
             if dims is None:
                 dims = {}
             if not isinstance(dims, dict):
-                raise LvsearchError(f"{where}: ops.{code} must map variant dimensions to lists of values, got {dims!r}",
+                raise LvsearchError(f"{where}: ops.{code} must map variant dimensions to lists of values, got "
+                                    f"{_shown(dims)}",
                                     fix=f"e.g. ops: {{SA: {{heads: [2, 4]}}, FF: {{}}}}; {code}'s dimensions: {listing}")
             pairs = []
             for name, values in dims.items():
                 try:
                     dim = spec.dimension(name)
-                except KeyError:
-                    raise LvsearchError(f"{where}: ops.{code} has unknown variant dimension {name!r}",
+                except (KeyError, TypeError):
+                    raise LvsearchError(f"{where}: ops.{code} has unknown variant dimension {_shown(name)}",
                                         fix=f"{code}'s elastic dimensions: {listing}") from None
                 if not isinstance(values, list) or not values:
-                    raise LvsearchError(f"{where}: ops.{code}.{name} must be a non-empty list of values, got {values!r}",
+                    raise LvsearchError(f"{where}: ops.{code}.{name} must be a non-empty list of values, got "
+                                        f"{_shown(values)}",
                                         fix=f"give a list of {dim.unit}, e.g. {name}: [...]")
                 norm = set()
                 for v in values:
                     try:
                         norm.add(dim.normalise(v))
                     except ValueError as e:
-                        raise LvsearchError(f"{where}: ops.{code}.{name} has {v!r}: {e}",
+                        raise LvsearchError(f"{where}: ops.{code}.{name} has {_shown(v)}: {e}",
                                             fix=f"{name} takes {dim.unit}") from None
                 pairs.append((name, tuple(sorted(norm))))
             if pairs:
@@ -167,21 +194,21 @@ class SearchSpace:
             raise LvsearchError(f"{where} must be a YAML mapping", fix="see search_spaces/lvbert.yaml")
         for k in d:
             if k not in _SPACE_KEYS:
-                close = difflib.get_close_matches(str(k), _SPACE_KEYS, n=1)
+                close = difflib.get_close_matches(k, _SPACE_KEYS, n=1) if isinstance(k, str) else []
                 raise LvsearchError(
-                    f"{where}: unknown key {k!r}",
+                    f"{where}: unknown key {_shown(k)}",
                     fix=(f"did you mean {close[0]!r}? " if close else "") + f"valid keys: {', '.join(_SPACE_KEYS)}",
                 )
         for k in ("num_slots", "ops"):
             if k not in d:
                 raise LvsearchError(f"{where}: missing key {k!r}", fix="see search_spaces/lvbert.yaml")
         return cls(
-            name=str(d.get("name", default_name)),
+            name=d.get("name", default_name),
             num_slots=d["num_slots"],
             ops=tuple(d["ops"]) if isinstance(d["ops"], list) else (dict(d["ops"]) if isinstance(d["ops"], dict)
                                                                      else d["ops"]),
             connectivity=d.get("connectivity", "sequential"),
-            description=str(d.get("description", "")),
+            description="" if d.get("description") is None else d["description"],
             source=Path(source) if source is not None else None,
         )
 
@@ -190,14 +217,13 @@ class SearchSpace:
         """Load a space by bare name (``search_spaces/NAME.yaml``) or by YAML path.
 
         Raises:
-            LvsearchError: unknown name (with the nearest available one), missing file,
-                invalid YAML or an invalid space.
+            LvsearchError: unknown name (with the nearest available one), missing file, a file
+                over the bounded reader's caps (:func:`lvsearch.io.read_yaml`: size, depth,
+                alias expansion), invalid YAML or an invalid space.
         """
-        import yaml
-
         text = os.fspath(name_or_path)
         base, at, slots = text.rpartition("@")
-        if at and slots.isdigit() and base:
+        if at and slots.isdigit() and base and len(slots) <= 9:
             # "NAME@N" is how with_num_slots() names a shrunk space.
             return cls.load(base).with_num_slots(int(slots))
         is_path = text.endswith((".yaml", ".yml")) or os.sep in text or "/" in text
@@ -213,12 +239,7 @@ class SearchSpace:
                     fix=(f"did you mean {close[0]!r}? " if close else "")
                     + f"available: {', '.join(names) or 'none'}; or pass a path to a YAML file",
                 )
-        if not path.is_file():
-            raise LvsearchError(f"search space file not found: {path}", fix="check the path")
-        try:
-            data = yaml.safe_load(read_text(path, what="search space file"))
-        except yaml.YAMLError as e:
-            raise LvsearchError(f"search space {path} is not valid YAML: {e}", fix="repair the file") from None
+        data = read_yaml(path, what="search space file")
         return cls.from_dict(data, source=path, default_name=path.stem)
 
     def to_dict(self) -> dict:
@@ -314,7 +335,9 @@ class SearchSpace:
         if arch.num_slots != self.num_slots:
             raise LvsearchError(
                 f"{where} has {arch.num_slots} slots, but {sp} has {self.num_slots}",
-                fix="use an architecture made for this space, or a space with the same slot count",
+                fix=f"pass --set num_slots={arch.num_slots} (a recipe's slot count; or --space "
+                    f"{self.name.rpartition('@')[0] or self.name}@{arch.num_slots} where a command takes --space), "
+                    "or use an architecture made for this space",
             )
         for n, (op, inp, variant) in enumerate(zip(arch.ops, arch.inputs, arch.variants), start=1):
             if op not in self.ops:

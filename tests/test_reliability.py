@@ -197,6 +197,43 @@ def test_one_seed_reports_no_spread():
     assert "± 0.0000" not in text and "0.7500 ± unmeasured (1 seed)" in text
 
 
+def test_bounded_reader_caps_size_depth_aliases_and_memory(tmp_path: Path, monkeypatch):
+    """Issue 56: the one bounded reader refuses an oversized file, a device, a named pipe, a
+    deep nesting, an alias bomb and a duplicate key in microseconds, before any value is built;
+    models and latency timings are refused before allocation when they exceed memory."""
+    import time
+
+    from lvsearch import device as device_mod
+    from lvsearch.io import parse_yaml, read_bytes, read_json
+    from lvsearch.latency.table import check_bench_memory
+
+    big = tmp_path / "big.json"
+    big.write_bytes(b" " * 2048)
+    with pytest.raises(LvsearchError, match="is larger than 1,024 bytes"):
+        read_bytes(big, what="latency table", max_bytes=1024)
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    with pytest.raises(LvsearchError, match="is a named pipe, not a regular file"):
+        read_json(fifo, what="latency table")
+    t0 = time.perf_counter()
+    with pytest.raises(LvsearchError, match="expands to 8,335,593,968 values"):
+        parse_yaml(_LAUGHS + "x: *l9\n", "s.yaml")
+    assert time.perf_counter() - t0 < 1.0
+    for text, match in (("a: &a [*a]", "contains itself"), ("[" * 70 + "]" * 70, "nests deeper than 64"),
+                        ("a: 1\na: 2", "gives the key 'a' twice")):
+        with pytest.raises(LvsearchError, match=match):
+            parse_yaml(text, "s.yaml")
+    assert parse_yaml("b: &b {x: 1}\nd: {<<: *b, y: 2}", "s.yaml")["d"] == {"x": 1, "y": 2}  # merge keys are fine
+    monkeypatch.setattr(device_mod, "physical_memory_bytes", lambda: 1 << 20)  # a 1 MB machine
+    space = SearchSpace.load("lvbert").with_num_slots(4)
+    dims = ModelDims(vocab_size=50, hidden=16, embedding=8, ff_inner=32, heads=2, conv_kernel=5, max_len=32)
+    with pytest.raises(LvsearchError, match="a model of 4 slots at hidden 256 .* more than this machine's 0 GB"):
+        Supernet(space, ModelDims(vocab_size=5000))
+    with pytest.raises(LvsearchError, match="(?s)--batch 4096 × --seq-len 32: timing .* fix: use --batch"):
+        check_bench_memory(space, dims, 4096, 32, 4, torch.device("cpu"))
+    assert Supernet(space, dims).num_params(space.sample(random.Random(0))) > 0  # a small model still fits
+
+
 def test_weight_files_have_the_usual_permissions(tmp_path: Path):
     from lvsearch.modeldir import save_model_dir
     from lvsearch.train.checkpoint import save_checkpoint
@@ -414,7 +451,79 @@ def ws(prepared_corpus: Path, small_corpus: Path, shared_data: Path, tmp_path_fa
     paths.update(_bad_reports(w, rt / "model"))
     paths.update(_bad_landscapes(w))
     paths.update(_hf_workspace(w, prepared_corpus))
+    paths.update(_hostile_inputs(w, sn))
     return paths
+
+
+#: A YAML "billion laughs": 10 levels of 9 aliases (1.4 KB, 10^9 values when expanded).
+_LAUGHS = "".join(f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9) if i else ', '.join(['lol'] * 9)}]\n"
+                  for i in range(10))
+
+
+def _hostile_inputs(w: Path, sn: Path) -> dict[str, Path]:
+    """Issue 56: hostile and careless latency tables, search-space YAMLs and architecture
+    files. A table measured from the supernet (a tiny timing), edited copies of it (a
+    tampered slot count, a calibration or entry no measurement writes, a free-text dtype,
+    a table of another space), a search over a copy that is then edited in place; space
+    files with alias bombs and sizes without bound; an architecture key with a dimension
+    given twice."""
+    from lvsearch.latency.table import choice_keys
+    from lvsearch.space import SearchSpace
+
+    out: dict[str, Path] = {}
+    lt = w / "latency.json"
+    assert main(["latency", "measure", "--supernet", str(sn), "--out", str(lt), "--warmup", "1", "--repeats", "1",
+                 "--calibrate", "0"]) == 0  # a fit on a busy machine may be refused (slope ≤ 0): added by hand below
+    table = json.loads(lt.read_text())
+
+    def edited(name: str, edit) -> Path:
+        t = json.loads(json.dumps(table))
+        edit(t)
+        out[name] = w / f"{name.lower().replace('_', '-')}.json"
+        out[name].write_text(json.dumps(t))
+        return out[name]
+
+    edited("LT_SLOTS_HUGE", lambda t: t["space"].update(num_slots=10**9))
+    edited("LT_INTERCEPT", lambda t: t.update(calibration={"intercept_ms": -1e6, "slope": 1.0, "archs": 3, "seed": 1,
+                                                           "raw_median_ape": 0.1, "median_ape": 0.05}))
+    edited("LT_ENTRY_HUGE", lambda t: t["ops_ms"].update(SA=1e308))
+    edited("LT_DTYPE", lambda t: t.update(dtype="float16"))
+    edited("LT_ENTRY_UNKNOWN", lambda t: t["ops_ms"].update({"SA(h2)": 1.0}))
+    other = SearchSpace.load("lvbert-elc").with_num_slots(6)  # the same ops and more mixing widths: it used to fit
+    edited("LT_OTHER_SPACE", lambda t: t.update(space=other.to_dict(), ops_ms={k: 1.0 for k in choice_keys(other)},
+                                                mixing_ms={str(k): 0.1 for k in range(2, 7)}))
+    copy = w / "latency-copy.json"  # a search with it, then the table edited in place
+    copy.write_text(lt.read_text())
+    search = w / "search-latency"
+    assert main(["evolve", "--supernet", str(sn), "--out", str(search), *SEARCH_ARGS[:2], "--iterations", "1",
+                 *SEARCH_ARGS[4:], "--latency-table", str(copy)]) == 0
+    copy.write_text(json.dumps({**table, "overhead_ms": table["overhead_ms"] * 1.01}))
+    out.update(LT=lt, LT_EDITED_IN_PLACE=copy, SEARCH_LT=search)
+    spaces = {  # name: the YAML text
+        "space-bomb-name": f"{_LAUGHS}name: *l9\nnum_slots: 4\nops: [SA, FF]\n",
+        "space-bomb-connectivity": f"{_LAUGHS}num_slots: 4\nops: [SA, FF]\nconnectivity: *l9\n",
+        "space-bomb-slots": f"{_LAUGHS}num_slots: *l9\nops: [SA, FF]\n",
+        "space-bomb-description": f"{_LAUGHS}description: *l9\nnum_slots: 4\nops: [SA, FF]\n",
+        "space-recursive-alias": "num_slots: 4\nops: &o [SA, *o]\n",
+        "space-ff-huge": "num_slots: 4\nops: {SA: {}, FF: {inner: [1000000]}}\n",
+        "space-sa-huge": "num_slots: 4\nops: {SA: {heads: [100000]}, FF: {}}\n",
+        "space-dc-huge": "num_slots: 4\nops: {DC: {kernel: [1000001]}, FF: {}}\n",
+        "space-ff-inf": "num_slots: 4\nops: {SA: {}, FF: {inner: [.inf]}}\n",
+        "space-slots-huge": "num_slots: 3000\nops: [SA, FF]\n",
+        "space-name-list": "name: [a, b]\nnum_slots: 4\nops: [SA, FF]\n",
+    }
+    for name, text in spaces.items():
+        out[name.upper().replace("-", "_")] = w / f"{name}.yaml"
+        (w / f"{name}.yaml").write_text(text)
+    out["RECIPE_BOMB"] = w / "recipe-bomb.yaml"
+    out["RECIPE_BOMB"].write_text(f"{_LAUGHS}train: {{steps: *l9}}\n")
+    out["ARCH_DIM_TWICE"] = w / "arch-dim-twice.json"
+    out["ARCH_DIM_TWICE"].write_text(json.dumps({"format": "lvsearch.arch/v2", "ops": "s(h2,h4)fsf",
+                                                 "inputs": [[0], [1], [2], [3]]}))
+    out["ARCH_KEY_TWICE"] = w / "arch-key-twice.json"  # a JSON object with a key given twice
+    out["ARCH_KEY_TWICE"].write_text('{"format": "lvsearch.arch/v1", "ops": "ssss", "ops": "ffff", '
+                                     '"inputs": [[0], [1], [2], [3]]}')
+    return out
 
 
 def _broken_json_copies(w: Path, corpus: Path, sn: Path, search: Path) -> dict[str, Path]:
@@ -905,6 +1014,60 @@ CASES = [
     C("latency-missing-table", "latency validate --supernet {SN} --table {W}/nope.json --out {W}/lv1.json",
       "{W}/nope.json"),
     C("latency-out-is-input", "latency validate --supernet {SN} --table {W}/nope.json --out {SN}", "{SN}"),
+    # issue 56: hostile and careless latency tables, search spaces and architecture keys
+    C("latency-validate-two-archs", "latency validate --supernet {SN} --table {LT} --out {W}/lv2.json --archs 2",
+      "--archs: '2' is outside [3, 1,000,000] (a rank correlation needs 3 architectures)"),
+    C("latency-measure-huge-batch", "latency measure --supernet {SN} --out {W}/lt5.json --batch 100000",
+      "--batch: '100000' is outside [1, 65,536]"),
+    C("latency-table-huge-slot-count", "latency predict --table {LT_SLOTS_HUGE} --arch bert",
+      "{LT_SLOTS_HUGE} (field space): num_slots 1,000,000,000 is above the 1,024 slots lvsearch builds"),
+    C("latency-table-dev-zero", "latency predict --table /dev/zero --arch bert",
+      "latency table /dev/zero is a character device, not a regular file"),
+    C("latency-table-negative-intercept", "latency predict --table {LT_INTERCEPT} --arch bert",
+      "latency table {LT_INTERCEPT} is malformed: its calibration (-1e+06 ms"),
+    C("latency-table-negative-intercept-evolve", "evolve --supernet {SN} --out {W}/e50 --latency-table {LT_INTERCEPT} "
+      "--max-latency 1", "latency table {LT_INTERCEPT} is malformed: its calibration"),
+    C("latency-table-huge-entry", "latency predict --table {LT_ENTRY_HUGE} --arch bert",
+      "field ops_ms.SA: input should be less than or equal to 1000000"),
+    C("latency-table-other-space", "evolve --supernet {SN} --out {W}/e51 --latency-table {LT_OTHER_SPACE}",
+      "latency table {LT_OTHER_SPACE} was measured for space 'lvbert-elc@6' (6 slots"),
+    C("latency-table-free-text-dtype", "latency predict --table {LT_DTYPE} --arch bert",
+      "field dtype: input should be 'float32' or 'bfloat16' (found 'float16')"),
+    C("latency-table-entry-of-no-choice", "latency predict --table {LT_ENTRY_UNKNOWN} --arch bert",
+      "field ops_ms has entries its space 'lvbert-elc@4' has no choice for ('SA(h2)')"),
+    C("evolve-resume-table-edited-in-place", "evolve --supernet {SN} --out {SEARCH_LT} --resume "
+      "--latency-table {LT_EDITED_IN_PLACE} --population 4 --iterations 2 --topk 2 --crossover 2 --mutation 2 "
+      "--dev-sequences 16", "the latency table {LT_EDITED_IN_PLACE} was changed since the search"),
+    C("space-alias-bomb-name", "arch show bert --space {SPACE_BOMB_NAME}",
+      "{SPACE_BOMB_NAME} expands to 8,335,593,974 values through its &anchors and *aliases"),
+    C("space-alias-bomb-connectivity", "train-supernet --config quickstart --data {CORPUS} --out {W}/s40 "
+      "--set space={SPACE_BOMB_CONNECTIVITY}", "{SPACE_BOMB_CONNECTIVITY} expands to"),
+    C("space-alias-bomb-num-slots", "arch show bert --space {SPACE_BOMB_SLOTS}", "{SPACE_BOMB_SLOTS} expands to"),
+    C("space-alias-bomb-description", "arch show bert --space {SPACE_BOMB_DESCRIPTION}",
+      "{SPACE_BOMB_DESCRIPTION} expands to"),
+    C("space-recursive-alias", "arch show bert --space {SPACE_RECURSIVE_ALIAS}",
+      "{SPACE_RECURSIVE_ALIAS} has an alias that contains itself"),
+    C("recipe-alias-bomb", "train-supernet --config {RECIPE_BOMB} --data {CORPUS} --out {W}/s41",
+      "recipe {RECIPE_BOMB} expands to"),
+    C("space-ff-inner-huge", "train-supernet --config quickstart --data {CORPUS} --out {W}/s42 "
+      "--set space={SPACE_FF_HUGE}", "{SPACE_FF_HUGE}: ops.FF.inner has 1000000: inner must be a positive multiple of "
+      "model.ff_inner of at most 64"),
+    C("space-sa-heads-huge", "arch show bert --space {SPACE_SA_HUGE}", "ops.SA.heads has 100000: heads must be in 1..256"),
+    C("space-dc-kernel-huge", "arch show bert --space {SPACE_DC_HUGE}",
+      "ops.DC.kernel has 1000001: kernel must be at most 1023 taps"),
+    C("space-ff-inner-inf", "arch show bert --space {SPACE_FF_INF}", "ops.FF.inner has inf: inner must be"),
+    C("space-slots-huge", "train-supernet --config quickstart --data {CORPUS} --out {W}/s43 "
+      "--set space={SPACE_SLOTS_HUGE}", "{SPACE_SLOTS_HUGE}: num_slots 3,000 is above the 1,024 slots"),
+    C("space-name-not-a-string", "arch show bert --space {SPACE_NAME_LIST}",
+      "{SPACE_NAME_LIST}: name must be a string, got ['a', 'b']"),
+    C("arch-key-dimension-twice", "arch show {ARCH_DIM_TWICE}",
+      "architecture file {ARCH_DIM_TWICE}: slot 1 (SA) gives heads twice in 's(h2,h4)fsf'"),
+    C("arch-json-key-twice", "arch show {ARCH_KEY_TWICE}", "{ARCH_KEY_TWICE} gives the key 'ops' twice in one object"),
+    C("supernet-slot-count-blamed", "train-supernet --config quickstart --data {CORPUS} --out {W}/s44 "
+      "--set num_slots=1024 --set train.batch_size=4000 --set model.heads=8", "num_slots=1024 (LV-BERT uses 24): one "
+      "step's attention activations"),
+    C("retrain-arch-of-fewer-slots", "retrain --arch {SEARCH}/best.json " + T + " --out {W}/r40",
+      "fix: pass --set num_slots=4 (a recipe's slot count"),
     C("export-not-a-model", "export --model {CORPUS} --out {W}/x1", "{CORPUS}"),
     C("export-out-not-empty", "export --model {MODEL} --out {SN}", "{SN}"),
     C("export-out-in-proc", "export --model {MODEL} --out /proc/lvsearch-x", "/proc/lvsearch-x"),

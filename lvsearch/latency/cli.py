@@ -23,26 +23,27 @@ the median over --repeats timed blocks after --warmup calls. A search uses it wi
 def _timing_arguments(p: argparse.ArgumentParser, *, sizes: bool, calibrate: bool = True, table: bool = False) -> None:
     """The timing options; with ``table`` (a command with an optional --table), --batch,
     --seq-len and --dtype default to None (the table's, else 8, the training length, float32)."""
+    from lvsearch.argtypes import count_in
     from lvsearch.argtypes import positive_count as positive_int
+    from lvsearch.latency.table import MAX_BATCH, MAX_CALLS, MAX_THREADS
 
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto (default cpu)")
     if sizes:
         of_table = "; with --table, the table's" if table else ""
-        p.add_argument("--batch", type=positive_int, default=None if table else 8,
+        p.add_argument("--batch", type=count_in(1, MAX_BATCH), default=None if table else 8,
                        help=f"sequences per forward (default 8{of_table})")
         p.add_argument("--seq-len", type=positive_int, default=None,
                        help=f"tokens per sequence (default: the supernet's training length{of_table})")
         p.add_argument("--dtype", choices=["float32", "bfloat16"], default=None if table else "float32",
                        help=f"default float32{of_table}")
     if sizes and calibrate:
-        from lvsearch.argtypes import count
-
-        p.add_argument("--calibrate", type=count, default=20, metavar="N",
+        p.add_argument("--calibrate", type=count_in(0, MAX_CALLS), default=20, metavar="N",
                        help="time N sampled architectures end to end and fit the table sum's linear correction "
                             "(default 20; 0: predict with the raw sum)")
-    p.add_argument("--threads", type=positive_int, default=None, help="CPU threads (default: torch's default here)")
-    p.add_argument("--warmup", type=positive_int, default=10, help="untimed calls before timing (default 10)")
-    p.add_argument("--repeats", type=positive_int, default=15, help="timed blocks per entry; the median is kept (default 15)")
+    p.add_argument("--threads", type=count_in(1, MAX_THREADS), default=None,
+                   help="CPU threads (default: torch's default here)")
+    p.add_argument("--warmup", type=count_in(1, MAX_CALLS), default=10, help="untimed calls before timing (default 10)")
+    p.add_argument("--repeats", type=count_in(1, MAX_CALLS), default=15, help="timed blocks per entry; the median is kept (default 15)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out written by this command")
 
 
@@ -65,9 +66,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     v.add_argument("--supernet", required=True, metavar="RUN", help="the run the table was measured from")
     v.add_argument("--table", required=True, metavar="TABLE.json", help="a table from 'lvsearch latency measure'")
     v.add_argument("--out", required=True, metavar="REPORT.json", help="the validation record to write")
-    from lvsearch.argtypes import positive_count as positive_int
+    from lvsearch.argtypes import count_in
+    from lvsearch.latency.table import MAX_CALLS
 
-    v.add_argument("--archs", type=positive_int, default=50, help="architectures to sample (default 50)")
+    v.add_argument("--archs", type=count_in(3, MAX_CALLS, "a rank correlation needs 3 architectures"), default=50,
+                   help="architectures to sample (default 50; at least 3, for the rank correlation)")
     v.add_argument("--seed", type=int, default=0, help="sampling seed (default 0; a table's calibration draws with seed 1)")
     v.add_argument("--latency-any-device", action="store_true", help="accept a table measured on another device")
     _timing_arguments(v, sizes=False)
@@ -129,9 +132,12 @@ def run_validate(args: argparse.Namespace) -> int:
     rec = validate(args.supernet, args.table, args.out, archs=args.archs, seed=args.seed, opts=_opts(args),
                    any_device=args.latency_any_device, overwrite=args.overwrite)
     s, raw = rec["summary"], rec["table_sum_summary"]
+    rho = s["spearman_rho"]
+    rho = (f"{rho:.3f}" if rho is not None and rho == rho else
+           f"undefined ({'fewer than 3 architectures' if s['archs'] < 3 else 'constant predictions'})")
     console.print(f"{s['archs']} architectures: median absolute error {100 * s['median_ape']:.1f}%, worst "
                   f"{100 * s['worst_ape']:.1f}%, mean signed {100 * s['mean_signed_error']:+.1f}%, Spearman ρ "
-                  f"{s['spearman_rho']:.3f}; measured {s['measured_ms'][0]:.2f}–{s['measured_ms'][2]:.2f} ms"
+                  f"{rho}; measured {s['measured_ms'][0]:.2f}–{s['measured_ms'][2]:.2f} ms"
                   + (f" (raw table sum: {100 * raw['median_ape']:.1f}% / {100 * raw['worst_ape']:.1f}%)"
                      if rec["calibration"] is not None else "") + f" -> {args.out}")
     return 0
@@ -143,7 +149,7 @@ def run_predict(args: argparse.Namespace) -> int:
     from lvsearch.latency.table import check_entries, load_table
 
     table = load_table(args.table)
-    space = table.search_space()
+    space = table.search_space(args.table)
     check_entries(table, args.table, space)
     for spec in args.arch:
         print(f"{spec}: {predict_ms(resolve_arch(spec, space), table):.3f} ms "

@@ -9,16 +9,18 @@ from pathlib import Path
 from lvsearch.errors import LvsearchError
 from lvsearch.io import atomic_write_json, guard_output
 from lvsearch.latency.predict import TIMES_FORMAT, VALIDATION_FORMAT, calibrate, time_named, validate_predictor
-from lvsearch.latency.table import TABLE_FORMAT, Bench, LatencyTable, MeasureOptions, load_table, measure_table, save_table
+from lvsearch.latency.table import MAX_TABLE_BYTES, TABLE_FORMAT, Bench, LatencyTable, MeasureOptions, load_table, measure_table, save_table
 from lvsearch.lock import holds_output
 
 
 def _has_format(fmt: str):
     """``own`` for :func:`guard_output`: the file is JSON with ``"format": fmt``."""
     def own(path: Path) -> bool:
-        try:
-            return json.loads(path.read_text(encoding="utf-8")).get("format") == fmt
-        except (OSError, ValueError, AttributeError):
+        from lvsearch.io import read_bytes
+
+        try:  # bounded: an --out of /dev/zero is refused, not read forever
+            return json.loads(read_bytes(path, what="--out", max_bytes=MAX_TABLE_BYTES)).get("format") == fmt
+        except (OSError, ValueError, AttributeError, LvsearchError):
             return False
     return own
 

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Annotated, Callable, Literal
 from lvsearch.errors import LvsearchError
 from pydantic import Field
 
-from lvsearch.schema import FileModel, Finite, PositiveFinite
+from lvsearch.schema import FileModel
 
 if TYPE_CHECKING:  # pragma: no cover
     from lvsearch.arch import Arch
@@ -45,6 +45,15 @@ TABLE_FORMAT = "lvsearch.latency-table/v1"
 MEASURE_COMMAND = "lvsearch latency measure --supernet RUN --out TABLE.json"
 #: Shortest timed block, seconds.
 MIN_BLOCK_S = 0.01
+#: The largest time a table entry or a calibration intercept may hold (ms per batch: 1000 s;
+#: a measured entry that large would take days to time), and the largest calibration slope.
+MAX_MS, MAX_SLOPE = 1e6, 100.0
+#: The largest ``--batch`` a table may be measured (and timed) at, and the most threads,
+#: warm-up calls and timed blocks it may record.
+MAX_BATCH, MAX_THREADS, MAX_CALLS = 65536, 4096, 1_000_000
+#: The largest table file :func:`load_table` reads (a 1024-slot elastic table is < 1 MB).
+MAX_TABLE_BYTES = 16 << 20
+_Ms = Annotated[float, Field(allow_inf_nan=False, gt=0, le=MAX_MS)]
 
 
 class Calibration(FileModel):
@@ -54,34 +63,34 @@ class Calibration(FileModel):
     ``median_ape`` are the median absolute percentage errors of the sum and of the corrected
     sum on those architectures (in sample; ``lvsearch latency validate`` measures others)."""
 
-    intercept_ms: Finite
-    slope: PositiveFinite
-    archs: Annotated[int, Field(ge=2)]
+    intercept_ms: Annotated[float, Field(allow_inf_nan=False, ge=-MAX_MS, le=MAX_MS)]
+    slope: Annotated[float, Field(allow_inf_nan=False, gt=0, le=MAX_SLOPE)]
+    archs: Annotated[int, Field(ge=2, le=MAX_CALLS)]
     seed: int
-    raw_median_ape: Finite
-    median_ape: Finite
+    raw_median_ape: Annotated[float, Field(allow_inf_nan=False, ge=0)]
+    median_ape: Annotated[float, Field(allow_inf_nan=False, ge=0)]
 
 
 class LatencyTable(FileModel):
     """A latency table file (module docstring). Times in milliseconds per batch."""
 
     format: Literal["lvsearch.latency-table/v1"]
-    device: str
-    device_name: str
-    threads: Annotated[int, Field(ge=1)]
-    torch: str
-    batch: Annotated[int, Field(ge=1)]
+    device: Literal["cpu", "cuda"]
+    device_name: Annotated[str, Field(max_length=200)]
+    threads: Annotated[int, Field(ge=1, le=MAX_THREADS)]
+    torch: Annotated[str, Field(max_length=100)]
+    batch: Annotated[int, Field(ge=1, le=MAX_BATCH)]
     seq_len: Annotated[int, Field(ge=1)]
-    dtype: str
+    dtype: Literal["float32", "bfloat16"]
     supernet: str
     space: dict
     dims: dict
-    warmup: Annotated[int, Field(ge=0)]
-    repeats: Annotated[int, Field(ge=1)]
-    ops_ms: dict[str, PositiveFinite]
-    mixing_ms: dict[str, PositiveFinite]
-    overhead_ms: PositiveFinite
-    spread_ms: dict[str, Finite] = {}
+    warmup: Annotated[int, Field(ge=0, le=MAX_CALLS)]
+    repeats: Annotated[int, Field(ge=1, le=MAX_CALLS)]
+    ops_ms: dict[str, _Ms]
+    mixing_ms: dict[str, _Ms]
+    overhead_ms: _Ms
+    spread_ms: dict[str, Annotated[float, Field(allow_inf_nan=False, ge=0)]] = {}
     measured_at: str = ""
     calibration: Calibration | None = None
 
@@ -90,15 +99,52 @@ class LatencyTable(FileModel):
         """``cpu (Intel Xeon …, 2 threads, torch 2.13.0)``: where it was measured, for messages."""
         return f"{self.device} ({self.device_name}, {self.threads} threads, torch {self.torch})"
 
-    def search_space(self) -> "SearchSpace":
-        """The search space the table was measured for.
+    def search_space(self, path: str | os.PathLike | None = None) -> "SearchSpace":
+        """The search space the table was measured for (``path``: the table file, for messages).
 
         Raises:
-            LvsearchError: the recorded space is malformed.
+            LvsearchError: the recorded space is malformed or over a bound (``num_slots``).
         """
         from lvsearch.space import SearchSpace
 
-        return SearchSpace.from_dict(self.space, source="latency table")
+        return SearchSpace.from_dict(self.space, source=f"{path} (field space)" if path else "latency table")
+
+
+def check_recorded(table: LatencyTable, path: str | os.PathLike) -> None:
+    """Re-check on load what :func:`measure_table` and :func:`calibrate
+    <lvsearch.latency.predict.calibrate>` guarantee of a table they write, beyond its field
+    types: the recorded space and model sizes are valid (and bounded), the sequence length
+    fits the model, the entries are exactly the space's choices and mixing widths, and a
+    calibration predicts more than 0 ms for the space's fastest architecture.
+
+    Raises:
+        LvsearchError: naming the file, the field and the command that measures a new table.
+    """
+    from lvsearch.model.dims import ModelDims
+
+    fix = f"measure it again: {MEASURE_COMMAND}"
+    space = table.search_space(path)
+    dims = ModelDims.from_dict(table.dims, source=f"{path} (field dims)")
+    if table.seq_len > dims.max_len:
+        raise LvsearchError(f"latency table {path} is malformed: field seq_len {table.seq_len} is longer than its "
+                            f"model's {dims.max_len} positions", fix=fix)
+    for field, found, want in (("ops_ms", set(table.ops_ms), set(choice_keys(space))),
+                               ("mixing_ms", set(table.mixing_ms),
+                                {str(k) for k in range(2, space.num_slots + 1)} if space.searchable_inputs else set())):
+        extra = sorted(found - want)
+        if extra:
+            raise LvsearchError(f"latency table {path} is malformed: field {field} has entries its space "
+                                f"{space.name!r} has no choice for ({', '.join(map(repr, extra[:4]))}"
+                                f"{' …' if len(extra) > 4 else ''})", fix=fix)
+    c = table.calibration
+    if c is not None and set(choice_keys(space)) <= set(table.ops_ms):
+        cheapest = min(table.ops_ms[k] for k in choice_keys(space))
+        fastest = c.intercept_ms + c.slope * (table.overhead_ms + space.num_slots * cheapest)
+        if not fastest > 0:
+            raise LvsearchError(
+                f"latency table {path} is malformed: its calibration ({c.intercept_ms:+.6g} ms + {c.slope:.6g} × table "
+                f"sum) predicts {fastest:.6g} ms for the space's fastest architecture; 'latency measure' refuses such "
+                "a fit", fix=fix)
 
 
 def choice_key(arch: "Arch", n: int) -> str:
@@ -201,6 +247,55 @@ def resolve_device(device: str):
     return torch.device(device)
 
 
+def bench_bytes(space: "SearchSpace", dims, batch: int, seq_len: int, itemsize: int) -> int:
+    """Rough upper bound (bytes) of what timing ``space`` at ``batch`` × ``seq_len`` holds at
+    once: the slot states of an end-to-end forward (``num_slots + 1`` of ``batch × seq_len ×
+    hidden``) plus the largest intermediate of one slot (attention scores of the most heads,
+    the widest FF inner layer, the widest DC kernel) and the embeddings."""
+    from lvsearch.model.encoder import slot_sizes
+
+    tokens = batch * seq_len
+    widest = {"heads": dims.heads, "inner": dims.ff_inner, "kernel": dims.conv_kernel}
+    for op in space.ops:
+        for name, values in space.variant_values(op).items():
+            for v in values:
+                widest[name] = max(widest[name], slot_sizes(op, dims, ((name, v),))[name])
+    slot = max(3 * widest["heads"] * seq_len, 2 * widest["inner"], 2 * dims.heads * widest["kernel"] + dims.hidden)
+    return int(itemsize * tokens * (dims.hidden * (space.num_slots + 8) + slot + dims.embedding))
+
+
+def check_bench_memory(space: "SearchSpace", dims, batch: int, seq_len: int, itemsize: int, device) -> None:
+    """Refuse a timing whose tensors (:func:`bench_bytes`) would not fit ``device``'s memory,
+    before any is allocated.
+
+    Raises:
+        LvsearchError: naming ``--batch``, ``--seq-len``, the estimate and the memory.
+    """
+    from lvsearch.device import device_memory_bytes
+
+    need = bench_bytes(space, dims, batch, seq_len, itemsize)
+    have, where = device_memory_bytes(device)
+    if have is not None and need > have:
+        fit = max(1, int(batch * have / need))
+        raise LvsearchError(f"--batch {batch} × --seq-len {seq_len}: timing the {space.num_slots}-slot models of "
+                            f"{space.name!r} needs ~{need / (1 << 30):,.1f} GB, more than {where}",
+                            fix=f"use --batch {fit} or less (or a shorter --seq-len)")
+
+
+def out_of_memory(err: BaseException, batch: int, seq_len: int) -> LvsearchError | None:
+    """The :class:`LvsearchError` for an allocator failure while timing (``torch.OutOfMemoryError``,
+    or a CPU allocator's ``RuntimeError``), or None for another error."""
+    import torch
+
+    text = str(err)
+    if not (isinstance(err, (torch.OutOfMemoryError, MemoryError)) or "can't allocate memory" in text
+            or "out of memory" in text.lower()):
+        return None
+    return LvsearchError(f"out of memory while timing at --batch {batch} × --seq-len {seq_len} "
+                         f"({text.splitlines()[0][:160] if text else type(err).__name__})",
+                         fix="use a smaller --batch (or --seq-len), or free memory on the device")
+
+
 class Bench:
     """A loaded supernet set up for timing: eval mode, the dtype, fixed random inputs.
 
@@ -209,6 +304,11 @@ class Bench:
         ids: ``(batch, seq_len)`` token ids (uniform over the vocabulary, special ids aside).
         mask: ``(batch, seq_len)`` bool, all True (real tokens).
         x: ``(batch, seq_len, H)`` a slot input (the embeddings of ``ids``).
+
+    Raises:
+        LvsearchError: an unsupported dtype, a bad run or device, a ``seq_len`` longer than
+            the model's positions, or a batch whose tensors would not fit the device's memory
+            (:func:`check_bench_memory`).
     """
 
     def __init__(self, run: str | os.PathLike, opts: MeasureOptions):
@@ -229,6 +329,7 @@ class Bench:
         if self.seq_len > dims.max_len:
             raise LvsearchError(f"--seq-len {self.seq_len} is longer than the model's {dims.max_len} positions",
                                 fix=f"use --seq-len {dims.max_len} or less")
+        check_bench_memory(self.loaded.space, dims, opts.batch, self.seq_len, self.dtype.itemsize, self.device)
         gen = torch.Generator().manual_seed(0)
         self.ids = torch.randint(5, dims.vocab_size, (opts.batch, self.seq_len), generator=gen).to(self.device)
         self.mask = torch.ones(opts.batch, self.seq_len, dtype=torch.bool, device=self.device)
@@ -236,14 +337,24 @@ class Bench:
             self.x = self.loaded.supernet.embed(self.ids)
 
     def time(self, fn: Callable[[], object]) -> Timing:
-        """:func:`time_call` of ``fn`` under ``torch.inference_mode`` with this bench's settings."""
+        """:func:`time_call` of ``fn`` under ``torch.inference_mode`` with this bench's settings.
+
+        Raises:
+            LvsearchError: the device ran out of memory (:func:`out_of_memory`).
+        """
         import torch
 
         def run():
             with torch.inference_mode():
                 return fn()
 
-        return time_call(run, threads=self.threads, warmup=self.opts.warmup, repeats=self.opts.repeats)
+        try:
+            return time_call(run, threads=self.threads, warmup=self.opts.warmup, repeats=self.opts.repeats)
+        except (RuntimeError, MemoryError) as e:
+            oom = out_of_memory(e, self.opts.batch, self.seq_len)
+            if oom is None:
+                raise
+            raise oom from None
 
 
 def _entries(bench: Bench) -> dict[str, Callable[[], object]]:
@@ -315,17 +426,22 @@ def save_table(table: LatencyTable, path: str | os.PathLike) -> None:
 
 
 def load_table(path: str | os.PathLike) -> LatencyTable:
-    """Read and check a latency table file.
+    """Read and check a latency table file through the bounded reader (at most
+    :data:`MAX_TABLE_BYTES`), as strictly as :func:`measure_table` writes one: field types
+    and bounds (:class:`LatencyTable`), then :func:`check_recorded`.
 
     Raises:
-        LvsearchError: missing, not JSON, or a field of the wrong type (naming the file, the
-            field and the command that measures a new table).
+        LvsearchError: missing, a special file, too large, not JSON, a field of the wrong type
+            or out of bounds, or a table no measurement writes (:func:`check_recorded`);
+            naming the file, the field and the command that measures a new table.
     """
     from lvsearch.io import read_checked
 
     data = read_checked(path, LatencyTable, what="latency table", fix=f"measure it again: {MEASURE_COMMAND}",
-                        regenerate=MEASURE_COMMAND)
-    return LatencyTable.model_validate(data)
+                        regenerate=MEASURE_COMMAND, max_bytes=MAX_TABLE_BYTES)
+    table = LatencyTable.model_validate(data)
+    check_recorded(table, path)
+    return table
 
 
 def check_entries(table: LatencyTable, path: str | os.PathLike, space: "SearchSpace") -> None:
@@ -359,9 +475,18 @@ def check_table(table: LatencyTable, path: str | os.PathLike, *, space: "SearchS
         any_device: accept a table measured on another device (``--latency-any-device``).
 
     Raises:
-        LvsearchError: sizes differ, an op or mixing width is missing, or (without
+        LvsearchError: the table was measured for another space (slots, connectivity, ops and
+            variants; the name is not compared), sizes differ, an op or mixing width is missing, or (without
             ``any_device``) the table was measured on another device kind or another GPU/CPU model.
     """
+    mine = table.search_space(path)
+    shape = lambda sp: (sp.num_slots, sp.connectivity, sp.to_dict()["ops"])  # noqa: E731 - the name is free text
+    if shape(mine) != shape(space):
+        raise LvsearchError(
+            f"latency table {path} was measured for space {mine.name!r} ({mine.num_slots} slots, {mine.connectivity}, "
+            f"ops {', '.join(choice_keys(mine))}), not for this supernet's {space.name!r} ({space.num_slots} slots, "
+            f"{space.connectivity}, ops {', '.join(choice_keys(space))})",
+            fix=f"measure a table for this supernet: {MEASURE_COMMAND}")
     if table.dims != dims.to_dict():
         diff = sorted(k for k in set(table.dims) | set(dims.to_dict()) if table.dims.get(k) != dims.to_dict().get(k))
         raise LvsearchError(f"latency table {path} was measured for other model sizes ({', '.join(diff)} differ "

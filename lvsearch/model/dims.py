@@ -14,6 +14,11 @@ from lvsearch.errors import LvsearchError
 FF_ACTIVATIONS = ("gelu", "geglu")
 POSITIONS = ("absolute", "relative")
 INITS = ("bert", "scaled")
+#: Upper bounds of the model sizes (BERT-large is hidden 1024, ff_inner 4096, 16 heads, 512
+#: positions, a 30k vocabulary); the memory a model asks for within them is checked when it is
+#: built (:func:`lvsearch.model.encoder.check_weight_memory`).
+MAX_SIZES = {"vocab_size": 1 << 30, "hidden": 1 << 16, "embedding": 1 << 16, "ff_inner": 1 << 20, "heads": 1024,
+             "conv_kernel": 1023, "max_len": 1 << 20, "relative_buckets": 1 << 16, "relative_max_distance": 1 << 20}
 
 
 @dataclass(frozen=True)
@@ -81,6 +86,9 @@ class ModelDims:
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise bad(f"{name} must be a positive integer, got {v!r}", f"set {name} to a positive integer")
+            if v > MAX_SIZES[name]:
+                raise bad(f"{name} {v:,} is above the {MAX_SIZES[name]:,} lvsearch builds",
+                          f"set {name} to at most {MAX_SIZES[name]:,}")
         if self.hidden % self.heads:
             raise bad(f"hidden {self.hidden} is not divisible by heads {self.heads}",
                       "choose heads dividing hidden (LV-BERT small: hidden 256, heads 4)")
@@ -127,7 +135,10 @@ class ModelDims:
                                     fix=(f"did you mean {close[0]!r}? " if close else "") + f"valid keys: {', '.join(names)}")
         if "vocab_size" not in d:
             raise LvsearchError(f"{where}: missing vocab_size", fix="set vocab_size to the tokenizer's vocabulary size")
-        return cls(**d)
+        try:
+            return cls(**d)
+        except LvsearchError as e:  # name the source
+            raise LvsearchError(str(e).split("\n")[0].replace("model dims", where, 1), fix=e.fix) from None
 
 
 #: Keys of a supernet recipe's ``model`` section that are not :class:`ModelDims` fields: they

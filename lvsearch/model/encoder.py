@@ -117,6 +117,53 @@ def _slot_layer(code: str, dims: ModelDims, choices: dict | None, variant: tuple
     return spec.build(dims)
 
 
+@functools.lru_cache(maxsize=1024)
+def _layer_weights(code: str, dims: ModelDims, choices: tuple, variant: tuple) -> int:
+    """Weights of one slot layer, built on the ``meta`` device (no memory is allocated)."""
+    with torch.device("meta"):
+        layer = _slot_layer(code, dims, {k: list(v) for k, v in choices}, variant)
+    return sum(p.numel() for p in layer.parameters())
+
+
+def model_weights(dims: ModelDims, slot_ops: Sequence[Sequence[str]], slot_variants: Sequence[Sequence[tuple]],
+                  slot_choices: dict | None = None) -> tuple[int, tuple[str, int]]:
+    """``(weights, (largest slot layer, its weights))`` of a model before it is built: each
+    slot layer counted on the ``meta`` device, plus the embeddings and the MLM head."""
+    total, largest = 0, ("", 0)
+    for ops, vs in zip(slot_ops, slot_variants):
+        for op, v in zip(ops, vs):
+            choices = tuple(sorted((k, tuple(x)) for k, x in ((slot_choices or {}).get(op) or {}).items()))
+            n = _layer_weights(op, dims, choices, v)
+            total += n
+            if n > largest[1]:
+                label = op + "".join(f" {k} {max(x)}" for k, x in choices) + "".join(f" {k} {x}" for k, x in v)
+                largest = (label, n)
+    embed = (dims.vocab_size + dims.max_len) * dims.embedding + dims.embedding * dims.hidden
+    head = dims.hidden * dims.embedding + dims.vocab_size
+    return total + embed + head, largest
+
+
+def check_weight_memory(dims: ModelDims, slot_ops: Sequence[Sequence[str]], slot_variants: Sequence[Sequence[tuple]],
+                        slot_choices: dict | None = None) -> None:
+    """Refuse a model whose float32 weights alone would not fit this machine's physical memory,
+    before any is allocated (:func:`model_weights`).
+
+    Raises:
+        LvsearchError: naming the slot count, the largest slot layer and the model sizes.
+    """
+    from lvsearch.device import device_memory_bytes
+
+    ram, where = device_memory_bytes("cpu")  # every model is built on the CPU, then moved
+    weights, (label, per_slot) = model_weights(dims, slot_ops, slot_variants, slot_choices)
+    if ram is None or weights * 4 <= ram:
+        return
+    raise LvsearchError(
+        f"a model of {len(slot_ops)} slots at hidden {dims.hidden} (vocabulary {dims.vocab_size}, embedding "
+        f"{dims.embedding}) holds ~{weights:,} weights, {weights * 4 / (1 << 30):,.0f} GB in float32 before any "
+        f"activation, more than {where}; the largest slot layer ({label}) holds {per_slot:,}",
+        fix="lower num_slots, the op sizes in the search space (heads, inner, kernel) or the model section's sizes")
+
+
 class _Backbone(nn.Module):
     """Embeddings, slot storage, output stage and MLM head shared by Encoder and Supernet.
 
@@ -128,11 +175,12 @@ class _Backbone(nn.Module):
                  mixing_ops: Sequence[str] | None = None, slot_variants: Sequence[Sequence[tuple]] | None = None,
                  slot_choices: dict | None = None):
         super().__init__()
+        variants = slot_variants or [[()] * len(ops) for ops in slot_ops]
+        check_weight_memory(dims, slot_ops, variants, slot_choices)
         self.dims = dims
         self.num_slots = num_slots
         self.embeddings = Embeddings(dims.vocab_size, dims.embedding, dims.hidden, dims.max_len, dims.dropout,
                                      absolute=dims.position == "absolute")
-        variants = slot_variants or [[()] * len(ops) for ops in slot_ops]
         self.slots = nn.ModuleDict(
             {str(n): nn.ModuleDict({op: _slot_layer(op, dims, (slot_choices or {}).get(op), v) for op, v in zip(ops, vs)})
              for n, (ops, vs) in enumerate(zip(slot_ops, variants), start=1)}

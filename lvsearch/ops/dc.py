@@ -170,9 +170,15 @@ class DynamicConv(SlotLayer):
         return self.out(dynamic_conv_softmax(v, logits, mask))
 
 
+#: The widest DC kernel a variant may ask for (taps; LV-BERT uses 9).
+MAX_KERNEL = 1023
+
+
 def _check_kernel(value) -> str | None:
     if value < 1 or value % 2 == 0:
         return f"kernel must be an odd positive integer (the convolution is centred), got {value}"
+    if value > MAX_KERNEL:
+        return f"kernel must be at most {MAX_KERNEL} taps, got {value}"
     return None
 
 

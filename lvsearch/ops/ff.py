@@ -57,8 +57,14 @@ class FeedForward(SlotLayer):
         return F.linear(y, self.fc2.weight[:, :k], self.fc2.bias)
 
 
+#: The largest FF inner width a variant may ask for, in multiples of ``model.ff_inner``.
+MAX_INNER = 64
+
+
 def _check_inner(value) -> str | None:
-    return None if value > 0 else f"inner must be a positive multiple of model.ff_inner, got {value}"
+    if not 0 < value <= MAX_INNER:  # NaN and infinity fail too
+        return f"inner must be a positive multiple of model.ff_inner of at most {MAX_INNER}, got {value}"
+    return None
 
 
 def _inner_size(dims, value) -> int:

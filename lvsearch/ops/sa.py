@@ -130,8 +130,12 @@ class SelfAttention(SlotLayer):
         return F.linear(y, self.out.weight[:, : nh * d], self.out.bias)
 
 
+#: The most attention heads a variant may ask for.
+MAX_HEADS = 256
+
+
 def _check_heads(value) -> str | None:
-    return None if value >= 1 else f"heads must be ≥ 1, got {value}"
+    return None if 1 <= value <= MAX_HEADS else f"heads must be in 1..{MAX_HEADS}, got {value}"
 
 
 def _heads_size(dims, value) -> int:

@@ -378,6 +378,14 @@ class Search:
                     fix="start a new search on this supernet (--overwrite or another --out), or restore the supernet run")
             if {"latency_table", "max_latency"} & set(diff):
                 then, now = _latency_flags(recorded_extra), _latency_flags(self.extra_state)
+                if then == now and isinstance(old_t, dict) and isinstance(new_t, dict):  # same path, other bytes
+                    raise LvsearchError(
+                        f"--resume: the latency table {new_t.get('path')} was changed since the search in {source} "
+                        f"started (content sha256 {str(old_t.get('sha256'))[:12]}… then, "
+                        f"{str(new_t.get('sha256'))[:12]}… now): its candidates were admitted and ranked with "
+                        "the recorded table",
+                        fix="restore the table the search started with (its sha256 is in the state's "
+                            "extra.latency_table), or start a new --out with this table")
                 raise LvsearchError(
                     f"--resume: the search in {source} was run with {then or 'no latency table'}, and this resume "
                     f"passes {now or 'none'}: its candidates were admitted and ranked with the recorded ones",

@@ -268,11 +268,8 @@ RUN_WRITES = ("config.json", "tokenizer.json", "metrics.jsonl", "curve.jsonl", "
 COSTLY_STEP_BYTES = 4 << 30
 
 
-def step_attention_bytes(config: Any) -> int:
-    """Rough size (bytes) of one training step's attention activations: batch × heads × L² fp32
-    scores, kept twice (scores and softmax) for the backward pass, at every slot (a supernet
-    path or a retrained stack may put SA at any slot). An upper-bound estimate for warnings."""
-    train, model = config.train, config.model
+def _slot_count(config: Any) -> int:
+    """The slots a run's config builds: ``num_slots``, else its space's, else 12."""
     slots = getattr(config, "num_slots", None)
     if slots is None and isinstance(getattr(config, "space", None), str):
         try:  # the recipe's space sets the depth when num_slots does not
@@ -281,7 +278,15 @@ def step_attention_bytes(config: Any) -> int:
             slots = SearchSpace.load(config.space).num_slots
         except LvsearchError:
             slots = None
-    slots = slots or 12
+    return slots or 12
+
+
+def step_attention_bytes(config: Any) -> int:
+    """Rough size (bytes) of one training step's attention activations: batch × heads × L² fp32
+    scores, kept twice (scores and softmax) for the backward pass, at every slot (a supernet
+    path or a retrained stack may put SA at any slot). An upper-bound estimate for warnings."""
+    train, model = config.train, config.model
+    slots = _slot_count(config)
     # a recipe's `model` section is a dict of explicit dims (retrain: over its named size)
     heads = model.get("heads") if isinstance(model, dict) else getattr(model, "heads", None)
     if heads is None and isinstance(getattr(config, "size", None), str):
@@ -293,13 +298,11 @@ def step_attention_bytes(config: Any) -> int:
 
 
 def physical_memory_bytes() -> int | None:
-    """This machine's physical memory (bytes), or None where the OS does not say."""
-    import os
+    """This machine's physical memory (bytes), or None where the OS does not say
+    (:func:`lvsearch.device.physical_memory_bytes`)."""
+    from lvsearch.device import physical_memory_bytes as ram
 
-    try:
-        return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
-    except (ValueError, OSError, AttributeError):
-        return None
+    return ram()
 
 
 def check_step_memory(config: Any, data) -> None:
@@ -310,7 +313,9 @@ def check_step_memory(config: Any, data) -> None:
     memory: that run could only fail, after allocating for minutes.
 
     Raises:
-        LvsearchError: the estimated attention activations exceed physical memory.
+        LvsearchError: the estimated attention activations exceed physical memory; the message
+            names the cause (``num_slots`` above 48, twice LV-BERT's, at a length of at most
+            4× the data's; else ``train.seq_len``) and its fix.
     """
     from lvsearch import ui
 
@@ -318,11 +323,19 @@ def check_step_memory(config: Any, data) -> None:
     seq, data_seq = config.train.seq_len, data.seq_len
     ram = physical_memory_bytes()
     if ram is not None and est > ram:
+        n = _slot_count(config)
+        per_slot = est / n
+        if n <= 48 or seq > 4 * data_seq:  # the length (or batch) is the cause, not a slot count of twice LV-BERT's
+            cause, fix = (f"train.seq_len={seq} (the data was prepared for sequences of {data_seq})",
+                          f"lower train.seq_len (e.g. --set train.seq_len={data_seq}) or train.batch_size")
+        else:
+            cause, fix = (f"num_slots={n} (LV-BERT uses 24)",
+                          f"lower num_slots (at most {max(1, int(ram // per_slot)):,} fit at this length and batch), "
+                          "e.g. --set num_slots=24")
         raise LvsearchError(
-            f"train.seq_len={seq} with train.batch_size={config.train.batch_size}: one step's attention activations "
-            f"would need up to ~{est / (1 << 30):,.0f} GB, more than this machine's {ram / (1 << 30):.0f} GB "
-            f"(the data was prepared for sequences of {data_seq})",
-            fix=f"lower train.seq_len (e.g. --set train.seq_len={data_seq}) or train.batch_size")
+            f"{cause}: one step's attention activations at train.batch_size={config.train.batch_size} × "
+            f"train.seq_len={seq} × {n:,} slots would need up to ~{est / (1 << 30):,.0f} GB, more "
+            f"than this machine's {ram / (1 << 30):.0f} GB", fix=fix)
     if est > COSTLY_STEP_BYTES or seq > 4 * data_seq:
         ui.warn(f"train.seq_len={seq} (the data was prepared for {data_seq}) with train.batch_size="
                 f"{config.train.batch_size}: attention activations alone need up to ~{est / (1 << 30):.1f} GB per step, "
