@@ -1270,6 +1270,8 @@ def test_bad_input_one_message_exit_2_nothing_touched(ws: dict[str, Path], case:
     argv = [_fill(a, ws) for a in case.argv]
     if any("{HF_" in a for a in argv):
         pytest.skip("transformers is not installed (no Hugging Face folders in the workspace)")
+    if case.id.endswith("-slurm-without-sbatch") and shutil.which("sbatch"):
+        pytest.skip("sbatch is installed here (a real Slurm: tests/test_slurm.py covers --executor slurm)")
     before = {k: tree_digest(p) for k, p in ws.items() if p.is_dir()}
     proc = cli(*argv)
     err = proc.stderr
