@@ -317,3 +317,57 @@ def paired_rows(pa: dict, pb: dict, seeds: list[str], curve: str, unit: str, mar
         rows.append({unit: n, "seeds": len(d), "mean_difference": float(np.mean(d)) if d else None,
                      "t_95": list(ci) if ci is not None else None, "ahead": sum(x > 0 for x in d)})
     return rows
+
+
+# ----------------------------------------------------------------------------------------
+# The Hugging Face peer (learning_efficiency.py, mfu.py)
+# ----------------------------------------------------------------------------------------
+
+
+def hf_mlm_peer(cfg, data, layers: int):
+    """HF ``BertForMaskedLM`` at a retrain recipe's width (hidden, heads, FF inner size) with
+    ``layers`` layers (one per SA+FF pair of ``bert``), HF defaults otherwise (post-LN, dropout
+    0.1, absolute positions, no embedding projection), seeded by ``cfg.train.seed``.
+
+    Returns ``(module, forward, params)``: ``module(input_ids, labels)`` returns the loop's sums
+    (``loss_sum``, ``count``, ``correct``) at the targets; ``forward(ids, labels)`` the logits and
+    gold ids at the targets. HF's head scores every position; the loss reads the targets only."""
+    import torch
+
+    from transformers import BertConfig, BertForMaskedLM
+
+    from lvsearch.data.masking import IGNORE_INDEX
+
+    dims = cfg.model_settings().dims(data.vocab_size, data.special_ids.pad, cfg.train.seq_len)
+    hf_cfg = BertConfig(vocab_size=data.vocab_size, hidden_size=dims.hidden, num_hidden_layers=layers,
+                        num_attention_heads=dims.heads, intermediate_size=dims.ff_inner,
+                        max_position_embeddings=max(512, cfg.train.seq_len), pad_token_id=data.special_ids.pad)
+    torch.manual_seed(cfg.train.seed)
+    model = BertForMaskedLM(hf_cfg)
+
+    class Peer(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+
+        def forward(self, input_ids, labels):
+            logits = self.model(input_ids=input_ids).logits
+            sel = labels != IGNORE_INDEX
+            lg, gold = logits[sel].float(), labels[sel]
+            return {"loss_sum": torch.nn.functional.cross_entropy(lg, gold, reduction="sum"),
+                    "count": sel.sum().detach(), "correct": (lg.argmax(-1) == gold).sum().detach()}
+
+    def forward(ids, labels):
+        sel = labels != IGNORE_INDEX
+        return model(input_ids=ids).logits[sel].float(), labels[sel]
+
+    return Peer(), forward, sum(p.numel() for p in model.parameters())
+
+
+def hf_bert_flops_per_token(hidden: int, ff_inner: int, layers: int, vocab_size: int, seq_len: int) -> float:
+    """Forward matmul FLOPs per token of HF ``BertForMaskedLM`` (1 multiply-add = 2 FLOPs),
+    counted as :func:`lvsearch.model.encoder.flops_per_token` counts: per layer ``8 H^2``
+    (Q, K, V, output) ``+ 4 L H`` (scores, weighted values) ``+ 4 H I`` (FF); the head at every
+    position (HF scores all of them): transform ``2 H^2`` + decoder ``2 H V``."""
+    H = hidden
+    return float(layers * (8 * H * H + 4 * seq_len * H + 4 * H * ff_inner) + 2 * H * H + 2 * H * vocab_size)

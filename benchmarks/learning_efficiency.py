@@ -37,7 +37,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import RESULTS, machine, prepared_data
+from _common import RESULTS, hf_mlm_peer, machine, prepared_data
 
 import torch  # noqa: E402
 
@@ -188,7 +188,7 @@ def run_one(data, dev, recipe: str, arm: str, overrides: list[str], tokens: floa
             return enc.mlm_logits(enc(ids)[sel]).float(), labels[sel]
         name = arm
     else:
-        module, forward, params = _hf_peer(cfg, data, space)
+        module, forward, params = hf_mlm_peer(cfg, data, space.num_slots // 2)
         cfg.train.lr = peer_lr
         name = f"hf-bert lr={peer_lr:g}"
     objective = _Objective(module, batches, dev, forward, 128)
@@ -204,39 +204,6 @@ def run_one(data, dev, recipe: str, arm: str, overrides: list[str], tokens: floa
         "tokens": steps * tps, "train_seconds": total_train_s, "tokens_per_s": steps * tps / total_train_s,
         "curve": objective.curve,
     }
-
-
-def _hf_peer(cfg, data, space):
-    """HF BertForMaskedLM with ``bert``'s width and depth; returns (module, forward, params)."""
-    from transformers import BertConfig, BertForMaskedLM
-
-    from lvsearch.data.masking import IGNORE_INDEX
-
-    dims = cfg.model_settings().dims(data.vocab_size, data.special_ids.pad, cfg.train.seq_len)
-    layers = space.num_slots // 2
-    hf_cfg = BertConfig(vocab_size=data.vocab_size, hidden_size=dims.hidden, num_hidden_layers=layers,
-                        num_attention_heads=dims.heads, intermediate_size=dims.ff_inner,
-                        max_position_embeddings=max(512, cfg.train.seq_len), pad_token_id=data.special_ids.pad)
-    torch.manual_seed(cfg.train.seed)
-    model = BertForMaskedLM(hf_cfg)
-
-    class Peer(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.model = model
-
-        def forward(self, input_ids, labels):
-            logits = self.model(input_ids=input_ids).logits
-            sel = labels != IGNORE_INDEX
-            lg, gold = logits[sel].float(), labels[sel]
-            return {"loss_sum": torch.nn.functional.cross_entropy(lg, gold, reduction="sum"),
-                    "count": sel.sum().detach(), "correct": (lg.argmax(-1) == gold).sum().detach()}
-
-    def forward(ids, labels):
-        sel = labels != IGNORE_INDEX
-        return model(input_ids=ids).logits[sel].float(), labels[sel]
-
-    return Peer(), forward, sum(p.numel() for p in model.parameters())
 
 
 def speed(data, recipe: str, jobs: list[tuple[str, list[str], str]], arms: list[str], steps: int, rounds: int) -> dict:
@@ -267,7 +234,7 @@ def speed(data, recipe: str, jobs: list[tuple[str, list[str], str]], arms: list[
             if arm == "hf-bert":
                 if name != "base":
                     continue  # the peer has one configuration (HF defaults)
-                module = _hf_peer(cfg, data, space)[0].train()
+                module = hf_mlm_peer(cfg, data, space.num_slots // 2)[0].train()
             else:
                 module = build_module(cfg, resolve_arch(arm, space), dims).train()
             setups[f"{name}/{arm}"] = (cfg, module, make_optimizer(module, cfg.train),

@@ -62,3 +62,15 @@ def run_cli(capsys, *argv: str) -> tuple[int, str]:
     code = main(list(argv))
     captured = capsys.readouterr()
     return code, captured.out + captured.err
+
+
+def benchmark_script(monkeypatch, tmp_path: Path, name: str):
+    """The module of ``benchmarks/<name>.py``, imported with ``benchmarks/`` on the path and
+    ``_common.RESULTS`` pointed at ``tmp_path / "results"`` (created): results go there."""
+    import importlib
+
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    common = importlib.import_module("_common")
+    monkeypatch.setattr(common, "RESULTS", tmp_path / "results")
+    (tmp_path / "results").mkdir(exist_ok=True)
+    return importlib.import_module(name)
