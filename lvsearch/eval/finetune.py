@@ -21,7 +21,7 @@ A seed whose training loss did not fall (:func:`loss_did_not_fall`: last-epoch m
 the loss of the best constant prediction) is marked ``failed`` with the reason and left out of
 the aggregate; reports show a task whose every seed failed as :data:`FAILED_TEXT`.
 
-Imbalanced classes (issue 60; measured in docs/results.md, "Fine-tuning on imbalanced tasks"):
+Imbalanced classes (measured in docs/results.md, "Fine-tuning on imbalanced tasks"):
 ``class_weight`` ``auto`` (default) weights the cross-entropy by ``n / (K · n_k)`` (scikit-learn's
 "balanced" weights) when the training labels are imbalanced (:func:`~lvsearch.eval.finetune_metrics.is_imbalanced`)
 and not otherwise, so balanced tasks train exactly as before; ``balanced`` always, ``none`` never.

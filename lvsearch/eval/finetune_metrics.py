@@ -44,7 +44,7 @@ def class_metrics(task: TaskData, labels: list, preds: list) -> dict | None:
 
 def never_predicted(per_class: dict | None, label_names: Sequence[str]) -> list[str]:
     """The names of the classes with true examples that ``per_class`` (:func:`class_metrics`)
-    never predicts: the failure issue 60 was about (a 19-of-1,500 class with F1 0 in every seed)."""
+    never predicts (e.g. a 19-of-1,500 class with F1 0 in every seed)."""
     if not per_class:
         return []
     return [label_names[k] for k, (n, p) in enumerate(zip(per_class["support"], per_class["predicted"])) if n and not p]
@@ -86,7 +86,7 @@ def primary_metric(kind: str, labels: Sequence | None = None, num_classes: int |
     predicted costs it almost nothing. Balanced: the largest class holds at most
     :data:`IMBALANCE_RATIO` × ``1/K`` of ``labels`` (:func:`is_imbalanced`).
 
-    (Before issue 60 an imbalanced binary task was judged by MCC and a multi-class one by ``f1``,
+    (Earlier versions judged an imbalanced binary task by MCC and a multi-class one by ``f1``,
     which is the same macro F1.)"""
     if kind == "regression":
         return "pearson"

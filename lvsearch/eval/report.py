@@ -111,7 +111,7 @@ def summary_rows(report: dict) -> list[tuple[str, str]]:
 def _class_rows(name: str, split: str, ft: dict) -> list[tuple[str, str]]:
     """One row per class (F1 mean ± std, precision, recall, and the seeds that never predict it)
     of a multi-class or imbalanced task's ``per_class`` entry (none for binary balanced tasks,
-    regression, failed tasks and reports written before issue 60)."""
+    regression, failed tasks and reports written before per-class metrics existed)."""
     per = (ft.get("per_class") or {}).get(split)
     if not per or ft.get("status") == "failed" or (len(per) <= 2 and ft.get("select_metric") == "accuracy"):
         return []
