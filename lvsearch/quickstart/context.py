@@ -156,10 +156,7 @@ def plan_slowdown(settings: QuickstartSettings, device: str, speed: str | float)
 
     record = {"slowdown": 1.0, "ratio": None, "probe": None, "reference_seconds": None, "reason": None}
     if speed != "auto":
-        try:
-            value = float(speed)
-        except (TypeError, ValueError):
-            value = math.nan
+        value = _as_float(speed)
         if not (math.isfinite(value) and value > 0):
             raise LvsearchError(f"--speed must be auto or a number > 0, got {speed!r}",
                                 fix="e.g. --speed auto (measure this machine, the default) or --speed 1")
@@ -230,6 +227,7 @@ def open_context(out: str | Path, settings: QuickstartSettings, *, device: str =
 
 
 def _as_float(value) -> float:
+    """``float(value)``, or NaN where it is not a number."""
     try:
         return float(value)
     except (TypeError, ValueError):
