@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from lvsearch.errors import LvsearchError
@@ -205,8 +205,8 @@ class ModelSettings:
                                 fix="--set model.mixing_per_op=true (with space=lvbert-elc: it needs ELC connectivity)")
         settings = cls(explicit={k: v for k, v in section.items() if k not in SUPERNET_MODEL_KEYS},
                        base=dict(base or {}), mixing_per_op=per_op, source=dims_source)
-        try:
-            settings.dims(_CHECK_VOCAB, 0, seq_len)
+        try:  # named once, by ``source`` (the recipe), not also by ``dims_source``
+            replace(settings, source="").dims(_CHECK_VOCAB, 0, seq_len)
         except LvsearchError as e:
             message = str(e).split("\n  fix: ", 1)[0]
             raise LvsearchError(f"{source}: {message}", fix=e.fix) from None
