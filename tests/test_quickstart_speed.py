@@ -23,7 +23,8 @@ def sizes(plan) -> dict:
 
 def test_quantized_slowdown():
     assert speed.quantized_slowdown(1.0) == speed.quantized_slowdown(1.15) == speed.quantized_slowdown(0.85) == 1.0
-    assert speed.quantized_slowdown(2.7) == pytest.approx(2 ** 1.5)  # 2.83: the nearest quarter octave
+    assert speed.quantized_slowdown(2.7) == pytest.approx(2 ** (11 / 8))  # 2.59: the nearest eighth octave
+    assert speed.quantized_slowdown(1.46) == pytest.approx(2 ** 0.5)  # this fp32 machine kind's ratio
     assert speed.quantized_slowdown(2.0) == 2.0 and speed.quantized_slowdown(0.5) == 0.5
     assert speed.quantized_slowdown(1e6) == speed.MAX_SLOWDOWN and speed.quantized_slowdown(1e-6) == 1 / speed.MAX_SLOWDOWN
     for bad in (0.0, -1.0, float("nan"), float("inf")):
@@ -67,9 +68,9 @@ def test_plan_slowdown_measures_only_where_the_calibration_applies(monkeypatch):
     monkeypatch.setattr(speed, "probe_step_seconds", lambda **kw: {"seconds": 1.35, "steps": 6, "precision": "fp32",
                                                                    "threads": 1, "recipe": "retrain-quickstart"})
     rec = plan_slowdown(default, "cpu", "auto")
-    assert rec["ratio"] == pytest.approx(2.7) and rec["slowdown"] == pytest.approx(2 ** 1.5) and rec["reason"] is None
+    assert rec["ratio"] == pytest.approx(2.7) and rec["slowdown"] == pytest.approx(2 ** (11 / 8)) and rec["reason"] is None
     text = speed.speed_sentence(rec, 20, 20 / rec["slowdown"])
-    assert "2.70× slower" in text and "--minutes 7.07" in text and "about 20 min here" in text
+    assert "2.70× slower" in text and "--minutes 7.71" in text and "about 20 min here" in text
 
 
 def test_a_new_run_records_its_speed_and_a_resumed_run_keeps_its_plan(tmp_path, monkeypatch):

@@ -7,7 +7,7 @@ MLM, AdamW) in one thread, with the precision ``train.precision: auto`` resolves
 CPUs with native bf16, fp32 elsewhere: the difference that makes an AVX2 machine take 2–3× the
 plan). Its median step time over :data:`PROBE_STEPS` steps against
 :data:`REFERENCE_STEP_SECONDS` (the same probe on the calibration machine's kind, see below) is
-the machine's *slowdown*. :func:`quantized_slowdown` rounds it to quarter octaves and keeps 1.0
+the machine's *slowdown*. :func:`quantized_slowdown` rounds it to eighth octaves and keeps 1.0
 within :data:`TOLERANCE`, so a machine like the calibration machine gets the calibrated plan —
 with its byte-identical results — and small timing noise does not change a plan.
 :func:`lvsearch.quickstart.plan.make_plan` then sizes every stage as it would for
@@ -21,7 +21,7 @@ import statistics
 import time
 
 #: Training steps timed by the probe (after :data:`PROBE_WARMUP` untimed ones).
-PROBE_STEPS = 6
+PROBE_STEPS = 12
 PROBE_WARMUP = 1
 
 #: The probe's median step time (seconds) on the calibration machine's kind (the 2-core bf16
@@ -31,21 +31,24 @@ PROBE_WARMUP = 1
 #: :data:`FP32_RUN_SECONDS` over its stages against the calibration run's 1,251 s; the reference
 #: is the fp32 probe scaled by that ratio (the probe is assumed to slow down as the whole run
 #: does). ``None`` until measured: the quickstart then plans at slowdown 1 and says so.
-FP32_PROBE_SECONDS: float | None = None
-FP32_RUN_SECONDS: float | None = None
+FP32_PROBE_SECONDS: float | None = 0.385  # median of 6 idle probes, 0.351-0.420 s (commit 43655a7)
+FP32_RUN_SECONDS: float | None = 1825.6  # benchmarks/results/quickstart_fp32_default.json (--speed 1)
 CALIBRATION_RUN_SECONDS = 1251.0
 REFERENCE_STEP_SECONDS: float | None = (None if FP32_PROBE_SECONDS is None or FP32_RUN_SECONDS is None
                                         else FP32_PROBE_SECONDS * CALIBRATION_RUN_SECONDS / FP32_RUN_SECONDS)
 
 #: A measured slowdown within [1 / TOLERANCE, TOLERANCE] plans as the calibration machine (1.0).
 TOLERANCE = 1.2
+#: Slowdowns are rounded to powers of 2^(1/STEPS_PER_OCTAVE) (a step of 9%).
+STEPS_PER_OCTAVE = 8
 #: Slowdowns are clamped to [1 / MAX_SLOWDOWN, MAX_SLOWDOWN].
 MAX_SLOWDOWN = 16.0
 
 
 def quantized_slowdown(ratio: float) -> float:
     """``ratio`` (probe seconds / reference seconds) as the plan uses it: 1.0 within
-    :data:`TOLERANCE`, else the nearest power of 2^(1/4) (1.19, 1.41, 1.68, 2, 2.38, …),
+    :data:`TOLERANCE`, else the nearest power of 2^(1/:data:`STEPS_PER_OCTAVE`) (1.30, 1.41,
+    1.54, 1.68, 1.83, 2, …: at most 4.5% from the ratio, so the budget holds within that),
     clamped to [1/:data:`MAX_SLOWDOWN`, :data:`MAX_SLOWDOWN`].
 
     Raises:
@@ -54,7 +57,7 @@ def quantized_slowdown(ratio: float) -> float:
         raise ValueError(f"a slowdown must be finite and > 0, got {ratio}")
     if 1 / TOLERANCE <= ratio <= TOLERANCE:
         return 1.0
-    q = 2.0 ** (round(4 * math.log2(ratio)) / 4)
+    q = 2.0 ** (round(STEPS_PER_OCTAVE * math.log2(ratio)) / STEPS_PER_OCTAVE)
     return min(MAX_SLOWDOWN, max(1 / MAX_SLOWDOWN, q))
 
 
