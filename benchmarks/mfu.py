@@ -26,6 +26,11 @@ after a warm-up round; medians), so machine load hits all of them alike; MFU = a
 FLOP/s ÷ the median GEMM FLOP/s. fp32 always; bf16 (autocast, bf16 GEMM) only where the CPU
 has native bf16 (:func:`lvsearch.device.cpu_has_native_bf16`), else recorded as unmeasured.
 
+``--compile`` instead times each configuration (default ``retrain-quickstart/bert``) eager
+against ``torch.compile`` of the same module (inductor, default dynamic-shape handling: the
+number of masked targets varies per step), round-robin in fp32, and writes
+``benchmarks/results/mfu_compile.json``: the one change of the step that needs no new kernel.
+
 ``--profile`` instead profiles the fp32 training step (torch.profiler) of
 ``retrain-quickstart/bert`` and ``supernet-quickstart``: time per phase (data, forward,
 backward, clip, optimizer), forward time per layer kind (SA, FF, DC, embeddings, head + loss)
@@ -33,6 +38,7 @@ and the aten ops by self time, written to ``benchmarks/results/mfu_profile.json`
 
 Usage: python benchmarks/mfu.py [--threads 2] [--rounds 5] [--data DIR]
        python benchmarks/mfu.py --profile [--profile-steps 8]
+       python benchmarks/mfu.py --compile [--rounds 5 --steps 6]
 Writes benchmarks/results/mfu.json (or --name).
 """
 
@@ -295,6 +301,34 @@ def profile(setups: dict[str, Setup], steps: int) -> dict:
     return result
 
 
+def compare_compiled(data, args, only: list[str], eager: dict[str, Setup]) -> dict:
+    """Eager ``eager[k]`` against a second, identically built copy under ``torch.compile``,
+    timed round-robin by :func:`measure` (round 0, which compiles, is the untimed warm-up)."""
+    compiled = build_setups(data, args.small_batch, only)
+    both: dict[str, Setup] = {}
+    for key in eager:
+        s = compiled[key]
+        s.module = torch.compile(s.module)
+        both[key], both[f"{key}+compile"] = eager[key], s
+    t0 = time.perf_counter()
+    for s in both.values():  # the first compiled steps: compilation (and one recompile for dynamic shapes)
+        if s.name in compiled and s is compiled[s.name]:
+            s.step(0, "fp32")
+            s.step(1, "fp32")
+    first = time.perf_counter() - t0
+    steps = {k: args.steps for k in both}
+    res = measure(both, "fp32", steps, args.rounds, args.gemm_size, args.gemm_reps)
+    for key in eager:
+        e, c = res["configs"][key], res["configs"][f"{key}+compile"]
+        c["speedup_over_eager"] = c["median_tokens_per_s"] / e["median_tokens_per_s"]
+        c["speedup_rounds"] = [x / y for x, y in zip(c["tokens_per_s_rounds"], e["tokens_per_s_rounds"])]
+        print(f"{key}: torch.compile {c['speedup_over_eager']:.2f}x eager ({c['median_tokens_per_s']:.0f} vs "
+              f"{e['median_tokens_per_s']:.0f} tok/s)", flush=True)
+    res["first_two_compiled_steps_s"] = first
+    res["torch"] = torch.__version__
+    return res
+
+
 def _layer_kind(name: str, mod) -> str | None:
     """The forward label of a module the profile times: an op layer (by its registry code), the
     embeddings, the MLM head (lvsearch) or HF's encoder layers / head."""
@@ -323,6 +357,8 @@ def main() -> None:
     ap.add_argument("--only", help="comma-separated configuration names (default: all)")
     ap.add_argument("--profile", action="store_true", help="profile the fp32 step instead (mfu_profile.json)")
     ap.add_argument("--profile-steps", type=int, default=8)
+    ap.add_argument("--compile", action="store_true",
+                    help="eager against torch.compile of the same configurations instead (mfu_compile.json)")
     ap.add_argument("--name", help="result name (default mfu, or mfu_profile with --profile)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
@@ -331,10 +367,10 @@ def main() -> None:
     from lvsearch.device import cpu_has_native_bf16
     from lvsearch.repro import cpu_model
 
-    name = args.name or ("mfu_profile" if args.profile else "mfu")
-    bench = "mfu_profile" if args.profile else "mfu"
+    bench = "mfu_profile" if args.profile else "mfu_compile" if args.compile else "mfu"
+    name = args.name or bench
     path = result_path(name, own=lambda d: d.get("benchmark") == bench)
-    only = args.only.split(",") if args.only else None
+    only = args.only.split(",") if args.only else (["retrain-quickstart/bert"] if args.compile else None)
     with tempfile.TemporaryDirectory() as tmp:
         data = PreparedData.open(prepared_data(args.data, tmp, vocab_size=4096))
         setups = build_setups(data, args.small_batch, only)
@@ -345,6 +381,11 @@ def main() -> None:
         if args.profile:
             common["profile"] = profile({k: s for k, s in setups.items() if not k.startswith("retrain-small")
                                          and not k.endswith("@small")}, args.profile_steps)
+            common["machine"]["load_average_at_end"] = _loadavg()
+            print(f"wrote {write_result(name, common, path)}")
+            return
+        if args.compile:
+            common["compile"] = compare_compiled(data, args, only, setups)
             common["machine"]["load_average_at_end"] = _loadavg()
             print(f"wrote {write_result(name, common, path)}")
             return
