@@ -31,6 +31,15 @@ against ``torch.compile`` of the same module (inductor, default dynamic-shape ha
 number of masked targets varies per step), round-robin in fp32, and writes
 ``benchmarks/results/mfu_compile.json``: the one change of the step that needs no new kernel.
 
+``--blimp`` instead measures the MFU of BLiMP scoring (``lvsearch.eval.blimp.PLLScorer``,
+inference only): ``bert`` at retrain-quickstart dims scores the first ``--blimp-limit`` pairs of
+every ``--blimp-every``-th paradigm of ``../shared/data/blimp`` (fp32, PLL-word-l2r, the
+default token budget); every forward pass is counted as it runs (rows × padded length × the
+body's FLOPs per token at that length, plus the MLM head at one position per row), also the
+share of those tokens that are padding; against the GEMM peak at the same threads, measured
+before and after. Writes ``benchmarks/results/mfu_blimp.json``. A scorer at a fraction f of the
+peak can get at most 1/f faster at the same FLOPs.
+
 ``--profile`` instead profiles the fp32 training step (torch.profiler) of
 ``retrain-quickstart/bert`` and ``supernet-quickstart``: time per phase (data, forward,
 backward, clip, optimizer), forward time per layer kind (SA, FF, DC, embeddings, head + loss)
@@ -39,6 +48,7 @@ and the aten ops by self time, written to ``benchmarks/results/mfu_profile.json`
 Usage: python benchmarks/mfu.py [--threads 2] [--rounds 5] [--data DIR]
        python benchmarks/mfu.py --profile [--profile-steps 8]
        python benchmarks/mfu.py --compile [--rounds 5 --steps 6]
+       python benchmarks/mfu.py --blimp [--threads 1 --blimp-every 12 --blimp-limit 100]
 Writes benchmarks/results/mfu.json (or --name).
 """
 
@@ -329,6 +339,58 @@ def compare_compiled(data, args, only: list[str], eager: dict[str, Setup]) -> di
     return res
 
 
+def blimp_mfu(data, args) -> dict:
+    """BLiMP scoring's achieved FLOP/s against the GEMM peak (see the module docstring)."""
+    from lvsearch.arch import resolve_arch
+    from lvsearch.config import RetrainConfig, load_config
+    from lvsearch.eval.blimp import PLLScorer, evaluate_blimp, read_blimp
+    from lvsearch.model.encoder import flops_per_token
+    from lvsearch.space import SearchSpace
+    from lvsearch.train.retrain import build_module
+
+    from _common import shared_data_dir
+
+    cfg, _ = load_config(RetrainConfig, "retrain-quickstart", ["objective=mlm", "train.precision=fp32"])
+    space = SearchSpace.load(cfg.space)
+    space = space.with_num_slots(cfg.num_slots) if cfg.num_slots else space
+    dims = cfg.model_settings().dims(data.vocab_size, data.special_ids.pad, cfg.train.seq_len)
+    arch = resolve_arch("bert", space)
+    encoder = build_module(cfg, arch, dims).encoder
+    head = flops_per_token(arch, dims, 1, include_head=True) - flops_per_token(arch, dims, 1)
+    tally = {"flops": 0.0, "tokens": 0, "real_tokens": 0, "passes": 0}
+
+    def count(module, inputs):
+        ids, attn = inputs[0], inputs[1]
+        rows, length = ids.shape
+        tally["flops"] += rows * length * flops_per_token(arch, dims, length) + rows * head
+        tally["tokens"] += rows * length
+        tally["real_tokens"] += int(attn.sum())
+        tally["passes"] += 1
+
+    hook = encoder.register_forward_pre_hook(count)
+    paradigms = read_blimp(shared_data_dir() / "blimp", limit=args.blimp_limit)[::args.blimp_every]
+    scorer = PLLScorer(encoder, data.tokenizer, metric="pll-word-l2r", precision="fp32")
+    gemm_before = [gemm_flops(args.gemm_size, args.gemm_reps, torch.float32) for _ in range(3)]
+    evaluate_blimp(scorer, paradigms[:1])  # warm-up, not counted
+    tally.update(flops=0.0, tokens=0, real_tokens=0, passes=0)
+    result = evaluate_blimp(scorer, paradigms)
+    gemm_after = [gemm_flops(args.gemm_size, args.gemm_reps, torch.float32) for _ in range(3)]
+    hook.remove()
+    peak = statistics.median(gemm_before + gemm_after)
+    achieved = tally["flops"] / result["seconds"]
+    out = {"model": f"bert at retrain-quickstart dims (hidden {dims.hidden}, {arch.num_slots} slots), random init",
+           "metric": "pll-word-l2r", "precision": "fp32", "paradigms": len(paradigms), "pairs": result["pairs"],
+           "sentences": result["sentences"], "tokens_scored": result["tokens_scored"], "seconds": result["seconds"],
+           "sentences_per_second": result["sentences_per_second"], "forward_passes": tally["passes"],
+           "forward_tokens": tally["tokens"], "padding_share": 1 - tally["real_tokens"] / tally["tokens"],
+           "forward_flops": tally["flops"], "achieved_flops_per_s": achieved,
+           "gemm": {"size": args.gemm_size, "before": gemm_before, "after": gemm_after, "median_flops_per_s": peak},
+           "mfu": achieved / peak, "max_speedup_at_same_flops": peak / achieved}
+    print(f"BLiMP scoring: {result['sentences']} sentences in {result['seconds']:.1f} s, {achieved / 1e9:.2f} GFLOP/s "
+          f"against GEMM {peak / 1e9:.1f}: MFU {out['mfu']:.1%}, padding {out['padding_share']:.1%}", flush=True)
+    return out
+
+
 def _layer_kind(name: str, mod) -> str | None:
     """The forward label of a module the profile times: an op layer (by its registry code), the
     embeddings, the MLM head (lvsearch) or HF's encoder layers / head."""
@@ -357,6 +419,9 @@ def main() -> None:
     ap.add_argument("--only", help="comma-separated configuration names (default: all)")
     ap.add_argument("--profile", action="store_true", help="profile the fp32 step instead (mfu_profile.json)")
     ap.add_argument("--profile-steps", type=int, default=8)
+    ap.add_argument("--blimp", action="store_true", help="the MFU of BLiMP scoring instead (mfu_blimp.json)")
+    ap.add_argument("--blimp-every", type=int, default=12, help="every k-th paradigm (--blimp)")
+    ap.add_argument("--blimp-limit", type=int, default=100, help="first N pairs of each (--blimp)")
     ap.add_argument("--compile", action="store_true",
                     help="eager against torch.compile of the same configurations instead (mfu_compile.json)")
     ap.add_argument("--name", help="result name (default mfu, or mfu_profile with --profile)")
@@ -367,12 +432,19 @@ def main() -> None:
     from lvsearch.device import cpu_has_native_bf16
     from lvsearch.repro import cpu_model
 
-    bench = "mfu_profile" if args.profile else "mfu_compile" if args.compile else "mfu"
+    bench = "mfu_profile" if args.profile else "mfu_compile" if args.compile else "mfu_blimp" if args.blimp else "mfu"
     name = args.name or bench
     path = result_path(name, own=lambda d: d.get("benchmark") == bench)
     only = args.only.split(",") if args.only else (["retrain-quickstart/bert"] if args.compile else None)
     with tempfile.TemporaryDirectory() as tmp:
         data = PreparedData.open(prepared_data(args.data, tmp, vocab_size=4096))
+        if args.blimp:
+            res = {"benchmark": bench, "threads": args.threads, "vocab_size": data.vocab_size,
+                   "machine": {**machine(), "cpu_model": cpu_model(), "load_average_at_start": _loadavg()},
+                   "blimp": blimp_mfu(data, args)}
+            res["machine"]["load_average_at_end"] = _loadavg()
+            print(f"wrote {write_result(name, res, path)}")
+            return
         setups = build_setups(data, args.small_batch, only)
         mach = {**machine(), "cpu_model": cpu_model(), "native_bf16": cpu_has_native_bf16(),
                 "load_average_at_start": _loadavg()}
