@@ -357,7 +357,7 @@ def blimp_mfu(data, args) -> dict:
     arch = resolve_arch("bert", space)
     encoder = build_module(cfg, arch, dims).encoder
     head = flops_per_token(arch, dims, 1, include_head=True) - flops_per_token(arch, dims, 1)
-    tally = {"flops": 0.0, "tokens": 0, "real_tokens": 0, "passes": 0}
+    tally = {"flops": 0.0, "tokens": 0, "real_tokens": 0, "passes": 0, "rows": 0}
 
     def count(module, inputs):
         ids, attn = inputs[0], inputs[1]
@@ -366,13 +366,14 @@ def blimp_mfu(data, args) -> dict:
         tally["tokens"] += rows * length
         tally["real_tokens"] += int(attn.sum())
         tally["passes"] += 1
+        tally["rows"] += rows
 
     hook = encoder.register_forward_pre_hook(count)
     paradigms = read_blimp(shared_data_dir() / "blimp", limit=args.blimp_limit)[::args.blimp_every]
     scorer = PLLScorer(encoder, data.tokenizer, metric="pll-word-l2r", precision="fp32")
     gemm_before = [gemm_flops(args.gemm_size, args.gemm_reps, torch.float32) for _ in range(3)]
     evaluate_blimp(scorer, paradigms[:1])  # warm-up, not counted
-    tally.update(flops=0.0, tokens=0, real_tokens=0, passes=0)
+    tally.update(flops=0.0, tokens=0, real_tokens=0, passes=0, rows=0)
     result = evaluate_blimp(scorer, paradigms)
     gemm_after = [gemm_flops(args.gemm_size, args.gemm_reps, torch.float32) for _ in range(3)]
     hook.remove()
@@ -381,7 +382,7 @@ def blimp_mfu(data, args) -> dict:
     out = {"model": f"bert at retrain-quickstart dims (hidden {dims.hidden}, {arch.num_slots} slots), random init",
            "metric": "pll-word-l2r", "precision": "fp32", "paradigms": len(paradigms), "pairs": result["pairs"],
            "sentences": result["sentences"], "tokens_scored": result["tokens_scored"], "seconds": result["seconds"],
-           "sentences_per_second": result["sentences_per_second"], "forward_passes": tally["passes"],
+           "sentences_per_second": result["sentences_per_second"], "forward_passes": tally["passes"], "forward_rows": tally["rows"],
            "forward_tokens": tally["tokens"], "padding_share": 1 - tally["real_tokens"] / tally["tokens"],
            "forward_flops": tally["flops"], "achieved_flops_per_s": achieved,
            "gemm": {"size": args.gemm_size, "before": gemm_before, "after": gemm_after, "median_flops_per_s": peak},

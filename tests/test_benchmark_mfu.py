@@ -79,3 +79,29 @@ def test_short_run_writes_well_formed_json(mfu, tmp_path, monkeypatch):
     assert fp32["configs"]["retrain-quickstart/bert"]["vs_hf_peer"]["peer"] == "hf-bert@quickstart"
     if not out["machine"]["native_bf16"]:
         assert out["precision"]["bf16"].startswith("unmeasured")
+
+
+def test_blimp_mode_counts_every_scored_row(mfu, tmp_path, monkeypatch):
+    """``--blimp`` on one paradigm × 3 pairs: one counted row per scored position (every
+    forward pass is seen), padding a share, MFU = achieved / peak."""
+    import _common
+
+    if not (_common.shared_data_dir() / "blimp").is_dir():
+        pytest.skip("../shared/data/blimp is absent: the BLiMP MFU needs the BLiMP files")
+    from lvsearch.data.prepare import PrepareSettings, prepare
+
+    src = tmp_path / "text"
+    for split, n in (("train", 300), ("dev", 20)):
+        (src / split).mkdir(parents=True)
+        (src / split / f"toy.{split}").write_text("the cat sat on the mat and the dogs ran .\n" * n, encoding="utf-8")
+    data = tmp_path / "corpus"
+    prepare([str(src)], data, PrepareSettings(vocab_size=200), show_progress=False)
+    monkeypatch.setattr(sys, "argv", ["mfu.py", "--blimp", "--data", str(data), "--threads", "1", "--blimp-every", "67",
+                                      "--blimp-limit", "3", "--gemm-size", "64", "--gemm-reps", "2", "--name", "b"])
+    mfu.main()
+    out = json.loads((tmp_path / "results" / "b.json").read_text())
+    b = out["blimp"]
+    assert out["benchmark"] == "mfu_blimp" and b["paradigms"] == 1 and b["pairs"] == 3
+    assert b["forward_rows"] == b["tokens_scored"] > 0 and b["forward_passes"] >= 1
+    assert 0 <= b["padding_share"] < 1 and b["forward_tokens"] >= b["forward_rows"]
+    assert b["mfu"] == pytest.approx(b["achieved_flops_per_s"] / b["gemm"]["median_flops_per_s"])
