@@ -32,9 +32,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--speed", default="auto", metavar="auto|SLOWDOWN",
                    help="how much slower this machine is than the one the plan was calibrated on: auto (default) "
                         "times a few training steps first (a few seconds) and sizes every stage so that --minutes "
-                        "holds; a number fixes it (1: the calibrated plan, the same steps and results on every "
-                        "machine). A resumed run keeps the plan it started with. The console and the report say how the plan was "
-                        "sized, and why not where the calibration does not apply")
+                        "holds; a number fixes it (1: the calibrated plan, the same steps on every machine, and "
+                        "the same results on machines of one kind; an fp32 CPU takes about 1.5x as long as the "
+                        "bf16 one). A resumed run keeps the plan it started with. The console and the report say "
+                        "how the plan was sized, and why not where the calibration does not apply")
     p.add_argument("--task", action="append", default=[], metavar="DIR_OR_HF",
                    help="fine-tuning task as for 'lvsearch evaluate --task' (repeatable; default: none)")
     p.add_argument("--objective", choices=("mlm", "electra"), default="mlm",
