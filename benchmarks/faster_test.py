@@ -192,12 +192,12 @@ def retrain(args, seed: int, arm: str, spec: str) -> dict:
     from lvsearch.arch import Arch
 
     arch = Arch.from_dict(json.loads((run / "model" / "config.json").read_text())["arch"])
-    return {"arch": arch.key(),
+    return {"arch": arch.key,
             "mlm_accuracy": m["accuracy"], "mlm_loss": m["loss"], "per_target_correct": m["per_target_correct"],
             "floor": m["floors"]["neighbour-count"]["accuracy"], "beats_floor": m["floors"]["beats_floor"],
             "all_dev_loss": full["mlm"]["loss"], "all_dev_accuracy": full["mlm"]["accuracy"],
             "all_dev_sequences": full["mlm"].get("sequences"),
-            "blimp": (full.get("blimp") or {}).get("accuracy"),
+            "blimp": (full.get("blimp") or {}).get("mean_over_paradigms"),
             "seconds": round(time.time() - t0, 1)}
 
 

@@ -101,3 +101,31 @@ def test_search_part_commits_each_arms_pick_and_front_and_skips_it_when_run_agai
     monkeypatch.setattr(sys, "argv", argv + ["--population", "6"])
     with pytest.raises(LvsearchError, match="other settings \\(population\\)"):
         ft.main()
+
+
+def test_a_finished_retrain_is_read_from_its_files(ft, tmp_path, monkeypatch):
+    """A run folder that holds its summary and both evaluations is not run again; its row has
+    the architecture key, the MLM and floor figures and the BLiMP mean over paradigms."""
+    from types import SimpleNamespace
+
+    from lvsearch.arch import Arch
+
+    def never(*a, **k):
+        raise AssertionError("a finished retrain was run again")
+
+    monkeypatch.setattr(ft, "run_lvsearch", never)
+    run = tmp_path / "work" / "runs" / "nsga2-s3"
+    (run / "model").mkdir(parents=True)
+    arch = Arch.sequential("sfc")
+    (run / "model" / "config.json").write_text(json.dumps({"arch": arch.to_dict()}))
+    (run / "summary.json").write_text("{}")
+    mlm = {"accuracy": 0.28, "loss": 4.2, "per_target_correct": "0110",
+           "floors": {"neighbour-count": {"accuracy": 0.27}, "beats_floor": True}}
+    (run / "mlm.json").write_text(json.dumps({"mlm": mlm}))
+    (run / "all.json").write_text(json.dumps({"mlm": {"accuracy": 0.29, "loss": 4.1, "sequences": 1825},
+                                              "blimp": {"mean_over_paradigms": 0.55, "pairs": 6700}}))
+    args = SimpleNamespace(work=tmp_path / "work", data=tmp_path, dev_sequences=512, blimp=None, blimp_limit=100,
+                           steps=2000, num_slots=3)
+    row = ft.retrain(args, 3, "nsga2", "unused.json")
+    assert row["arch"] == arch.key and row["mlm_accuracy"] == 0.28 and row["floor"] == 0.27 and row["beats_floor"]
+    assert row["all_dev_accuracy"] == 0.29 and row["all_dev_sequences"] == 1825 and row["blimp"] == 0.55
