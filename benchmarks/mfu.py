@@ -61,7 +61,8 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 
-from _common import hf_bert_flops_per_token, hf_mlm_peer, machine, prepared_data, result_path, run_main, write_result
+from _common import (hf_bert_flops_per_token, hf_mlm_peer, machine, prepared_data, result_path, run_main,
+                     shared_data_dir, write_result)
 
 import torch  # noqa: E402
 
@@ -321,10 +322,9 @@ def compare_compiled(data, args, only: list[str], eager: dict[str, Setup]) -> di
         s.module = torch.compile(s.module)
         both[key], both[f"{key}+compile"] = eager[key], s
     t0 = time.perf_counter()
-    for s in both.values():  # the first compiled steps: compilation (and one recompile for dynamic shapes)
-        if s.name in compiled and s is compiled[s.name]:
-            s.step(0, "fp32")
-            s.step(1, "fp32")
+    for s in compiled.values():  # the first compiled steps: compilation (and one recompile for dynamic shapes)
+        s.step(0, "fp32")
+        s.step(1, "fp32")
     first = time.perf_counter() - t0
     steps = {k: args.steps for k in both}
     res = measure(both, "fp32", steps, args.rounds, args.gemm_size, args.gemm_reps)
@@ -347,8 +347,6 @@ def blimp_mfu(data, args) -> dict:
     from lvsearch.model.encoder import flops_per_token
     from lvsearch.space import SearchSpace
     from lvsearch.train.retrain import build_module
-
-    from _common import shared_data_dir
 
     cfg, _ = load_config(RetrainConfig, "retrain-quickstart", ["objective=mlm", "train.precision=fp32"])
     space = SearchSpace.load(cfg.space)
