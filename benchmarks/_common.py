@@ -300,6 +300,29 @@ def best_at_passes(history: list[dict], marks: list[int]) -> list[float | None]:
     return out
 
 
+def history_points(folder: Path):
+    """``(n, 2)`` numpy array of (fitness, predicted latency ms) of every complete candidate a
+    search scored (its ``history.jsonl``; partial, i.e. raced-out, entries left out)."""
+    import json
+
+    import numpy as np
+
+    rows = [json.loads(line) for line in (folder / "history.jsonl").read_text().splitlines() if line.strip()]
+    return np.array([(r["fitness"], r["latency_ms"]) for r in rows
+                     if r.get("fitness") is not None and not r.get("partial")], dtype=float).reshape(-1, 2)
+
+
+def pareto_front(p):
+    """The non-dominated rows of an ``(n, 2)`` array of (fitness, latency) — fitness maximised,
+    latency minimised — ordered by increasing latency."""
+    import numpy as np
+
+    keep = [i for i, (f, t) in enumerate(p)
+            if not np.any((p[:, 0] >= f) & (p[:, 1] <= t) & ((p[:, 0] > f) | (p[:, 1] < t)))]
+    q = p[keep]
+    return q[np.argsort(q[:, 1], kind="stable")]
+
+
 def paired_rows(pa: dict, pb: dict, seeds: list[str], curve: str, unit: str, marks: list) -> list[dict]:
     """Per mark, the paired difference a − b of two searches' ``curve`` (``pa[seed][curve]``,
     one value per mark, None where a search has none yet) over ``seeds``: the mean, its Student-t

@@ -40,7 +40,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from _common import machine, result_path, run_lvsearch, run_main, write_result
+from _common import history_points, machine, pareto_front, result_path, run_lvsearch, run_main, write_result
 
 ARMS = ("nsga2", "random")
 KIND = "lvsearch.faster-test/v1"
@@ -113,17 +113,12 @@ def front_range(folder: Path) -> list[float] | None:
 
 
 def fronts_of(folder: Path) -> dict:
-    """The predicted-latency range of the non-dominated set of a search's history (any strategy)."""
-    rows = [json.loads(x) for x in (folder / "history.jsonl").read_text().splitlines()]
-    rows = [r for r in rows if r.get("fitness") is not None and not r.get("partial")]
-    rows.sort(key=lambda r: (r["latency_ms"], -r["fitness"]))
-    front, best = [], -float("inf")
-    for r in rows:
-        if r["fitness"] > best:
-            front.append(r)
-            best = r["fitness"]
-    return {"front_size": len(front), "front_latency_ms": [front[0]["latency_ms"], front[-1]["latency_ms"]],
-            "candidates": len(rows), "all_latency_ms": [rows[0]["latency_ms"], rows[-1]["latency_ms"]]}
+    """The predicted-latency range (ms) of the non-dominated set of a search's history (any
+    strategy) and of all its complete candidates."""
+    p = history_points(folder)
+    front = pareto_front(p)
+    return {"front_size": len(front), "front_latency_ms": [float(front[0, 1]), float(front[-1, 1])],
+            "candidates": len(p), "all_latency_ms": [float(p[:, 1].min()), float(p[:, 1].max())]}
 
 
 def search(args, seed: int, sparse: float, tag: str) -> dict:

@@ -26,22 +26,7 @@ import json
 from pathlib import Path
 
 import numpy as np
-from _common import machine, run_lvsearch, write_result
-
-
-def points(folder: Path) -> np.ndarray:
-    """``(n, 2)`` (fitness, latency ms) of every complete candidate a search scored."""
-    rows = [json.loads(line) for line in (folder / "history.jsonl").read_text().splitlines() if line.strip()]
-    return np.array([(r["fitness"], r["latency_ms"]) for r in rows
-                     if r.get("fitness") is not None and not r.get("partial")], dtype=float)
-
-
-def front(p: np.ndarray) -> np.ndarray:
-    """Non-dominated rows of ``p`` (fitness maximised, latency minimised), by latency."""
-    keep = [i for i, (f, t) in enumerate(p)
-            if not np.any((p[:, 0] >= f) & (p[:, 1] <= t) & ((p[:, 0] > f) | (p[:, 1] < t)))]
-    q = p[keep]
-    return q[np.argsort(q[:, 1])]
+from _common import history_points, machine, pareto_front, run_lvsearch, write_result
 
 
 def hypervolume(p: np.ndarray, ref: tuple[float, float]) -> float:
@@ -86,10 +71,10 @@ def main() -> None:
         folders = {arm: args.work / f"{arm}-{seed}" for arm in ("nsga2", "random")}
         for arm, out in folders.items():
             search(args, seed, arm, out)
-        pts = {arm: points(out) for arm, out in folders.items()}
+        pts = {arm: history_points(out) for arm, out in folders.items()}
         both = np.vstack(list(pts.values()))
         ref = (float(both[:, 0].min()), float(both[:, 1].max()))
-        fronts = {arm: front(p) for arm, p in pts.items()}
+        fronts = {arm: pareto_front(p) for arm, p in pts.items()}
         hv = {arm: hypervolume(f, ref) for arm, f in fronts.items()}
         rows.append({
             "seed": seed, "reference": {"fitness": ref[0], "latency_ms": ref[1]},
