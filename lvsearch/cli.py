@@ -31,6 +31,7 @@ COMMAND_MODULES = [
     "lvsearch.export.cli",
     "lvsearch.scaling.cli",
     "lvsearch.latency.cli",
+    "lvsearch.faster.cli",
     "lvsearch.quickstart.cli",
 ]
 

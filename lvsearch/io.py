@@ -223,6 +223,7 @@ _KINDS: tuple[tuple[str, str], ...] = (
     ("train.tsv", "a task folder"),
     ("rank_check.json", "a rank check"),
     ("quickstart.json", "a quickstart run"),
+    ("faster.json", "an lvsearch faster run"),
 )
 
 

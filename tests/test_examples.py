@@ -136,6 +136,9 @@ def tiny(argv: list[str], ws: Path) -> list[str]:
             return []
         extra = ["--train-limit", "16", "--epochs", "1", "--dev-sequences", "16", "--blimp-limit", "2"]
         return extra + ([] if "--no-blimp" in has else ["--blimp", str(ws.parent / "shared" / "data" / "blimp")])
+    if verb == ("faster",):  # the tiny supernet's width (RT_TINY) and a search of 4 x 2 per arm
+        return ["--population", "4", "--iterations", "2", "--dev-sequences", "16", "--eval-dev-sequences", "16",
+                "--rounds", "1", *_sets(RT_TINY)]
     if verb == ("quickstart",):
         from test_quickstart import MINUTES, _recipes
 

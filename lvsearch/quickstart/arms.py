@@ -12,22 +12,10 @@ from typing import TYPE_CHECKING
 from lvsearch.eval.job import EvaluateOptions
 from lvsearch.quickstart.context import Context
 from lvsearch.quickstart.files import RetrainSummary, read_stage_file
+from lvsearch.train.run import train_state
 
 if TYPE_CHECKING:
     from lvsearch.quickstart.workers import WorkerJob
-
-
-def train_state(run: Path, steps: int) -> str:
-    """``done`` (a finished run: summary with its final evaluation at ``steps``), ``partial`` (a
-    checkpoint to resume, which also completes a run killed before its summary) or ``new``."""
-    from lvsearch.train.checkpoint import latest_checkpoint
-    from lvsearch.train.run import finished_summary
-
-    if finished_summary(run, steps) is not None:  # summary at ``steps`` with its final evaluation
-        return "done"
-    if (run / "config.json").exists() and latest_checkpoint(run) is not None:
-        return "partial"
-    return "new"
 
 
 def _warmup(recipe: str, cls: type, steps: int) -> int:

@@ -12,10 +12,11 @@ from typing import Callable
 from lvsearch.errors import LvsearchError
 from lvsearch.io import atomic_write_json
 from lvsearch.quickstart.arms import (evaluate_job, evaluate_options, retrain_arm, retrain_job, retrain_overrides,
-                                      same_as, supernet_overrides, train_state, use_workers)
+                                      same_as, supernet_overrides, use_workers)
 from lvsearch.quickstart.context import Context
 from lvsearch.quickstart.files import QUICKSTART_AGAIN, RetrainRunConfig, RetrainSummary, read_stage_file
 from lvsearch.search.folder import SearchFolder
+from lvsearch.train.run import train_state
 
 
 def stage_data(ctx: Context) -> dict:

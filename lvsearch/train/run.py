@@ -478,6 +478,21 @@ def finished_summary(out: Path, target_steps: int) -> dict | None:
     return summary
 
 
+def train_state(run: Path, steps: int) -> str:
+    """``done`` (a finished run: summary with its final evaluation at ``steps``,
+    :func:`finished_summary`), ``partial`` (a checkpoint to resume, which also completes a run
+    killed before its summary) or ``new``: how a pipeline stage that trains ``run`` to ``steps``
+    starts it.
+
+    Raises:
+        LvsearchError: as :func:`finished_summary` (a damaged summary or checkpoint)."""
+    if finished_summary(run, steps) is not None:
+        return "done"
+    if (run / "config.json").exists() and latest_checkpoint(run) is not None:
+        return "partial"
+    return "new"
+
+
 def report_finished(out: Path, summary: dict, info) -> None:
     """Tell the user (rank 0) that ``--resume`` found the run in ``out`` already finished."""
     from lvsearch import ui
