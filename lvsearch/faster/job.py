@@ -211,6 +211,7 @@ def check_inputs(s: FasterSettings) -> int:
     from lvsearch.data.shards import PreparedData
     from lvsearch.latency.table import load_table
 
+    sn = supernet_space(s.supernet)[2]  # the inputs in the order of the command line
     load_table(s.table)
     data = PreparedData.open(s.data)
     cfg, _ = load_config(RetrainConfig, s.retrain_recipe, retrain_overrides(s))
@@ -223,7 +224,6 @@ def check_inputs(s: FasterSettings) -> int:
             resolve_arch(s.reference, SearchSpace.from_dict(supernet_space(s.supernet)[3]))
         except LvsearchError as e:
             raise LvsearchError(f"--reference {s.reference}: {e}") from None
-    sn = supernet_space(s.supernet)[2]
     differ = [k for k in TIMED_DIMS if k in sn and sn[k] != dims.get(k)]
     if differ:
         pairs = ", ".join(f"model.{k}: supernet {sn[k]!r}, recipe {dims.get(k)!r}" for k in differ)
