@@ -817,3 +817,19 @@ def test_a_split_with_another_text_column_names_only_real_columns(tmp_path):
     with pytest.raises(LvsearchError) as err:
         load_task_folder(tmp_path)
     assert "None" not in str(err.value) and "'text'" in str(err.value) and "'sentence'" in str(err.value)
+
+
+def test_compare_columns_are_named_after_the_runs_not_their_model_folders(tmp_path):
+    """`evaluate --compare RUN_A/model/results.json RUN_B/model/results.json` names its columns
+    RUN_A and RUN_B, as `lvsearch report` does (both used to read "model")."""
+    from lvsearch.eval.report import report_label, unique_labels
+
+    paths = []
+    for run in ("best", "bert"):
+        model = tmp_path / run / "model"
+        model.mkdir(parents=True)
+        (model / "config.json").write_text("{}")
+        paths.append((model / "results.json", {"model": {"name": "model", "folder": str(model), "config": {}}}))
+    assert [report_label(p, r) for p, r in paths] == ["best", "bert"]
+    assert report_label(tmp_path / "small.json", paths[0][1]) == "small"
+    assert unique_labels(["bert", "bert", "best"]) == ["bert", "bert#2", "best"]

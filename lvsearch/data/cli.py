@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from lvsearch.argtypes import float_in
+from lvsearch.argtypes import float_in, positive_count
 
 PREPARE_EPILOG = """\
 inputs:
@@ -24,11 +24,6 @@ examples:
 """
 
 
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text} is not a positive integer")
-    return value
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -50,12 +45,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     prep.add_argument("--hf-dataset", action="append", default=[], metavar="NAME[:CONFIG]", help="Hugging Face hub dataset (repeatable)")
     prep.add_argument("--text-column", default="text", help="text column of Hugging Face datasets (default: text)")
     prep.add_argument("--out", required=True, metavar="DIR", help="output folder (new or empty)")
-    prep.add_argument("--vocab-size", type=_positive_int, default=16384, help="WordPiece vocabulary size (default: 16384)")
-    prep.add_argument("--seq-len", type=_positive_int, default=128, help="default packed sequence length (default: 128)")
+    prep.add_argument("--vocab-size", type=positive_count, default=16384, help="WordPiece vocabulary size (default: 16384)")
+    prep.add_argument("--seq-len", type=positive_count, default=128, help="default packed sequence length (default: 128)")
     prep.add_argument("--dev-fraction", type=float_in(0, 1, lo_open=True, hi_open=True), default=0.02, help="fraction of documents held out when there is no dev text (default: 0.02)")
     prep.add_argument("--seed", type=int, default=0, help="seed of the train/dev split (default: 0)")
     prep.add_argument("--lowercase", action=argparse.BooleanOptionalAction, default=True, help="lower-case text (default: on)")
-    prep.add_argument("--min-frequency", type=_positive_int, default=2, help="minimum count of a WordPiece piece (default: 2)")
+    prep.add_argument("--min-frequency", type=positive_count, default=2, help="minimum count of a WordPiece piece (default: 2)")
     prep.add_argument("--tokenizer", metavar="FILE", help="use this tokenizer.json instead of training one")
     prep.add_argument("--skip-bad-files", action="store_true", help="skip binary / non-UTF-8 files with a warning instead of failing")
     prep.add_argument("--overwrite", action="store_true", help="replace a dataset already in --out")

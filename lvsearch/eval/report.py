@@ -413,32 +413,42 @@ def _check_report_is_of(report: dict, report_path: Path, model_dir: Path) -> Non
                                 "--overwrite")
 
 
-def _file_source(p: Path, label: str | None = None) -> ReportSource:
-    """The column of the report JSON file ``p`` (see :func:`resolve_source`), labelled ``label``
-    or after the file."""
-    report = read_report(p)
+def report_label(path: str | Path, report: dict) -> str:
+    """The column name of the report JSON ``path`` (``report``, its content): the file's stem,
+    or for a model directory's default ``results.json`` the model folder's name, or the run's
+    name where that folder is ``RUN/model``."""
+    p = Path(path)
+    if p.name != DEFAULT_REPORT_NAME:
+        return p.stem
+    folder = Path((report.get("model") or {}).get("folder") or p.parent)
     if is_hf_report(report):
-        label = label or (p.stem if p.name != DEFAULT_REPORT_NAME else Path(report["model"]["folder"]).name)
-        return ReportSource(label=label, report_path=p, report=report, model_dir=None)
-    recorded = Path(report["model"]["folder"])
-    model_dir = recorded if (recorded / "config.json").is_file() else p.parent
-    if not (model_dir / "config.json").is_file():
-        raise LvsearchError(f"the model directory of report {p} ({recorded}) is gone; the α heatmap needs its weights",
-                            fix="pass the model directory or run folder instead, or restore the model")
-    if label is None:
-        label = p.stem if p.name != DEFAULT_REPORT_NAME else model_dir.name
-        if label == "model":
-            label = model_dir.resolve().parent.name or label
-    return ReportSource(label=label, report_path=p, report=report, model_dir=model_dir)
+        return folder.name
+    model_dir = folder if (folder / "config.json").is_file() else p.parent
+    return (model_dir.resolve().parent.name or model_dir.name) if model_dir.name == "model" else model_dir.name
 
 
-def _unique_labels(labels: list[str]) -> list[str]:
+def unique_labels(labels: list[str]) -> list[str]:
+    """``labels`` with repeats numbered (``bert``, ``bert#2``), so every column has its own name."""
     seen: dict[str, int] = {}
     out = []
     for lab in labels:
         seen[lab] = seen.get(lab, 0) + 1
         out.append(lab if seen[lab] == 1 else f"{lab}#{seen[lab]}")
     return out
+
+
+def _file_source(p: Path, label: str | None = None) -> ReportSource:
+    """The column of the report JSON file ``p`` (see :func:`resolve_source`), labelled ``label``
+    or after the file."""
+    report = read_report(p)
+    if is_hf_report(report):
+        return ReportSource(label=label or report_label(p, report), report_path=p, report=report, model_dir=None)
+    recorded = Path(report["model"]["folder"])
+    model_dir = recorded if (recorded / "config.json").is_file() else p.parent
+    if not (model_dir / "config.json").is_file():
+        raise LvsearchError(f"the model directory of report {p} ({recorded}) is gone; the α heatmap needs its weights",
+                            fix="pass the model directory or run folder instead, or restore the model")
+    return ReportSource(label=label or report_label(p, report), report_path=p, report=report, model_dir=model_dir)
 
 
 def heatmap_name(label: str) -> str:
@@ -534,7 +544,7 @@ def write_report(sources: Sequence[str], out: str | Path, *, overwrite: bool = F
                                 fix="pass an --out outside lvsearch's run, model and data folders (default: ./report)")
     check_writable_folder(out)
     resolved = [r for s in sources for r in resolve_sources(s)]
-    labels = _unique_labels([s.label for s in resolved])
+    labels = unique_labels([s.label for s in resolved])
     targets = [out / REPORT_MD] + [out / heatmap_name(lab) for lab in labels]
     if len({t.name for t in targets}) != len(targets):
         raise LvsearchError("two models would get the same heatmap file name", fix="rename one of the folders")

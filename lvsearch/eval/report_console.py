@@ -49,19 +49,21 @@ def compare_reports(paths: Sequence[str | Path]) -> None:
     from lvsearch.eval.report import comparison_table, read_report
 
     reports = [read_report(p) for p in paths]
-    from lvsearch.eval.report import verdict_lines
+    from lvsearch.eval.report import report_label, unique_labels, verdict_lines
 
+    # the names of lvsearch report's columns: RUN/model/results.json is RUN, not "model"
+    names = unique_labels([report_label(p, r) for p, r in zip(paths, reports)])
     console = Console()
-    for line in verdict_lines(reports, [r["model"]["name"] for r in reports]):
+    for line in verdict_lines(reports, names):
         console.print(line.replace("**", ""), highlight=False, markup=False)
     table = Table(title="evaluation reports")
     table.add_column("metric", no_wrap=True)
-    for p, r in zip(paths, reports):
-        table.add_column(f"{r['model']['name']}\n{Path(p).name}", justify="right")
+    for p, name in zip(paths, names):
+        table.add_column(f"{name}\n{Path(p).name}", justify="right")
     for metric, values in comparison_table(reports):
         table.add_row(metric, *values)
     console.print(table)
     from lvsearch.eval.report import floor_notes
 
-    for note in floor_notes(reports, [r["model"]["name"] for r in reports]):
+    for note in floor_notes(reports, names):
         console.print(note, highlight=False)
