@@ -169,3 +169,24 @@ def test_an_unknown_reference_is_refused_before_the_search(run, table_path, prep
     with pytest.raises(LvsearchError, match="--reference bret"):
         run_faster(out, settings(run, table_path, prepared_corpus, reference="bret"), show_progress=False)
     assert not out.exists()
+
+
+def test_a_first_try_that_wrote_nothing_takes_new_settings(run, table_path, prepared_corpus, tmp_path):  # noqa: F811
+    from lvsearch.faster.job import FORMAT, STATE, open_folder
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / STATE).write_text(json.dumps({"format": FORMAT, "settings": {"table": "other.json"}, "stages": {}}))
+    f = open_folder(out, settings(run, table_path, prepared_corpus), show_progress=False)
+    assert f.state["settings"]["table"] == str(table_path)
+
+
+def test_a_set_space_or_slots_and_an_empty_blimp_are_refused_before_the_search(run, table_path, prepared_corpus, tmp_path):  # noqa: F811
+    from lvsearch.faster.job import run_faster
+
+    out = tmp_path / "out"
+    for kw, words in ((dict(overrides=TINY_RETRAIN + ["num_slots=6"]), "num_slots=6"),
+                      (dict(blimp=str(tmp_path)), "BLiMP")):
+        with pytest.raises(LvsearchError, match=words):
+            run_faster(out, settings(run, table_path, prepared_corpus, **kw), show_progress=False)
+        assert not out.exists()

@@ -162,6 +162,12 @@ def open_folder(out: str | Path, settings: FasterSettings, *, show_progress: boo
         if not isinstance(state, dict) or state.get("format") != FORMAT or not isinstance(state.get("settings"), dict):
             raise LvsearchError(f"{path} is not an lvsearch faster state file ({FORMAT})",
                                 fix="choose another --out, or delete the folder to start again")
+        nothing_done = not any((st or {}).get("status") == "done" for st in (state.get("stages") or {}).values())
+        if state["settings"] != wanted and nothing_done and not any(
+                p.is_file() for p in out.rglob("*") if p.name != STATE and not p.name.startswith(".")):
+            # a first try that failed before writing anything (a table of another device, ...)
+            state = {"format": FORMAT, "settings": wanted, "stages": {}}
+            atomic_write_json(path, state)
         check_same_settings(out, "an lvsearch faster run", state["settings"], wanted,
                             fix="re-run with the same arguments to resume it, or choose another --out")
     else:
@@ -224,6 +230,15 @@ def check_inputs(s: FasterSettings) -> int:
             resolve_arch(s.reference, SearchSpace.from_dict(supernet_space(s.supernet)[3]))
         except LvsearchError as e:
             raise LvsearchError(f"--reference {s.reference}: {e}") from None
+    name, slots, _, _ = supernet_space(s.supernet)
+    given = retrain_overrides(s)
+    for key, want in (("space", name), ("num_slots", slots)):
+        if given.get(key) != want:
+            raise LvsearchError(f"--set {key}={given.get(key)}: the picks are architectures of the supernet's "
+                                f"space {name}@{slots}", fix=f"drop --set {key} (the supernet's is used)")
+    if s.blimp is not None and not any(Path(s.blimp).glob("*.jsonl")):
+        raise LvsearchError(f"--blimp {s.blimp} is not a folder of BLiMP *.jsonl files",
+                            fix="pass the BLiMP data folder, or leave --blimp out (no BLiMP)")
     differ = [k for k in TIMED_DIMS if k in sn and sn[k] != dims.get(k)]
     if differ:
         pairs = ", ".join(f"model.{k}: supernet {sn[k]!r}, recipe {dims.get(k)!r}" for k in differ)
