@@ -217,21 +217,20 @@ def check_inputs(s: FasterSettings) -> int:
     from lvsearch.data.shards import PreparedData
     from lvsearch.latency.table import load_table
 
-    sn = supernet_space(s.supernet)[2]  # the inputs in the order of the command line
+    name, slots, sn, space = supernet_space(s.supernet)  # the inputs in the order of the command line
     load_table(s.table)
     data = PreparedData.open(s.data)
-    cfg, _ = load_config(RetrainConfig, s.retrain_recipe, retrain_overrides(s))
+    given = retrain_overrides(s)
+    cfg, _ = load_config(RetrainConfig, s.retrain_recipe, given)
     dims = cfg.model_settings().dims(data.vocab_size, data.special_ids.pad, cfg.train.seq_len).to_dict()
     if s.reference is not None:  # an unknown name or a bad file fails now, not after the search
         from lvsearch.arch import resolve_arch
         from lvsearch.space import SearchSpace
 
         try:
-            resolve_arch(s.reference, SearchSpace.from_dict(supernet_space(s.supernet)[3]))
+            resolve_arch(s.reference, SearchSpace.from_dict(space))
         except LvsearchError as e:
             raise LvsearchError(f"--reference {s.reference}: {e}") from None
-    name, slots, _, _ = supernet_space(s.supernet)
-    given = retrain_overrides(s)
     for key, want in (("space", name), ("num_slots", slots)):
         if given.get(key) != want:
             raise LvsearchError(f"--set {key}={given.get(key)}: the picks are architectures of the supernet's "
@@ -418,7 +417,7 @@ def report_markdown(f: Faster, summary: dict) -> str:
              f"({'--pick-fitness-at ' + format(s.pick_fitness_at, 'g') if s.pick_fitness_at is not None else 'the median of the shared first population'}). "
              f"Every model retrained with `{s.retrain_recipe}` (pretraining seed {s.seed}) and timed end to end: "
              f"{lat['device']} ({lat['device_name']}), {lat['threads']} torch thread{'s' if lat['threads'] != 1 else ''}, batch {lat['batch']} × {lat['seq_len']} "
-             f"tokens, {lat['dtype']}, median of {lat['rounds']} rounds of {lat['repeats']} blocks.", "",
+             f"tokens, {lat['dtype']}, median of {lat['rounds']} round{'s' if lat['rounds'] != 1 else ''} of {lat['repeats']} blocks.", "",
              "| model | arch | params | latency ms (measured) | predicted | MLM dev accuracy | floor | beats floor | BLiMP |",
              "|---|---|---|---|---|---|---|---|---|"]
     for n, r in rows.items():
