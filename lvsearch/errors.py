@@ -13,5 +13,5 @@ class LvsearchError(Exception):
     """A user-facing error: the message names the file and says how to fix it."""
 
     def __init__(self, message: str, *, fix: str | None = None):
-        self.fix = fix
+        self.message, self.fix = message, fix
         super().__init__(message if fix is None else f"{message}\n  fix: {fix}")

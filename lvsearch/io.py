@@ -837,8 +837,9 @@ def check_same_settings(out: str | os.PathLike, what: str, recorded: dict, wante
 
     The one refusal of every folder job that resumes by re-running its command (quickstart,
     the finalist job): the message names ``out`` and each differing key, as
-    ``key: recorded → wanted`` when both values print in ``max_value_chars`` characters, else
-    the bare key (a whole recipe section or finalist list would drown the message).
+    ``key: recorded → wanted`` when both values print in ``max_value_chars`` characters, as
+    ``key: −removed +added`` for two longer lists (``--set`` pairs), else the bare key (a whole
+    recipe section would drown the message).
 
     Args:
         out: the job folder (as given to ``--out``).
@@ -853,8 +854,15 @@ def check_same_settings(out: str | os.PathLike, what: str, recorded: dict, wante
         return
     parts = []
     for k in differing_keys(recorded, wanted):
-        a, b = repr(recorded.get(k)), repr(wanted.get(k))
-        parts.append(f"{k}: {a} → {b}" if max(len(a), len(b)) <= max_value_chars else k)
+        old, new = recorded.get(k), wanted.get(k)
+        a, b = repr(old), repr(new)
+        if max(len(a), len(b)) <= max_value_chars:
+            parts.append(f"{k}: {a} → {b}")
+        elif isinstance(old, list) and isinstance(new, list):  # a --set list: the items that differ
+            changed = [f"−{x}" for x in old if x not in new] + [f"+{x}" for x in new if x not in old]
+            parts.append(f"{k}: {' '.join(changed) if changed else 'same items, another order'}")
+        else:
+            parts.append(k)
     raise LvsearchError(f"--out {out} holds {what} with other settings ({', '.join(parts)})", fix=fix)
 
 

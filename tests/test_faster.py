@@ -62,6 +62,47 @@ def test_every_stage_writes_its_files_and_the_models_are_the_picks(finished):
     text = (out / "report.md").read_text()
     assert "NSGA-II's pick against random search's pick" in text and "## Evaluation" in text
     assert "one pretraining seed" in text.lower()
+    assert "`retrain-quickstart`, 3 steps, --set model.hidden=32" in text  # the recipe as run
+    for name, m in lat["models"].items():  # the rounds' range, per model
+        assert summary["models"][name]["rounds_ms"] == [min(m["rounds_ms"]), max(m["rounds_ms"])]
+    a, b = lat["models"]["nsga2"]["rounds_ms"], lat["models"].get("random", lat["models"]["nsga2"])["rounds_ms"]
+    overlap = max(min(a), min(b)) <= min(max(a), max(b))
+    assert v["latency_rounds_overlap"] is overlap
+    assert ("within timing noise" if overlap else "outside the rounds' spread") in text
+    below = [n for n, r in summary["models"].items() if r["beats_floor"] is False and not r.get("same_as")]
+    assert ("**Warning:**" in text) == bool(below)  # 3 steps: below the floor, and the report says so
+    assert summary["retrain"] == {"recipe": "retrain-quickstart", "steps": 3, "overrides": TINY_RETRAIN}
+
+
+def test_latency_words_say_whether_the_rounds_overlap():
+    from lvsearch.faster.job import latency_words, rounds_overlap
+
+    assert rounds_overlap([10.0, 12.0], [11.0, 13.0]) is True
+    assert rounds_overlap([10.0, 10.5], [11.0, 13.0]) is False
+    assert rounds_overlap([10.0], [11.0]) is None
+    assert latency_words(0.241) == "24.1% less latency"
+    assert latency_words(-0.05, True) == "5.0% more latency, within timing noise (the rounds overlap)"
+    assert latency_words(0.2, False) == "20.0% less latency, outside the rounds' spread"
+
+
+def test_no_pick_names_the_best_fitness_reached(finished, tmp_path):
+    """A --pick-fitness-at above every candidate: the message gives the best fitness reached and
+    what fitness is, so the user can choose a reachable one."""
+    import shutil
+    from dataclasses import replace
+
+    from lvsearch.faster.job import Faster, pick_file
+
+    out, s, _ = finished
+    copy = tmp_path / "copy"
+    shutil.copytree(out / "search", copy / "search")
+    (copy / "search" / "random" / "pick.json").unlink()
+    best = json.loads((copy / "search" / "random" / "topk.json").read_text())["topk"][0]["fitness"]
+    f = Faster(copy, replace(s, pick_fitness_at=1.0), {})
+    with pytest.raises(LvsearchError) as e:
+        pick_file(f, "random")
+    assert f"--pick-fitness-at 1) ; its best candidate reached {best:.4f}".replace(") ;", ");") in str(e.value)
+    assert "higher is better" in str(e.value) and f"--pick-fitness-at {best:.4f} or lower" in e.value.fix
 
 
 def test_a_finished_run_is_not_redone(finished, monkeypatch):
@@ -163,12 +204,45 @@ def test_cli_on_the_finished_folder_prints_the_comparison_and_the_report(finishe
 
 
 def test_an_unknown_reference_is_refused_before_the_search(run, table_path, prepared_corpus, tmp_path):  # noqa: F811
+    from lvsearch.arch import Arch
     from lvsearch.faster.job import run_faster
 
     out = tmp_path / "out"
     with pytest.raises(LvsearchError, match="--reference bret"):
         run_faster(out, settings(run, table_path, prepared_corpus, reference="bret"), show_progress=False)
+    other = tmp_path / "other-slots.json"  # an architecture of another slot count
+    Arch.from_key("sfsfsfsf").to_json(other, space="lvbert-elc")  # the supernet has 4 slots
+    with pytest.raises(LvsearchError, match="not an architecture of the supernet's space") as e:
+        run_faster(out, settings(run, table_path, prepared_corpus, reference=str(other)), show_progress=False)
+    assert "slots of that space" in e.value.fix
     assert not out.exists()
+
+
+def test_a_table_of_another_device_model_is_refused_before_the_search(run, table_path, prepared_corpus, tmp_path):  # noqa: F811
+    """The models are timed on the table's device: a table of another CPU model fails at the
+    start (not after the retrains), and --latency-any-device accepts it."""
+    from lvsearch.faster.job import check_inputs
+
+    other = tmp_path / "table.json"
+    rec = json.loads(Path(table_path).read_text())
+    rec["device_name"] = "Some Other CPU 9000"
+    other.write_text(json.dumps(rec))
+    with pytest.raises(LvsearchError, match="Some Other CPU 9000") as e:
+        check_inputs(settings(run, other, prepared_corpus))
+    assert "--latency-any-device" in e.value.fix
+    assert check_inputs(settings(run, other, prepared_corpus, latency_any_device=True)) == 3
+
+
+def test_an_out_inside_the_data_folder_is_refused(run, table_path, prepared_corpus, tmp_path):  # noqa: F811
+    import shutil
+
+    from lvsearch.faster.job import open_folder
+
+    data = tmp_path / "data"
+    shutil.copytree(prepared_corpus, data)
+    with pytest.raises(LvsearchError, match="inside the input --data"):
+        open_folder(data / "faster", settings(run, table_path, data), show_progress=False)
+    assert not (data / "faster").exists()
 
 
 def test_a_first_try_that_wrote_nothing_takes_new_settings(run, table_path, prepared_corpus, tmp_path):  # noqa: F811

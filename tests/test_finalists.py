@@ -289,6 +289,10 @@ def test_resume_refusal_names_each_differing_setting():
     assert str(e.value).startswith("--out job holds a finalist job with other settings "
                                    "(budget_steps: 32 → 64, config, eta: None → 2)")
     assert e.value.fix == "pass --overwrite"
+    sets = ["model.hidden=32", "model.embedding=16", "train.seq_len=32"]
+    with pytest.raises(LvsearchError, match=r"\(overrides: −train\.seq_len=32 \+train\.seq_len=64\)"):
+        check_same_settings("job", "a faster run", {"overrides": sets}, {"overrides": sets[:2] + ["train.seq_len=64"]},
+                            fix="f")
 
 
 def test_a_damaged_job_state_is_one_clear_error(prepared_corpus: Path, tmp_path: Path, capsys):

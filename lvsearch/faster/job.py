@@ -69,6 +69,8 @@ class FasterSettings:
         blimp: BLiMP folder (None: no BLiMP); ``blimp_limit``: pairs per paradigm.
         rounds: interleaved timing rounds over all models (median kept).
         device: device of the search, training and evaluation (timing: the table's device).
+        latency_any_device: time the models on this machine even when the table was measured on
+            another device model (the search still optimises the table's predictions).
     """
 
     supernet: str
@@ -89,6 +91,7 @@ class FasterSettings:
     blimp_limit: int | None = 100
     rounds: int = 3
     device: str = "auto"
+    latency_any_device: bool = False
 
 
 def check_settings(s: FasterSettings) -> None:
@@ -141,8 +144,9 @@ def open_folder(out: str | Path, settings: FasterSettings, *, show_progress: boo
     """Create ``OUT`` or reopen it to resume.
 
     Raises:
-        LvsearchError: bad settings; ``OUT`` is a file, an input, a non-empty folder that holds
-            no ``lvsearch faster`` run, or one with other settings.
+        LvsearchError: bad settings; ``OUT`` is a file, an input, inside the ``data`` or
+            ``blimp`` folder, a non-empty folder that holds no ``lvsearch faster`` run, or one with
+            other settings.
     """
     from lvsearch.device import check_device
 
@@ -154,6 +158,10 @@ def open_folder(out: str | Path, settings: FasterSettings, *, show_progress: boo
     inputs = [("--supernet", settings.supernet), ("--table", settings.table), ("--data", settings.data),
               ("--blimp", settings.blimp)]
     guard_output(out, inputs=[(f, Path(p).expanduser()) for f, p in inputs if p is not None])
+    for flag, folder in (("--data", settings.data), ("--blimp", settings.blimp)):
+        if folder is not None and Path(folder).expanduser().resolve() in out.parents:
+            raise LvsearchError(f"--out {out} is inside the input {flag} {folder}: this run's files would mix with "
+                                "the input's", fix=f"pass an --out outside {folder}")
     check_writable_folder(out)
     wanted = asdict(settings)
     path = out / STATE
@@ -218,7 +226,7 @@ def check_inputs(s: FasterSettings) -> int:
     from lvsearch.latency.table import load_table
 
     name, slots, sn, space = supernet_space(s.supernet)  # the inputs in the order of the command line
-    load_table(s.table)
+    check_timing_device(load_table(s.table), s)
     data = PreparedData.open(s.data)
     given = retrain_overrides(s)
     cfg, _ = load_config(RetrainConfig, s.retrain_recipe, given)
@@ -230,7 +238,11 @@ def check_inputs(s: FasterSettings) -> int:
         try:
             resolve_arch(s.reference, SearchSpace.from_dict(space))
         except LvsearchError as e:
-            raise LvsearchError(f"--reference {s.reference}: {e}") from None
+            raise LvsearchError(f"--reference {s.reference}: not an architecture of the supernet's space "
+                                f"{name}@{slots} ({e.message})",
+                                fix=f"pass a name (bert, sandwich, random:SEED) or an architecture file of {slots} "
+                                    "slots of that space (e.g. a pick.json of a search on this supernet), or "
+                                    "--reference none") from None
     for key, want in (("space", name), ("num_slots", slots)):
         if given.get(key) != want:
             raise LvsearchError(f"--set {key}={given.get(key)}: the picks are architectures of the supernet's "
@@ -248,6 +260,29 @@ def check_inputs(s: FasterSettings) -> int:
     return cfg.train.steps
 
 
+def check_timing_device(table, s: FasterSettings) -> None:
+    """Refuse, before any work, a table this machine cannot time on: the models are timed end to
+    end on the table's device, so that device (same GPU or CPU model) must be here.
+
+    Raises:
+        LvsearchError: the table's device kind is absent (no CUDA for a cuda table), or (without
+            ``latency_any_device``) this machine's GPU or CPU model is another than the table's."""
+    import torch
+
+    from lvsearch.latency.table import MEASURE_COMMAND, device_name
+
+    if table.device == "cuda" and not torch.cuda.is_available():
+        raise LvsearchError(f"--table {s.table} was measured on {table.where}, and this machine has no CUDA "
+                            "device to time the models on",
+                            fix=f"run on the table's machine, or measure a table here: {MEASURE_COMMAND}")
+    here = device_name(torch.device(table.device))
+    if here != table.device_name and not s.latency_any_device:
+        raise LvsearchError(f"--table {s.table} was measured on {table.where}; this machine's {table.device} is "
+                            f"{here}, so the models would be timed on another device than the search optimised for",
+                            fix=f"measure a table here ({MEASURE_COMMAND}), or pass --latency-any-device to time "
+                                "here anyway")
+
+
 # ----------------------------------------------------------------------------- stages
 def stage_search(f: Faster) -> dict:
     """NSGA-II on (fitness, predicted latency) with the random-search control into ``OUT/search``."""
@@ -259,7 +294,8 @@ def stage_search(f: Faster) -> dict:
     if not (SearchFolder(folder).finished() and SearchFolder(folder / RANDOM_DIR).finished()):
         opts = EvolveOptions(supernet=s.supernet, out=folder, data=s.data, dev_sequences=s.dev_sequences,
                              compare_random=True, resume=SearchFolder(folder).has_state, device=s.device,
-                             racing=None, latency_table=s.table, pick_fitness_at=s.pick_fitness_at)
+                             racing=None, latency_table=s.table, pick_fitness_at=s.pick_fitness_at,
+                             latency_any_device=True)  # the table is the target; the search may run elsewhere
         cfg = SearchConfig(strategy="nsga2", nsga2_cost="latency", population=s.population, iterations=s.iterations,
                            topk=min(10, s.population), seed=s.seed, sparse_init=s.sparse_init)
         evolve(opts, cfg, show_progress=f.show_progress)
@@ -274,10 +310,22 @@ def pick_file(f: Faster, arm: str) -> Path:
     from lvsearch.search.folder import RANDOM_DIR
     from lvsearch.search.pick import PICK_FILE
 
-    path = f.search_dir / (PICK_FILE if arm == "nsga2" else f"{RANDOM_DIR}/{PICK_FILE}")
+    from lvsearch.search.folder import SearchFolder
+
+    folder = f.search_dir if arm == "nsga2" else f.search_dir / RANDOM_DIR
+    path = folder / PICK_FILE
     if not path.is_file():
-        raise LvsearchError(f"{ARM_LABELS[arm]}: {path} is missing: no candidate of that search reached the "
-                            "reference fitness", fix="pass --pick-fitness-at with a lower fitness and another --out")
+        search = SearchFolder(folder)
+        fitness = search.fitness()
+        best = max((e["fitness"] for e in search.topk() if e.get("fitness") is not None), default=None)
+        at = f"--pick-fitness-at {f.settings.pick_fitness_at:g}" if f.settings.pick_fitness_at is not None \
+            else "the first population's median"
+        reached = "" if best is None else f"; its best candidate reached {best:.4f}"
+        raise LvsearchError(
+            f"{ARM_LABELS[arm]}: {path} is missing: no candidate of that search reached the reference fitness "
+            f"({at}){reached} (fitness: {fitness.label}, higher is better)",
+            fix=("pass --pick-fitness-at " + (f"{best:.4f} or lower" if best is not None else "with a lower fitness")
+                 + " into another --out, or leave it out (the first population's median)"))
     return path
 
 
@@ -344,7 +392,7 @@ def stage_latency(f: Faster) -> dict:
     rounds = []
     for _ in range(s.rounds):
         rec = time_named(s.supernet, specs, opts=MeasureOptions(device=table.device), table=table,
-                         table_path=s.table, show_progress=False)
+                         table_path=s.table, any_device=s.latency_any_device, show_progress=False)
         rounds.append(rec["rows"])
     record = {
         "format": "lvsearch.faster-latency/v1", "device": rec["device"], "device_name": rec["device_name"],
@@ -359,10 +407,20 @@ def stage_latency(f: Faster) -> dict:
     return {"file": str(f.out / "latency.json")}
 
 
-def comparison(f: Faster) -> dict:
-    """The summary: per model latency and evaluation, NSGA-II's pick against random search's and
-    against the reference (relative latency reduction ``1 − t / t_other``; MLM dev accuracy
-    difference in pp with a paired bootstrap over the dev targets)."""
+def rounds_overlap(a: list[float], b: list[float]) -> bool | None:
+    """Whether two models' timing rounds (ms) overlap, ``[min, max]`` against ``[min, max]``: a
+    gap between medians inside that overlap is within the machine's timing noise. None for one
+    round each (no spread to compare)."""
+    if len(a) < 2 and len(b) < 2:
+        return None
+    return max(min(a), min(b)) <= min(max(a), max(b))
+
+
+def comparison(f: Faster, steps: int) -> dict:
+    """The summary: per model latency (median and the rounds' range) and evaluation, NSGA-II's
+    pick against random search's and against the reference (relative latency reduction
+    ``1 − t / t_other`` with whether the rounds overlap; MLM dev accuracy difference in pp with a
+    paired bootstrap over the dev targets), and the retrain recipe (``steps``: its steps)."""
     from lvsearch.eval.report import read_report
     from lvsearch.stats import paired_bootstrap
 
@@ -373,6 +431,7 @@ def comparison(f: Faster) -> dict:
         m = rep.get("mlm") or {}
         floors = m.get("floors") or {}
         rows[n] = {"arch": lat[n]["arch"], "params": lat[n]["params"], "measured_ms": lat[n]["measured_ms"],
+                   "rounds_ms": [min(lat[n]["rounds_ms"]), max(lat[n]["rounds_ms"])],
                    "predicted_ms": lat[n]["predicted_ms"], "mlm_accuracy": m.get("accuracy"), "mlm_loss": m.get("loss"),
                    "floor": (floors.get("neighbour-count") or {}).get("accuracy"), "beats_floor": floors.get("beats_floor"),
                    "blimp": (rep.get("blimp") or {}).get("mean_over_paradigms")}
@@ -385,44 +444,61 @@ def comparison(f: Faster) -> dict:
         pa, pb = (a.get("mlm") or {}).get("per_target_correct"), (b.get("mlm") or {}).get("per_target_correct")
         boot = paired_bootstrap(pa, pb) if pa and pb and len(pa) == len(pb) else None
         return {"latency_reduction": 1.0 - rows["nsga2"]["measured_ms"] / rows[other]["measured_ms"],
+                "latency_rounds_overlap": None if other not in lat else
+                rounds_overlap(lat["nsga2"]["rounds_ms"], lat[other]["rounds_ms"]),
                 "accuracy_difference_pp": 100.0 * (rows["nsga2"]["mlm_accuracy"] - rows[other]["mlm_accuracy"]),
                 "accuracy_ci_pp": None if boot is None else [100.0 * x for x in boot["ci"]],
                 "ci_over": "dev targets (evaluation noise only, not seed noise)"}
 
     return {"format": SUMMARY_FORMAT, "models": rows, "nsga2_vs_random": versus("random"),
-            "nsga2_vs_reference": versus("reference"), "reference": f.settings.reference, "seed": f.settings.seed}
+            "nsga2_vs_reference": versus("reference"), "reference": f.settings.reference, "seed": f.settings.seed,
+            "retrain": {"recipe": f.settings.retrain_recipe, "steps": steps, "overrides": list(f.settings.overrides)}}
 
 
-def latency_words(reduction: float) -> str:
-    """``"24.1% less latency"`` for a relative reduction of 0.241 (``"more"`` when negative)."""
-    return f"{abs(100 * reduction):.1f}% {'less' if reduction >= 0 else 'more'} latency"
+def latency_words(reduction: float, overlap: bool | None = None) -> str:
+    """``"24.1% less latency"`` for a relative reduction of 0.241 (``"more"`` when negative),
+    with what the timing rounds say (``overlap``, :func:`rounds_overlap`): ``"…, within timing
+    noise (the rounds overlap)"``, ``"…, outside the rounds' spread"``, or nothing (one round)."""
+    words = f"{abs(100 * reduction):.1f}% {'less' if reduction >= 0 else 'more'} latency"
+    if overlap is None:
+        return words
+    return words + (", within timing noise (the rounds overlap)" if overlap else ", outside the rounds' spread")
 
 
-def report_markdown(f: Faster, summary: dict) -> str:
-    """``OUT/report.md``: the latency table, the two comparisons in words, what one seed can
-    show, and ``lvsearch report``'s evaluation table of the same models."""
+def retrain_words(retrain: dict) -> str:
+    """``retrain-quickstart, 2000 steps, --set a=1 --set b=2``: the recipe of a summary."""
+    sets = "".join(f", --set {kv}" for kv in retrain["overrides"])
+    return f"`{retrain['recipe']}`, {retrain['steps']:,} step{'s' if retrain['steps'] != 1 else ''}{sets}"
+
+
+def report_markdown(f: Faster, summary: dict, lat: dict) -> str:
+    """``OUT/report.md``: the latency table, the two comparisons in words, the floor warning,
+    what one seed can show, and ``lvsearch report``'s evaluation table of the same models
+    (``lat``: ``OUT/latency.json``)."""
     from lvsearch.eval.report import markdown_table, read_report
 
     s, rows = f.settings, summary["models"]
-    lat = read_json(f.out / "latency.json", what="lvsearch faster latency record")
     labels = {**ARM_LABELS, "reference": f"reference ({s.reference})"}
 
     def num(v, fmt):
         return "—" if v is None else format(v, fmt)
 
-    lines = ["# A faster model: NSGA-II's pick against random search's", "",
+    lines = ["# lvsearch faster: NSGA-II's pick against random search's", "",
              f"Supernet `{s.supernet}`, latency table `{s.table}`; search seed {s.seed}, {s.population} × "
              f"{s.iterations} candidates per arm on {s.dev_sequences} dev sequences; each arm's pick is its fastest "
              "candidate (predicted latency) whose fitness reaches the reference "
              f"({'--pick-fitness-at ' + format(s.pick_fitness_at, 'g') if s.pick_fitness_at is not None else 'the median of the shared first population'}). "
-             f"Every model retrained with `{s.retrain_recipe}` (pretraining seed {s.seed}) and timed end to end: "
+             f"Every model retrained with {retrain_words(summary['retrain'])} (pretraining seed {s.seed}) and timed end to end: "
              f"{lat['device']} ({lat['device_name']}), {lat['threads']} torch thread{'s' if lat['threads'] != 1 else ''}, batch {lat['batch']} × {lat['seq_len']} "
              f"tokens, {lat['dtype']}, median of {lat['rounds']} round{'s' if lat['rounds'] != 1 else ''} of {lat['repeats']} blocks.", "",
-             "| model | arch | params | latency ms (measured) | predicted | MLM dev accuracy | floor | beats floor | BLiMP |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "| model | arch | params | latency ms (measured) | rounds min–max | predicted | MLM dev accuracy | floor "
+             "| beats floor | BLiMP |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for n, r in rows.items():
         label = labels[n] + (" (= NSGA-II's)" if r.get("same_as") else "")
-        lines.append(f"| {label} | `{r['arch']}` | {r['params']:,} | {r['measured_ms']:.2f} | {num(r['predicted_ms'], '.2f')} "
+        lo, hi = r["rounds_ms"]
+        lines.append(f"| {label} | `{r['arch']}` | {r['params']:,} | {r['measured_ms']:.2f} | {lo:.2f}–{hi:.2f} "
+                     f"| {num(r['predicted_ms'], '.2f')} "
                      f"| {num(r['mlm_accuracy'], '.4f')} | {num(r['floor'], '.4f')} | {r['beats_floor']} | {num(r['blimp'], '.3f')} |")
     lines.append("")
     for key, other in (("nsga2_vs_random", "random search's pick"), ("nsga2_vs_reference", f"the reference {s.reference}")):
@@ -431,8 +507,22 @@ def report_markdown(f: Faster, summary: dict) -> str:
             continue
         ci = "" if v["accuracy_ci_pp"] is None else \
             f" (paired bootstrap over the dev targets [{v['accuracy_ci_pp'][0]:+.2f}, {v['accuracy_ci_pp'][1]:+.2f}])"
-        lines.append(f"* NSGA-II's pick against {other}: {latency_words(v['latency_reduction'])} (measured), "
+        lines.append(f"* NSGA-II's pick against {other}: "
+                     f"{latency_words(v['latency_reduction'], v.get('latency_rounds_overlap'))} (measured), "
                      f"{v['accuracy_difference_pp']:+.2f} pp MLM dev accuracy{ci}.")
+    if lat["rounds"] == 1:
+        lines += ["", "One timing round: the report cannot tell a latency gap from the machine's timing noise; "
+                      "pass `--rounds 3` or more on an otherwise idle machine."]
+    below = [labels[n] for n, r in rows.items() if r["beats_floor"] is False and not r.get("same_as")]
+    if below:
+        if len(below) == sum(1 for r in rows.values() if not r.get("same_as")):
+            who = "no model beats the MLM neighbour-count floor: at this retrain budget the accuracy columns say"
+        else:
+            one = len(below) == 1
+            who = (f"{', '.join(below)} {'does' if one else 'do'} not beat the MLM neighbour-count floor: at this "
+                   f"retrain budget {'its' if one else 'their'} accuracy says")
+        lines += ["", f"**Warning:** {who} nothing about the architecture. Retrain longer (`--steps`) before "
+                      "comparing accuracy; the latency columns do not depend on it."]
     lines += ["", "One search and one pretraining seed: the bootstrap interval holds the noise of the dev targets "
               "only. Between pretraining seeds one pick's MLM accuracy moves by about 0.6 pp on the quickstart "
               "recipe (docs/results.md, \"The 10-seed test\"), so run several `--seed` values (each into its own "
@@ -442,13 +532,14 @@ def report_markdown(f: Faster, summary: dict) -> str:
     return "\n".join(lines)
 
 
-def stage_report(f: Faster) -> dict:
-    """Write ``OUT/summary.json`` and ``OUT/report.md``."""
+def stage_report(f: Faster, steps: int) -> dict:
+    """Write ``OUT/summary.json`` and ``OUT/report.md`` (``steps``: the retrain's)."""
     from lvsearch.io import atomic_write_bytes
 
-    summary = comparison(f)
+    summary = comparison(f, steps)
     atomic_write_json(f.out / "summary.json", summary)
-    atomic_write_bytes(f.out / "report.md", report_markdown(f, summary).encode("utf-8"))
+    lat = read_json(f.out / "latency.json", what="lvsearch faster latency record")
+    atomic_write_bytes(f.out / "report.md", report_markdown(f, summary, lat).encode("utf-8"))
     return {"report": str(f.out / "report.md")}
 
 
@@ -471,7 +562,8 @@ def run_faster(out: str | Path, settings: FasterSettings, *, show_progress: bool
     token = RESUME_HINT.set(AGAIN)
     try:
         for name, stage in (("search", stage_search), ("retrain", lambda g: stage_retrain(g, steps)),
-                            ("evaluate", stage_evaluate), ("latency", stage_latency), ("report", stage_report)):
+                            ("evaluate", stage_evaluate), ("latency", stage_latency),
+                            ("report", lambda g: stage_report(g, steps))):
             if (f.state.get("stages", {}).get(name) or {}).get("status") == "done" and \
                     (name != "report" or (f.out / "report.md").is_file()):
                 continue
