@@ -311,6 +311,11 @@ class Arch:
                                 fix='write an object like the best.json of \'lvsearch evolve\' '
                                     '({"format": ..., "ops": [...], "inputs": [...]})')
         fmt = d.get("format")
+        if fmt is None and isinstance(d.get("topk"), list):  # a search's topk.json: a list, not one arch
+            raise LvsearchError(f"{where} is a search's top-k list ({len(d['topk'])} architectures), not one "
+                                "architecture",
+                                fix="pass the search's best.json or pick.json for one architecture, or add "
+                                    "--finalists K to 'lvsearch retrain' to retrain the list's best K")
         if fmt is None:
             raise LvsearchError(f"{where} has no format tag",
                                 fix=f'add "format": "{ARCH_FORMAT}"')

@@ -62,6 +62,7 @@ def test_json_roundtrip(tmp_path, elc):
     "obj, needle",
     [
         ({"ops": "csf"}, "no format tag"),
+        ({"strategy": "regularized", "iteration": 3, "topk": [{"key": "csf"}]}, "--finalists K"),
         ({"format": "lvsearch.arch/v0", "ops": "csf"}, "expected 'lvsearch.arch/v1'"),
         ({"format": ARCH_FORMAT, "ops": "csq"}, "unknown op letter 'q'"),
         ({"format": ARCH_FORMAT, "ops": ["DC", "XX"]}, "unknown op 'XX'"),

@@ -393,3 +393,15 @@ def test_tokenizer_training_is_byte_identical_across_processes(corpora: Path, tm
                         and p.name != "manifest.json"})
     assert digests[0]["tokenizer.json"] == digests[1]["tokenizer.json"]
     assert digests[0] == digests[1]
+
+
+def test_a_vocab_size_the_corpus_cannot_fill_is_said(tmp_path: Path, real_lines: list[str], capsys):
+    """--vocab-size above what the train split yields: the vocabulary is smaller, and the run
+    says so (it was silent)."""
+    corpus = write_docs(tmp_path / "c" / "a.txt", real_lines[:1000])
+    code, out = run_cli(capsys, "data", "prepare", "--input", str(corpus), "--out", str(tmp_path / "o"),
+                        "--vocab-size", "70000", "--dev-fraction", "0.1")
+    assert code == 0, out
+    vocab = json.loads((tmp_path / "o" / "manifest.json").read_text())["tokenizer"]["vocab_size"]
+    assert code == 0 and vocab < 70000
+    assert f"--vocab-size 70000: the train split yields {vocab} WordPiece tokens" in " ".join(out.split())

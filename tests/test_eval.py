@@ -833,3 +833,17 @@ def test_compare_columns_are_named_after_the_runs_not_their_model_folders(tmp_pa
     assert [report_label(p, r) for p, r in paths] == ["best", "bert"]
     assert report_label(tmp_path / "small.json", paths[0][1]) == "small"
     assert unique_labels(["bert", "bert", "best"]) == ["bert", "bert#2", "best"]
+
+
+def test_more_dev_sequences_than_the_split_has_are_said(two_evaluated, small_corpus, tmp_path, capsys):
+    """--dev-sequences above the dev split's count: all are used, and the console says how many
+    (it printed the number asked for)."""
+    _, elc_dir = two_evaluated
+    out = tmp_path / "r.json"
+    rc, text = _run_cli(["evaluate", "--model", str(elc_dir), "--no-blimp", "--mlm-data", str(small_corpus),
+                         "--dev-sequences", "100000", "--out", str(out)], capsys)
+    assert rc == 0, text
+    text = " ".join(text.split())
+    n = json.loads(out.read_text())["mlm"]["sequences"]
+    assert n < 100000 and f"MLM dev set: {n} sequences" in text
+    assert f"100000 dev sequences asked, but the dev split of {small_corpus} has {n}" in text

@@ -276,3 +276,12 @@ def test_few_shot_from_switches(one_shot: Path, prepared_corpus: Path, tmp_path:
     bad("--few-shot-from", str(one_shot), "--op", "SA", "--steps", "3", "--config", "quickstart", match="drop --config")
     bad("--few-shot-from", str(one_shot), "--op", "XX", "--steps", "3", match="fix_op")
     bad("--few-shot-from", str(tmp_path), "--op", "SA", "--steps", "3", match="pass the train-supernet run folder")
+
+
+def test_more_dev_sequences_than_the_split_has_are_said(one_shot: Path, capsys):
+    """load_dev (evolve's dev set) with more sequences than the dev split holds: all are used,
+    and a warning names the count (it capped silently)."""
+    dev, data = load_dev(load_supernet(one_shot), None, 10**6)
+    err = " ".join(capsys.readouterr().err.split())
+    n = dev.input_ids.shape[0]
+    assert n < 10**6 and f"--dev-sequences 1000000: the dev split of {data.folder} has {n} sequences" in err

@@ -975,6 +975,7 @@ CASES = [
       "{TASK_INF_SCORE}/dev.tsv, line 3: label 'inf' is not a finite number"),
     C("evaluate-compare-missing", "evaluate --compare {W}/a.json {W}/b.json", "{W}/a.json"),
     C("report-missing-source", "report {W}/nothing --out {W}/rep1", "{W}/nothing"),
+    C("report-notes-file", "report {FILE} --out {W}/rep1", "{FILE} is not an evaluation report"),
     C("report-broken-report", "report {REPORT_BROKEN} --out {W}/rep2", "{REPORT_BROKEN}"),
     C("report-out-in-proc", "report {MODEL} --out /proc/lvsearch-x", "/proc/lvsearch-x"),
     # garbage in a report's fields: one message naming the field, no report written

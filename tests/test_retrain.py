@@ -136,7 +136,11 @@ def test_mlm_resume_equality_and_best_json(prepared_corpus: Path, tmp_path: Path
     assert all(torch.equal(a[k], c[k]) for k in a)
     code, text = run_cli(capsys, *[a if a != str(run) else str(again) for a in args], *extra, "--resume",
                          "--set", "train.lr=1e-2")
-    assert code == 2 and "sections differ: train" in text  # a real change is still refused
+    assert code == 2 and "train.lr: " in text and "→ 0.01" in text  # a real change is still refused
+    # --set alone applies to the recorded config: the message names that one setting, not every section
+    code, text = run_cli(capsys, "retrain", "--data", str(prepared_corpus), "--out", str(again), "--resume",
+                         "--set", "train.steps=40")
+    assert code == 2 and "(train.steps: 20 → 40)" in text and "learning-rate schedule" in text, text
 
     # reference floors: in summary.json (without per-target strings), same after the resume
     s, k = (json.loads((d / "summary.json").read_text()) for d in (run, killed))

@@ -205,7 +205,11 @@ def test_resume_errors(prepared_corpus: Path, tmp_path: Path, real_lines: list[s
     assert code == 2 and "already holds a training run" in out and "--resume" in out and "--overwrite" in out
 
     code, out = run_cli(capsys, *base, *sets, "--set", "train.lr=0.5", "--resume")
-    assert code == 2 and "different configuration" in out and "train" in out
+    assert code == 2 and "different configuration" in out and "train.lr: " in out
+    # --set alone (no --config): the recorded config with that pair, so only it is named
+    code, out = run_cli(capsys, "train-supernet", "--data", str(prepared_corpus), "--out", str(run), "--resume",
+                        "--set", "train.steps=8")
+    assert code == 2 and "(train.steps: 4 → 8)" in out, out
 
     # a data folder prepared with another tokenizer
     corpus = tmp_path / "c" / "a.txt"

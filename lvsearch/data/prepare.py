@@ -264,6 +264,11 @@ def _get_tokenizer(resolved: ResolvedInputs, settings: PrepareSettings, path, ba
         train_lines(), vocab_size=settings.vocab_size, lowercase=settings.lowercase, min_frequency=settings.min_frequency
     )
     bar.update(task, total=docs, completed=docs, info=f"vocab {tok.get_vocab_size()}")
+    if tok.get_vocab_size() < settings.vocab_size:
+        from lvsearch import ui
+
+        ui.warn(f"--vocab-size {settings.vocab_size}: the train split yields {tok.get_vocab_size()} WordPiece tokens "
+                f"(min frequency {settings.min_frequency}), so the vocabulary has {tok.get_vocab_size()}")
     return tok, docs
 
 

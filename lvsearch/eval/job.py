@@ -489,9 +489,13 @@ def _run_mlm(opts: EvaluateOptions, inp: _Inputs, timings: dict) -> dict:
     model, data, dev_settings = inp.model, inp.data, inp.dev_settings
     t0 = time.perf_counter()
     L, n_dev, dev_seed = dev_settings["seq_len"], dev_settings["num_sequences"], dev_settings["seed"]
-    ui.console.print(f"MLM dev set: {n_dev} sequences × {L} tokens, seed {dev_seed} ({dev_settings['source']})",
-                     highlight=False)
     dev = fixed_dev_set(data, num_sequences=n_dev, seq_len=L, seed=dev_seed)
+    got = int(dev.input_ids.shape[0])
+    ui.console.print(f"MLM dev set: {got} sequences × {L} tokens, seed {dev_seed} ({dev_settings['source']})",
+                     highlight=False)
+    if n_dev is not None and got < n_dev:
+        ui.warn(f"{n_dev} dev sequences asked, but the dev split of {data.folder} has {got} of {L} tokens: all "
+                f"{got} are used")
     res = mlm_dev_metrics(inp.mlm_model, data, num_sequences=n_dev, seq_len=L,
                           seed=dev_seed, device=model.device, dev=dev)
     mlm = {"status": "done", "data": str(Path(opts.mlm_data).resolve()),

@@ -440,6 +440,9 @@ def unique_labels(labels: list[str]) -> list[str]:
 def _file_source(p: Path, label: str | None = None) -> ReportSource:
     """The column of the report JSON file ``p`` (see :func:`resolve_source`), labelled ``label``
     or after the file."""
+    if p.suffix.lower() != ".json":  # a user's notes.txt: not a report (and not to be written over)
+        raise LvsearchError(f"{p} is not an evaluation report (a .json file written by 'lvsearch evaluate --out')",
+                            fix="pass a retrain run folder, a model directory, a report JSON or a quickstart folder")
     report = read_report(p)
     if is_hf_report(report):
         return ReportSource(label=label or report_label(p, report), report_path=p, report=report, model_dir=None)

@@ -18,15 +18,16 @@ from __future__ import annotations
 
 import json
 import os
+import reprlib
 import shutil
 from pathlib import Path
 from typing import Any, Callable, Optional, Union
 
 from pydantic import Field
 
-from lvsearch.config import Overrides, build_dataclass, load_config, to_jsonable
+from lvsearch.config import Overrides, build_dataclass, load_config, override_map, to_jsonable
 from lvsearch.errors import LvsearchError
-from lvsearch.io import check_writable_folder, copy_file, differing_keys, guard_output, read_json
+from lvsearch.io import check_writable_folder, copy_file, guard_output, read_json
 from lvsearch.train.checkpoint import CHECKPOINTS, latest_checkpoint, latest_step, verify_checkpoint
 from lvsearch.schema import Count, FileModel
 
@@ -173,15 +174,34 @@ def resume_config(out: Path, cls: type, run_format: str, recipe: str | dict | No
     if recipe or overrides:
         new, _ = load_config(cls, recipe, overrides)
         a, b = normalise(to_jsonable(new)), recorded["config"]
-        if a != b:
-            diff = differing_keys(a, b)
+        diffs = differing_leaves(b, a)
+        if not recipe:  # --set alone: compared on the keys it sets (the rest is the recorded config's)
+            given = set(override_map(overrides))
+            diffs = [d for d in diffs if any(d[0] == k or d[0].startswith(k + ".") for k in given)]
+        if diffs:
+            diff = ", ".join(f"{k}: {reprlib.repr(old)} → {reprlib.repr(now)}" for k, old, now in diffs)
             raise LvsearchError(
-                f"--resume with a different configuration than {out / CONFIG} (sections differ: {', '.join(diff)})",
-                fix="resume without --config/--set (the recorded config is used), or start a new --out",
+                f"--resume with a different configuration than {out / CONFIG} ({diff}): a run resumes with the "
+                "settings it started with (its steps also set its learning-rate schedule)",
+                fix="resume without --config/--set (the recorded config is used), or start a new --out with "
+                    "these settings",
             )
     if latest_checkpoint(out) is None:
         raise LvsearchError(f"--resume: {out} has no checkpoint yet", fix="start the run again (--overwrite)")
     return config, recorded
+
+
+def differing_leaves(old: dict, new: dict, prefix: str = "") -> list[tuple[str, Any, Any]]:
+    """``(dotted key, old value, new value)`` for every leaf that differs between two nested
+    configs (``train.steps``; missing counts as None), sorted by key."""
+    out = []
+    for k in sorted(set(old) | set(new)):
+        a, b = old.get(k), new.get(k)
+        if isinstance(a, dict) and isinstance(b, dict):
+            out += differing_leaves(a, b, f"{prefix}{k}.")
+        elif a != b:
+            out.append((f"{prefix}{k}", a, b))
+    return out
 
 
 def check_same_data(recorded: dict, data, out: Path) -> None:

@@ -446,6 +446,12 @@ def load_dev(loaded, data_dir: str | Path | None, dev_sequences: int | None):
         raise LvsearchError(f"--dev-sequences must be ≥ 1 or 'all', got {n}",
                             fix="e.g. --dev-sequences 1024, or omit it for the default")
     dev = fixed_dev_set(data, num_sequences=n, seq_len=cfg.train.seq_len, seed=cfg.eval.seed)
+    if n is not None and dev.input_ids.shape[0] < n:
+        from lvsearch import ui
+
+        asked = f"--dev-sequences {n}" if dev_sequences is not None else f"the run's eval.dev_sequences {n}"
+        ui.warn(f"{asked}: the dev split of {data.folder} has {dev.input_ids.shape[0]} sequences of "
+                f"{cfg.train.seq_len} tokens: all of them are used")
     return dev, data
 
 
