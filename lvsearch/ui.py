@@ -135,6 +135,12 @@ class LineProgress(Progress):
         self.console.print(self.line(task_id), highlight=False, markup=False, soft_wrap=True)
 
 
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """``"1 thread"``, ``"2 threads"``: a count and its noun for a message (``many``: the plural
+    when it is not ``word + "s"``)."""
+    return f"{n:,} {word if n == 1 else (many or word + 's')}"
+
+
 def warn(message: str) -> None:
     """Print a warning line to stderr (invisible characters escaped, as in error messages)."""
     from rich.markup import escape

@@ -195,7 +195,9 @@ def test_time_with_a_table_refuses_another_batch_length_or_dtype(run, table_path
     rec = json.loads(out.read_text())
     assert (rec["batch"], rec["seq_len"], rec["dtype"]) == (table.batch, table.seq_len, table.dtype)
     assert (rec["threads"], rec["table_threads"]) == (table.threads + 1, table.threads)
-    assert f"from the table's {table.threads} threads" in printed
+    from lvsearch.ui import plural
+
+    assert f"from the table's {plural(table.threads, 'thread')} (" in printed
     assert main(["latency", "time", "--supernet", str(run), "--arch", "bert", "--batch", "3", "--warmup", "1",
                  "--repeats", "2", "--out", str(tmp_path / "no-table.json")]) == 0  # no table: --batch is used
     assert json.loads((tmp_path / "no-table.json").read_text())["batch"] == 3
@@ -460,3 +462,24 @@ def test_a_calibration_that_predicts_no_time_for_the_fastest_architecture_is_ref
         predict.calibrate(bench, table, archs=4, seed=1, show_progress=False)
     monkeypatch.setattr(predict, "time_archs", lambda *a, **k: [1.1 * r for r in raw])
     assert predict.calibrate(bench, table, archs=4, seed=1, show_progress=False).calibration.slope == pytest.approx(1.1)
+
+
+def test_a_validation_that_ranks_badly_is_warned_about():
+    """ρ below 0.5 gets a warning saying why it may be (disturbed timings, or latencies too alike
+    to rank); a good or undefined ρ none."""
+    from lvsearch.latency.predict import MIN_RANK_RHO, rank_warning
+
+    base = {"measured_ms": [10.0, 15.0, 20.0]}
+    assert rank_warning({**base, "spearman_rho": 0.9}) is None
+    assert rank_warning({**base, "spearman_rho": None}) is None
+    assert rank_warning({**base, "spearman_rho": float("nan")}) is None
+    bad = rank_warning({**base, "spearman_rho": -1.0})
+    assert bad.startswith(f"Spearman ρ -1.000 is below {MIN_RANK_RHO}") and "disturbed" in bad
+    assert "too close to rank" in rank_warning({"measured_ms": [10.0, 10.1, 10.2], "spearman_rho": 0.1})
+
+
+def test_plural_counts():
+    from lvsearch.ui import plural
+
+    assert (plural(1, "thread"), plural(2, "thread"), plural(0, "α heatmap")) == ("1 thread", "2 threads", "0 α heatmaps")
+    assert plural(1000, "entry", "entries") == "1,000 entries"

@@ -226,8 +226,9 @@ def run_report(args: argparse.Namespace) -> int:
     from lvsearch.eval.report import write_report
 
     res = write_report(args.sources, args.out, overwrite=args.overwrite)
-    ui.console.print(f"report written to {res['markdown']} ({len(res['heatmaps'])} α heatmaps: "
-                     + ", ".join(p.name for p in res["heatmaps"].values()) + ")", highlight=False)
+    maps = res["heatmaps"]
+    ui.console.print(f"report written to {res['markdown']} ({ui.plural(len(maps), 'α heatmap')}"
+                     + (": " + ", ".join(p.name for p in maps.values()) if maps else "") + ")", highlight=False)
     return 0
 
 

@@ -55,6 +55,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(group_parser=p)
     ss = p.add_subparsers(dest="latency_command", metavar="SUBCOMMAND")
     m = ss.add_parser("measure", help="measure a latency table of a supernet's ops on this device",
+                      description="Time every op of a supernet's space (each variant) and each ELC mixing width on "
+                      "this device at one batch, length, dtype and thread count, then fit a linear correction of "
+                      "the table sum on --calibrate architectures timed end to end. The table predicts an "
+                      "architecture's latency as the calibrated sum (a latency lookup table, as in FBNet, Wu et al. 2019).",
                       epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     m.add_argument("--supernet", required=True, metavar="RUN", help="a train-supernet run folder")
     m.add_argument("--out", required=True, metavar="TABLE.json", help="the table to write")
@@ -62,6 +66,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     m.set_defaults(func=run_measure)
 
     v = ss.add_parser("validate", help="compare predicted with measured end-to-end latency on sampled architectures",
+                      description="Sample --archs architectures (seeded, not the calibration's), time each end to end "
+                      "on this device and compare with the table's prediction: absolute percentage errors, mean "
+                      "signed error and the Spearman ρ of the ranking (warned about below 0.5: a latency search "
+                      "needs the order right).",
                       epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     v.add_argument("--supernet", required=True, metavar="RUN", help="the run the table was measured from")
     v.add_argument("--table", required=True, metavar="TABLE.json", help="a table from 'lvsearch latency measure'")
@@ -140,6 +148,11 @@ def run_validate(args: argparse.Namespace) -> int:
                   f"{rho}; measured {s['measured_ms'][0]:.2f}–{s['measured_ms'][2]:.2f} ms"
                   + (f" (raw table sum: {100 * raw['median_ape']:.1f}% / {100 * raw['worst_ape']:.1f}%)"
                      if rec["calibration"] is not None else "") + f" -> {args.out}")
+    from lvsearch.latency.predict import rank_warning
+    from lvsearch.ui import warn
+
+    if (words := rank_warning(s)) is not None:
+        warn(words)
     return 0
 
 
@@ -163,8 +176,10 @@ def run_time(args: argparse.Namespace) -> int:
     rec = time_architectures(args.supernet, args.arch, args.out, table_path=args.table, opts=_opts(args),
                              requested={"batch": args.batch, "seq_len": args.seq_len, "dtype": args.dtype},
                              any_device=args.latency_any_device, overwrite=args.overwrite)
-    where = f"batch {rec['batch']} × {rec['seq_len']} tokens on {rec['device_name']}, {rec['threads']} threads"
-    at = (f" from the table's {rec['table_threads']} threads" if rec["table"] is not None
+    from lvsearch.ui import plural
+
+    where = f"batch {rec['batch']} × {rec['seq_len']} tokens on {rec['device_name']}, {plural(rec['threads'], 'thread')}"
+    at = (f" from the table's {plural(rec['table_threads'], 'thread')}" if rec["table"] is not None
           and rec["table_threads"] != rec["threads"] else "")
     for r in rec["rows"]:
         pred = f", predicted {r['predicted_ms']:.3f} ms{at}" if r["predicted_ms"] is not None else ""

@@ -245,6 +245,28 @@ class Validation:
         }
 
 
+#: Below this Spearman ρ between predicted and measured latency the table does not rank
+#: architectures well enough to steer a latency search (a validation says so).
+MIN_RANK_RHO = 0.5
+
+
+def rank_warning(summary: dict) -> str | None:
+    """What to say about a validation :meth:`LatencyCheck.summary` whose Spearman ρ is below
+    :data:`MIN_RANK_RHO` (None when it is not, or undefined): the table then orders
+    architectures against, or unrelated to, their measured latency — usually a machine busy
+    while timing (the table or the validation), or architectures too alike in latency to rank."""
+    rho = summary.get("spearman_rho")
+    if rho is None or rho != rho or rho >= MIN_RANK_RHO:
+        return None
+    lo, _, hi = summary["measured_ms"]
+    alike = hi < 1.05 * lo
+    why = (f"the measured latencies span only {lo:.2f}–{hi:.2f} ms, too close to rank" if alike else
+           "the timings were likely disturbed (another process on this machine during the table or this check)")
+    return (f"Spearman ρ {rho:.3f} is below {MIN_RANK_RHO}: the table does not rank these architectures by their "
+            f"measured latency; {why}. Re-measure the table and re-run this check on an otherwise idle machine "
+            "(more --repeats) before a latency search relies on it")
+
+
 def validate_predictor(run: str | os.PathLike, table: LatencyTable, table_path: str | os.PathLike, *,
                        archs: int = 50, seed: int = 0, opts: MeasureOptions | None = None,
                        any_device: bool = False, show_progress: bool = True) -> dict:

@@ -97,7 +97,9 @@ class LatencyTable(FileModel):
     @property
     def where(self) -> str:
         """``cpu (Intel Xeon …, 2 threads, torch 2.13.0)``: where it was measured, for messages."""
-        return f"{self.device} ({self.device_name}, {self.threads} threads, torch {self.torch})"
+        from lvsearch.ui import plural
+
+        return f"{self.device} ({self.device_name}, {plural(self.threads, 'thread')}, torch {self.torch})"
 
     def search_space(self, path: str | os.PathLike | None = None) -> "SearchSpace":
         """The search space the table was measured for (``path``: the table file, for messages).

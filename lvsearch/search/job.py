@@ -402,8 +402,9 @@ def load_latency_table(opts: EvolveOptions, config: SearchConfig, loaded, device
     if table.device == "cpu" and table.threads != torch.get_num_threads():
         from lvsearch import ui
 
-        ui.warn(f"latency table {opts.latency_table} was measured with {table.threads} CPU threads and this process "
-                f"runs {torch.get_num_threads()}: its predictions are for {table.threads} threads (the deployment "
+        ui.warn(f"latency table {opts.latency_table} was measured with {ui.plural(table.threads, 'CPU thread')} and "
+                f"this process runs {torch.get_num_threads()}: its predictions are for "
+                f"{ui.plural(table.threads, 'thread')} (the deployment "
                 "setting it describes), not for this search's")
     if opts.max_latency is not None:
         fastest = predict_ms(fastest_arch(table, loaded.space), table)  # calibrated, as the limit is applied
