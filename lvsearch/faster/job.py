@@ -307,10 +307,8 @@ def pick_file(f: Faster, arm: str) -> Path:
 
     Raises:
         LvsearchError: the search wrote none (no candidate reached the reference fitness)."""
-    from lvsearch.search.folder import RANDOM_DIR
+    from lvsearch.search.folder import RANDOM_DIR, SearchFolder
     from lvsearch.search.pick import PICK_FILE
-
-    from lvsearch.search.folder import SearchFolder
 
     folder = f.search_dir if arm == "nsga2" else f.search_dir / RANDOM_DIR
     path = folder / PICK_FILE
@@ -466,9 +464,12 @@ def latency_words(reduction: float, overlap: bool | None = None) -> str:
 
 
 def retrain_words(retrain: dict) -> str:
-    """``retrain-quickstart, 2000 steps, --set a=1 --set b=2``: the recipe of a summary."""
+    """The report's words for a summary's retrain recipe: the recipe name (as Markdown code), its
+    steps and each ``--set`` pair, e.g. ``retrain-quickstart``, 2,000 steps, --set a=1."""
+    from lvsearch.ui import plural
+
     sets = "".join(f", --set {kv}" for kv in retrain["overrides"])
-    return f"`{retrain['recipe']}`, {retrain['steps']:,} step{'s' if retrain['steps'] != 1 else ''}{sets}"
+    return f"`{retrain['recipe']}`, {plural(retrain['steps'], 'step')}{sets}"
 
 
 def report_markdown(f: Faster, summary: dict, lat: dict) -> str:
@@ -476,6 +477,7 @@ def report_markdown(f: Faster, summary: dict, lat: dict) -> str:
     what one seed can show, and ``lvsearch report``'s evaluation table of the same models
     (``lat``: ``OUT/latency.json``)."""
     from lvsearch.eval.report import markdown_table, read_report
+    from lvsearch.ui import plural
 
     s, rows = f.settings, summary["models"]
     labels = {**ARM_LABELS, "reference": f"reference ({s.reference})"}
@@ -489,8 +491,9 @@ def report_markdown(f: Faster, summary: dict, lat: dict) -> str:
              "candidate (predicted latency) whose fitness reaches the reference "
              f"({'--pick-fitness-at ' + format(s.pick_fitness_at, 'g') if s.pick_fitness_at is not None else 'the median of the shared first population'}). "
              f"Every model retrained with {retrain_words(summary['retrain'])} (pretraining seed {s.seed}) and timed end to end: "
-             f"{lat['device']} ({lat['device_name']}), {lat['threads']} torch thread{'s' if lat['threads'] != 1 else ''}, batch {lat['batch']} × {lat['seq_len']} "
-             f"tokens, {lat['dtype']}, median of {lat['rounds']} round{'s' if lat['rounds'] != 1 else ''} of {lat['repeats']} blocks.", "",
+             f"{lat['device']} ({lat['device_name']}), {plural(lat['threads'], 'torch thread')}, batch {lat['batch']} × "
+             f"{lat['seq_len']} tokens, {lat['dtype']}, median of {plural(lat['rounds'], 'round')} of "
+             f"{plural(lat['repeats'], 'block')}.", "",
              "| model | arch | params | latency ms (measured) | rounds min–max | predicted | MLM dev accuracy | floor "
              "| beats floor | BLiMP |",
              "|---|---|---|---|---|---|---|---|---|---|"]
