@@ -312,7 +312,9 @@ class Arch:
                                     '({"format": ..., "ops": [...], "inputs": [...]})')
         fmt = d.get("format")
         if fmt is None and isinstance(d.get("topk"), list):  # a search's topk.json: a list, not one arch
-            raise LvsearchError(f"{where} is a search's top-k list ({len(d['topk'])} architectures), not one "
+            from lvsearch.ui import plural
+
+            raise LvsearchError(f"{where} is a search's top-k list ({plural(len(d['topk']), 'architecture')}), not one "
                                 "architecture",
                                 fix="pass the search's best.json or pick.json for one architecture, or add "
                                     "--finalists K to 'lvsearch retrain' to retrain the list's best K")

@@ -831,6 +831,19 @@ def differing_keys(old: dict, new: dict) -> list[str]:
     return sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
 
 
+def differing_leaves(old: dict, new: dict, prefix: str = "") -> list[tuple[str, Any, Any]]:
+    """``(dotted key, old value, new value)`` for every leaf that differs between two nested
+    configs (``train.steps``; missing counts as None), sorted by key."""
+    out = []
+    for k in sorted(set(old) | set(new)):
+        a, b = old.get(k), new.get(k)
+        if isinstance(a, dict) and isinstance(b, dict):
+            out += differing_leaves(a, b, f"{prefix}{k}.")
+        elif a != b:
+            out.append((f"{prefix}{k}", a, b))
+    return out
+
+
 def check_same_settings(out: str | os.PathLike, what: str, recorded: dict, wanted: dict, *, fix: str,
                         max_value_chars: int = 40) -> None:
     """Refuse to resume the job in folder ``out`` with other settings than it recorded.

@@ -502,7 +502,8 @@ def report_markdown(f: Faster, summary: dict, lat: dict) -> str:
         lo, hi = r["rounds_ms"]
         lines.append(f"| {label} | `{r['arch']}` | {r['params']:,} | {r['measured_ms']:.2f} | {lo:.2f}–{hi:.2f} "
                      f"| {num(r['predicted_ms'], '.2f')} "
-                     f"| {num(r['mlm_accuracy'], '.4f')} | {num(r['floor'], '.4f')} | {r['beats_floor']} | {num(r['blimp'], '.3f')} |")
+                     f"| {num(r['mlm_accuracy'], '.4f')} | {num(r['floor'], '.4f')} "
+                     f"| {({True: 'yes', False: 'no'}).get(r['beats_floor'], '—')} | {num(r['blimp'], '.3f')} |")
     lines.append("")
     for key, other in (("nsga2_vs_random", "random search's pick"), ("nsga2_vs_reference", f"the reference {s.reference}")):
         v = summary.get(key)
@@ -510,8 +511,8 @@ def report_markdown(f: Faster, summary: dict, lat: dict) -> str:
             continue
         ci = "" if v["accuracy_ci_pp"] is None else \
             f" (paired bootstrap over the dev targets [{v['accuracy_ci_pp'][0]:+.2f}, {v['accuracy_ci_pp'][1]:+.2f}])"
-        lines.append(f"* NSGA-II's pick against {other}: "
-                     f"{latency_words(v['latency_reduction'], v.get('latency_rounds_overlap'))} (measured), "
+        lines.append(f"* NSGA-II's pick against {other}: measured "
+                     f"{latency_words(v['latency_reduction'], v.get('latency_rounds_overlap'))}; "
                      f"{v['accuracy_difference_pp']:+.2f} pp MLM dev accuracy{ci}.")
     if lat["rounds"] == 1:
         lines += ["", "One timing round: the report cannot tell a latency gap from the machine's timing noise; "

@@ -27,7 +27,7 @@ from pydantic import Field
 
 from lvsearch.config import Overrides, build_dataclass, load_config, override_map, to_jsonable
 from lvsearch.errors import LvsearchError
-from lvsearch.io import check_writable_folder, copy_file, guard_output, read_json
+from lvsearch.io import check_writable_folder, copy_file, differing_leaves, guard_output, read_json
 from lvsearch.train.checkpoint import CHECKPOINTS, latest_checkpoint, latest_step, verify_checkpoint
 from lvsearch.schema import Count, FileModel
 
@@ -189,19 +189,6 @@ def resume_config(out: Path, cls: type, run_format: str, recipe: str | dict | No
     if latest_checkpoint(out) is None:
         raise LvsearchError(f"--resume: {out} has no checkpoint yet", fix="start the run again (--overwrite)")
     return config, recorded
-
-
-def differing_leaves(old: dict, new: dict, prefix: str = "") -> list[tuple[str, Any, Any]]:
-    """``(dotted key, old value, new value)`` for every leaf that differs between two nested
-    configs (``train.steps``; missing counts as None), sorted by key."""
-    out = []
-    for k in sorted(set(old) | set(new)):
-        a, b = old.get(k), new.get(k)
-        if isinstance(a, dict) and isinstance(b, dict):
-            out += differing_leaves(a, b, f"{prefix}{k}.")
-        elif a != b:
-            out.append((f"{prefix}{k}", a, b))
-    return out
 
 
 def check_same_data(recorded: dict, data, out: Path) -> None:
